@@ -1,0 +1,73 @@
+#include "profiling/cc/profile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "profiling/cc/profiled_instructions.pb.h"
+
+namespace pgle {
+namespace {
+
+using ::tensorflow::profiler::ProfiledInstructionsProto;
+
+ProfiledInstructionsProto ParseProto(std::string_view bytes) {
+  ProfiledInstructionsProto proto;
+  if (!proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    throw ProfileError("not a serialized ProfiledInstructionsProto (" + std::to_string(bytes.size()) +
+                       " bytes that protobuf could not parse; truncated or another format?)");
+  }
+  for (const auto& cost : proto.costs()) {
+    if (cost.name().empty()) {
+      throw ProfileError("an instruction cost has an empty name");
+    }
+    if (!std::isfinite(cost.cost_us()) || cost.cost_us() < 0) {
+      throw ProfileError("instruction '" + cost.name() + "' has invalid cost_us " +
+                         std::to_string(cost.cost_us()));
+    }
+  }
+  return proto;
+}
+
+}  // namespace
+
+Profile ParseProfile(std::string_view bytes) {
+  ProfiledInstructionsProto proto = ParseProto(bytes);
+  Profile profile;
+  profile.costs.reserve(proto.costs_size());
+  for (const auto& cost : proto.costs()) {
+    profile.costs.push_back({cost.name(), cost.cost_us()});
+  }
+  std::sort(profile.costs.begin(), profile.costs.end(),
+            [](const InstructionCost& a, const InstructionCost& b) {
+              return std::tie(a.name, a.cost_us) < std::tie(b.name, b.cost_us);
+            });
+  profile.num_latencies = proto.latencies_size();
+  return profile;
+}
+
+std::string CanonicalProfileBytes(std::string_view bytes) {
+  ProfiledInstructionsProto proto = ParseProto(bytes);
+  auto* costs = proto.mutable_costs();
+  std::sort(costs->begin(), costs->end(), [](const auto& a, const auto& b) {
+    return std::make_tuple(a.name(), a.cost_us()) < std::make_tuple(b.name(), b.cost_us());
+  });
+  auto* latencies = proto.mutable_latencies();
+  std::sort(latencies->begin(), latencies->end(), [](const auto& a, const auto& b) {
+    return std::make_tuple(a.source(), a.target(), a.latency_us()) <
+           std::make_tuple(b.source(), b.target(), b.latency_us());
+  });
+  std::string out;
+  // Deterministic serialization: map fields and unknown fields in a fixed order as well.
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    proto.SerializeToCodedStream(&coded);
+  }
+  return out;
+}
+
+}  // namespace pgle
