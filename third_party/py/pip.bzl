@@ -21,8 +21,11 @@ def _pip_repository_impl(rctx):
         timeout = 3600,
     )
     if result.return_code != 0:
+        # pip warns once per package about unusable find-links/index entries of the local pip config;
+        # keep them out of the way of the error that matters (a hash mismatch, a missing wheel).
+        errors = [l for l in result.stderr.split("\n") if not l.startswith("WARNING: Location ")]
         fail("pip install of %s failed (exit %d):\n%s" % (
-            rctx.attr.requirements_lock, result.return_code, result.stderr))
+            rctx.attr.requirements_lock, result.return_code, "\n".join(errors)))
 
     rctx.report_progress("pip: generating BUILD targets")
     result = rctx.execute([python.exe, rctx.path(rctx.attr._generator), "site"])
