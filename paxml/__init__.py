@@ -1,0 +1,24 @@
+"""paxml: the experiment runner.
+
+Public modules (import them directly; this file imports nothing, so
+`import paxml.experiment_registry` does not pull in JAX or TensorFlow):
+  experiment_registry: `@register` and name lookup for `--exp`.
+  base_experiment: `BaseExperiment`, what every experiment implements.
+  tasks_lib: `TaskConfig`, what `BaseExperiment.task()` returns.
+  synthetic_input: a learnable synthetic LM input.
+  checkpoints: Orbax checkpoints under `<job_log_dir>/checkpoints`.
+  summaries: TensorBoard scalars under `<job_log_dir>/summaries/train`.
+  trainer: `train_and_evaluate`, the train loop.
+  main: the command-line entry point.
+"""
+
+__all__ = [
+    "base_experiment",
+    "checkpoints",
+    "experiment_registry",
+    "main",
+    "summaries",
+    "synthetic_input",
+    "tasks_lib",
+    "trainer",
+]

@@ -1,0 +1,96 @@
+r"""Command-line entry point: find the experiment named by --exp and run it.
+
+  ./bazelw run //paxml:main -- --exp=tasks.lm.params.demo.DemoLm \
+      --job_log_dir=/tmp/pax_demo
+
+`run` does the work without flags, so tests and notebooks call it directly.
+"""
+
+from collections.abc import Sequence
+import logging as std_logging
+import os
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from paxml import experiment_registry
+# Registers the built-in experiments, so their short names (`demo.DemoLm`)
+# work on the command line without an import.
+from paxml.tasks.lm.params import demo  # pylint: disable=unused-import
+
+MODES = ("train", "eval", "decode")
+
+_EXP = flags.DEFINE_string(
+    "exp", None,
+    "Experiment to run: a registered name such as tasks.lm.params.demo.DemoLm, "
+    "or any dotted suffix of it (demo.DemoLm).",
+)
+_JOB_LOG_DIR = flags.DEFINE_string(
+    "job_log_dir", None,
+    "Directory for checkpoints/ and summaries/; an existing run there is resumed.",
+)
+_MODE = flags.DEFINE_enum("mode", "train", MODES, "What to do with the experiment.")
+
+
+class UsageError(Exception):
+  """A request this program cannot carry out, explained in one sentence."""
+
+
+def run(exp: str, job_log_dir: str, mode: str = "train") -> dict[str, float]:
+  """Runs experiment `exp` in `mode`; returns the trainer's final metrics.
+
+  Raises:
+    experiment_registry.Error: `exp` names no experiment, or several.
+    UsageError: `mode` is not implemented yet.
+  """
+  experiment_cls = experiment_registry.get_experiment(exp)
+  if mode != "train":
+    raise UsageError(
+        f"--mode={mode} is not implemented yet; only --mode=train is available"
+    )
+  # Imported here, not at the top: the trainer pulls in TensorFlow (~10 s),
+  # and a mistyped --exp should fail at once.
+  from paxml import trainer  # pylint: disable=g-import-not-at-top
+
+  logging.info("Running %s in %s", experiment_registry.canonical_name(experiment_cls),
+               job_log_dir)
+  return trainer.train_and_evaluate(experiment_cls(), job_log_dir)
+
+
+class _HideLibraryInfo(std_logging.Filter):
+  """Drops INFO records from Orbax and JAX.
+
+  Orbax logs about ten INFO lines per checkpoint save; they bury the progress
+  lines a person follows. Warnings and errors still pass, and --verbosity=1
+  shows everything.
+  """
+
+  _PACKAGES = tuple(os.sep + p + os.sep for p in ("orbax", "jax"))
+
+  def filter(self, record: std_logging.LogRecord) -> bool:
+    if record.levelno >= std_logging.WARNING:
+      return True
+    return not any(p in record.pathname for p in self._PACKAGES)
+
+
+def main(argv: Sequence[str]) -> int:
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  if logging.get_verbosity() < logging.DEBUG:
+    logging.get_absl_handler().addFilter(_HideLibraryInfo())
+  try:
+    run(_EXP.value, _JOB_LOG_DIR.value, _MODE.value)
+  except (experiment_registry.Error, UsageError) as e:
+    # One line, no traceback: the message says what to change.
+    print(f"error: {e}", file=sys.stderr)
+    return 1
+  return 0
+
+
+if __name__ == "__main__":
+  # Required only when run as a program: tests import this module and parse
+  # their own flags.
+  flags.mark_flags_as_required(["exp", "job_log_dir"])
+  app.run(main)

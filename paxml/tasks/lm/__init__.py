@@ -1,0 +1,1 @@
+"""Language-model experiments; registered experiment classes live in `params/`."""
