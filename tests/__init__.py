@@ -1,0 +1,1 @@
+"""Integration and end-to-end tests; run from the repository root."""
