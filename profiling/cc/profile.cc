@@ -6,6 +6,7 @@
 
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/text_format.h"
 #include "profiling/cc/profiled_instructions.pb.h"
 
 namespace pgle {
@@ -46,6 +47,29 @@ Profile ParseProfile(std::string_view bytes) {
             });
   profile.num_latencies = proto.latencies_size();
   return profile;
+}
+
+std::string SerializeProfile(std::vector<InstructionCost> costs, ProfileFormat format) {
+  std::sort(costs.begin(), costs.end(), [](const InstructionCost& a, const InstructionCost& b) {
+    return std::tie(a.name, a.cost_us) < std::tie(b.name, b.cost_us);
+  });
+  ProfiledInstructionsProto proto;
+  proto.mutable_costs()->Reserve(static_cast<int>(costs.size()));
+  for (auto& cost : costs) {
+    auto* out = proto.add_costs();
+    out->set_name(std::move(cost.name));
+    out->set_cost_us(cost.cost_us);
+  }
+  std::string out;
+  if (format == ProfileFormat::kText) {
+    // The printer writes doubles so that they parse back to the same value.
+    if (!google::protobuf::TextFormat::PrintToString(proto, &out)) {
+      throw ProfileError("protobuf could not print the profile as text");
+    }
+    return out;
+  }
+  if (!proto.SerializeToString(&out)) throw ProfileError("protobuf could not serialize the profile");
+  return out;
 }
 
 std::string CanonicalProfileBytes(std::string_view bytes) {
