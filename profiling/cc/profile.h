@@ -18,6 +18,10 @@ class ProfileError : public PgleError {
   using PgleError::PgleError;
 };
 
+// XLA reads both: `<fingerprint>.pbtxt` (text format) before `<fingerprint>.pb` (binary) in a
+// profile directory, and a single file by its extension.
+enum class ProfileFormat { kBinary, kText };
+
 struct InstructionCost {
   std::string name;
   double cost_us = 0;
@@ -30,15 +34,11 @@ struct Profile {
 
 // Parses serialized bytes. Throws ProfileError if they are not a ProfiledInstructionsProto, or if an
 // instruction has an empty name or a negative or non-finite cost (XLA would use such a cost as is).
-Profile ParseProfile(std::string_view bytes);
+Profile ParseProfile(std::string_view bytes, ProfileFormat format = ProfileFormat::kBinary);
 
 // Re-serializes `bytes` with costs and latencies sorted, so equal profiles give equal bytes whatever
 // order they were collected in. Throws ProfileError like ParseProfile.
 std::string CanonicalProfileBytes(std::string_view bytes);
-
-// XLA reads both: `<fingerprint>.pbtxt` (text format) before `<fingerprint>.pb` (binary) in a
-// profile directory, and a single file by its extension.
-enum class ProfileFormat { kBinary, kText };
 
 // Serializes `costs` sorted by name (then cost), so the same costs always give the same bytes.
 std::string SerializeProfile(std::vector<InstructionCost> costs, ProfileFormat format);

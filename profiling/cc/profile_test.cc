@@ -79,6 +79,8 @@ TEST(SerializeProfileTest, TextParsesBackToTheSameDoubles) {
   EXPECT_EQ(parsed.costs(0).name(), "dot");
   EXPECT_EQ(parsed.costs(0).cost_us(), 1e-300);
   EXPECT_EQ(parsed.costs(1).cost_us(), awkward);
+  EXPECT_EQ(ParseProfile(text, ProfileFormat::kText).costs[1].cost_us, awkward);
+  EXPECT_THROW(ParseProfile("costs { nme: 1 }", ProfileFormat::kText), ProfileError);
 }
 
 }  // namespace
