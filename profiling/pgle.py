@@ -25,7 +25,7 @@ PGLE (profile-guided latency estimation) on GPU, manual workflow:
        export XLA_FLAGS="$(bazel run //profiling:pgle -- flags /abs/path/profile.pb)"
        python train.py ...
      XLA logs "{flags_lib.FOUND_PROFILE_LOG_LINE}" when it uses the profile
-     (visible with TF_CPP_VMODULE=gpu_hlo_schedule=1 or TF_CPP_MIN_LOG_LEVEL=0). If it is missing:
+     (an INFO line: keep TF_CPP_MIN_LOG_LEVEL at 0 to see it). If it is missing:
      the profile's fingerprint does not match (report --hlo shows DROPPED entries; re-collect with
      identical code, shapes and flags), or the path is wrong.
 
