@@ -4,6 +4,7 @@
 #include <limits>
 #include <string>
 
+#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "profiling/cc/profiled_instructions.pb.h"
 
@@ -57,6 +58,29 @@ TEST(CanonicalProfileBytesTest, OrderOfEntriesDoesNotChangeBytes) {
   ASSERT_EQ(parsed.costs_size(), 3);
   EXPECT_EQ(parsed.costs(0).name(), "a");
   EXPECT_EQ(parsed.costs(2).name(), "c");
+}
+
+TEST(SerializeProfileTest, BinaryIsSortedAndOrderIndependent) {
+  std::string a = SerializeProfile({{"b", 2.0}, {"a", 1.0}}, ProfileFormat::kBinary);
+  std::string b = SerializeProfile({{"a", 1.0}, {"b", 2.0}}, ProfileFormat::kBinary);
+  EXPECT_EQ(a, b);
+  Profile profile = ParseProfile(a);
+  ASSERT_EQ(profile.costs.size(), 2u);
+  EXPECT_EQ(profile.costs[0].name, "a");
+}
+
+TEST(SerializeProfileTest, TextParsesBackToTheSameDoubles) {
+  const double awkward = 0.1 + 0.2;  // Needs 17 significant digits to round-trip.
+  std::string text = SerializeProfile({{"fp::fusion.1", awkward}, {"dot", 1e-300}}, ProfileFormat::kText);
+  EXPECT_NE(text.find("name: \"dot\""), std::string::npos) << text;
+  ProfiledInstructionsProto parsed;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &parsed)) << text;
+  ASSERT_EQ(parsed.costs_size(), 2);
+  EXPECT_EQ(parsed.costs(0).name(), "dot");
+  EXPECT_EQ(parsed.costs(0).cost_us(), 1e-300);
+  EXPECT_EQ(parsed.costs(1).cost_us(), awkward);
+  EXPECT_EQ(ParseProfile(text, ProfileFormat::kText).costs[1].cost_us, awkward);
+  EXPECT_THROW(ParseProfile("costs { nme: 1 }", ProfileFormat::kText), ProfileError);
 }
 
 }  // namespace
