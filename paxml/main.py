@@ -16,6 +16,7 @@ from absl import flags
 from absl import logging
 
 from paxml import experiment_registry
+from paxml import user_paths
 # Registers the built-in experiments, so their short names (`demo.DemoLm`)
 # work on the command line without an import.
 from paxml.tasks.lm.params import demo  # pylint: disable=unused-import
@@ -81,7 +82,7 @@ def main(argv: Sequence[str]) -> int:
   if logging.get_verbosity() < logging.DEBUG:
     logging.get_absl_handler().addFilter(_HideLibraryInfo())
   try:
-    run(_EXP.value, _JOB_LOG_DIR.value, _MODE.value)
+    run(_EXP.value, user_paths.resolve(_JOB_LOG_DIR.value), _MODE.value)
   except (experiment_registry.Error, UsageError) as e:
     # One line, no traceback: the message says what to change.
     print(f"error: {e}", file=sys.stderr)

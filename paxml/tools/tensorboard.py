@@ -5,27 +5,26 @@
 A relative --logdir is taken from the directory the command was started in, not Bazel's runfiles tree.
 """
 
-import os
 import sys
 
 from tensorboard import main as tensorboard_main
 
+from paxml import user_paths
 
-def _resolve_logdir(argv, cwd):
-  """Makes a relative `--logdir[_spec]=PATH` absolute against `cwd`."""
+
+def _resolve_logdir(argv):
+  """Makes `--logdir=PATH` / `--logdir_spec=PATH` relative to where the user started the command."""
   resolved = []
   for arg in argv:
     flag, sep, value = arg.partition("=")
-    if sep and flag in ("--logdir", "--logdir_spec") and value and not os.path.isabs(value):
-      arg = f"{flag}={os.path.join(cwd, value)}"
+    if sep and flag in ("--logdir", "--logdir_spec") and value:
+      arg = f"{flag}={user_paths.resolve(value)}"
     resolved.append(arg)
   return resolved
 
 
 def main():
-  # `bazel run` starts us inside the runfiles tree; BUILD_WORKING_DIRECTORY is where the user was.
-  cwd = os.environ.get("BUILD_WORKING_DIRECTORY", os.getcwd())
-  sys.argv = _resolve_logdir(sys.argv, cwd)
+  sys.argv = _resolve_logdir(sys.argv)
   tensorboard_main.run_main()
 
 

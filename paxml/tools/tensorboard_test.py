@@ -1,5 +1,8 @@
 """Tests the --logdir resolution of the TensorBoard launcher."""
 
+import os
+from unittest import mock
+
 from absl.testing import absltest
 
 from paxml.tools import tensorboard
@@ -7,18 +10,22 @@ from paxml.tools import tensorboard
 
 class ResolveLogdirTest(absltest.TestCase):
 
-  def test_relative_logdir_is_joined_to_cwd(self):
+  def setUp(self):
+    super().setUp()
+    self.enter_context(mock.patch.dict(os.environ, {"BUILD_WORKING_DIRECTORY": "/home/u"}))
+
+  def test_relative_logdir_is_joined_to_the_users_directory(self):
     self.assertEqual(
-        tensorboard._resolve_logdir(["tb", "--logdir=runs/a", "--port=6006"], "/home/u"),
+        tensorboard._resolve_logdir(["tb", "--logdir=runs/a", "--port=6006"]),
         ["tb", "--logdir=/home/u/runs/a", "--port=6006"])
 
   def test_absolute_and_other_flags_are_kept(self):
     argv = ["tb", "--logdir=/tmp/x", "--logdirx=y", "--bind_all"]
-    self.assertEqual(tensorboard._resolve_logdir(argv, "/home/u"), argv)
+    self.assertEqual(tensorboard._resolve_logdir(argv), argv)
 
   def test_logdir_spec_is_resolved(self):
-    self.assertEqual(
-        tensorboard._resolve_logdir(["tb", "--logdir_spec=r"], "/w"), ["tb", "--logdir_spec=/w/r"])
+    self.assertEqual(tensorboard._resolve_logdir(["tb", "--logdir_spec=r"]),
+                     ["tb", "--logdir_spec=/home/u/r"])
 
   def test_importing_tensorboard_main_works(self):
     # The launcher is only useful if TensorBoard's own entry point imports from the lock.
