@@ -11,11 +11,11 @@ from paxml import user_paths
 class ResolveTest(absltest.TestCase):
 
   def test_relative_path_joins_bazel_working_directory(self):
-    with mock.patch.dict(os.environ, {"BUILD_WORKING_DIRECTORY": "/home/u/work"}):
-      self.assertEqual(user_paths.resolve("runs/a"), "/home/u/work/runs/a")
+    with mock.patch.dict(os.environ, {"BUILD_WORKING_DIRECTORY": "/srv/proj"}):
+      self.assertEqual(user_paths.resolve("runs/a"), "/srv/proj/runs/a")
 
   def test_absolute_path_is_kept(self):
-    with mock.patch.dict(os.environ, {"BUILD_WORKING_DIRECTORY": "/home/u/work"}):
+    with mock.patch.dict(os.environ, {"BUILD_WORKING_DIRECTORY": "/srv/proj"}):
       self.assertEqual(user_paths.resolve("/tmp/x"), "/tmp/x")
 
   def test_without_bazel_uses_current_directory(self):
