@@ -109,9 +109,12 @@ def train_step(
 
 
 def train_and_evaluate(
-    experiment: base_experiment.BaseExperiment, job_log_dir: str
+    experiment: base_experiment.BaseExperiment, job_log_dir: str, *, profiler=None
 ) -> dict[str, float]:
   """Trains `experiment` up to its `num_train_steps`, resuming if possible.
+
+  `profiler`, if given, is told about each step (`before_step(step)`, `after_step(step, outputs)`)
+  and closed at the end: `pgle_collection.StepWindowProfiler` traces a window of steps.
 
   Returns:
     The last step's metrics plus `step`, the final step. When the checkpoint
@@ -184,8 +187,12 @@ def train_and_evaluate(
             lambda x: jax.make_array_from_process_local_data(batch_sharding, x),
             train_input.get_next(),
         )
+        if profiler:
+          profiler.before_step(step)
         state, step_metrics = step_fn(state, batch, train_rng)
         step += 1
+        if profiler:
+          profiler.after_step(step, step_metrics)
         if step % task.summary_interval_steps == 0 or step == task.num_train_steps:
           # Fetching the metrics waits for the step; between summaries (and
           # checkpoint saves) the host runs ahead and queues steps.
@@ -203,5 +210,7 @@ def train_and_evaluate(
               metrics["lr"], metrics["grad_norm"], metrics["Steps/sec"],
           )
       checkpointer.save(step, state, train_input.get_state(), force=True)
+      if profiler:
+        profiler.close()
   logging.info("Finished at step %d; checkpoints in %s", step, checkpointer.directory)
   return {"step": float(step), **metrics}
