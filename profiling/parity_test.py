@@ -15,36 +15,15 @@ import tempfile
 from absl.testing import absltest
 from absl.testing import parameterized
 from jax._src.lib import _profiler as jaxlib_profiler
-from tensorflow.compiler.xla.service import hlo_pb2
-from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 from profiling import _pgle
 from profiling import conversion
 from profiling import cpu_trace
+from profiling import trace_relabel
 
 _RELATIVE_TOLERANCE = 1e-9
 _FINGERPRINT = "0123abcd"
 _RUNS = 3
-
-
-def _relabel(xspace_bytes: bytes, plane_name: str, fingerprint: str | None) -> bytes:
-  space = xplane_pb2.XSpace.FromString(xspace_bytes)
-  for plane in space.planes:
-    if plane.name == "/host:CPU":
-      plane.name = plane_name
-    if plane.name == "/host:metadata" and fingerprint:
-      for metadata in plane.event_metadata.values():
-        for stat in metadata.stats:
-          if stat.WhichOneof("value") != "bytes_value":
-            continue
-          hlo = hlo_pb2.HloProto.FromString(stat.bytes_value)
-          if "train_step" not in hlo.hlo_module.name:
-            continue
-          (entry,) = [c for c in hlo.hlo_module.computations if c.id == hlo.hlo_module.entry_computation_id]
-          (root,) = [i for i in entry.instructions if i.id == entry.root_id]
-          root.frontend_attributes.map["fingerprint_before_lhs"] = fingerprint
-          stat.bytes_value = hlo.SerializeToString()
-  return space.SerializeToString()
 
 
 def _as_dict(costs) -> dict[str, float]:
@@ -88,7 +67,7 @@ class ParityTest(parameterized.TestCase):
 
   @parameterized.product(plane=["/device:GPU:0", "/device:CUSTOM:0"], fingerprint=[None, _FINGERPRINT])
   def test_serialized_xspace_matches_get_fdo_profile(self, plane, fingerprint):
-    data = _relabel(self.host_traces[0], plane, fingerprint)
+    data = trace_relabel.relabel(self.host_traces[0], plane, fingerprint)
     theirs = _as_dict(_pgle.parse_profile(jaxlib_profiler.get_fdo_profile(data)))
     ours = conversion.convert_xspaces([data])
     self.assertSameProfile(_as_dict((e.name, e.cost_us) for e in ours.entries), theirs)
@@ -97,7 +76,7 @@ class ParityTest(parameterized.TestCase):
 
   @parameterized.parameters("/device:GPU:0", "/device:CUSTOM:0")
   def test_multi_host_directory_matches_get_profiled_instructions_proto(self, plane):
-    traces = [_relabel(t, plane, _FINGERPRINT) for t in self.host_traces[:2]]
+    traces = [trace_relabel.relabel(t, plane, _FINGERPRINT) for t in self.host_traces[:2]]
     run_dir = self._write_run(f"two_hosts_{plane[8:-2]}", traces)
     theirs = _as_dict(_pgle.parse_profile(jaxlib_profiler.get_profiled_instructions_proto(run_dir)))
     ours = conversion.convert(run_dir)
@@ -107,14 +86,14 @@ class ParityTest(parameterized.TestCase):
     self.assertEqual(names, sorted(names))
 
   def test_host_plane_mode_reads_what_jaxlib_reads_on_a_device_plane(self):
-    relabelled = _relabel(self.host_traces[1], "/device:GPU:0", None)
+    relabelled = trace_relabel.relabel(self.host_traces[1], "/device:GPU:0", None)
     theirs = _as_dict(_pgle.parse_profile(jaxlib_profiler.get_fdo_profile(relabelled)))
     ours = conversion.convert_xspaces([self.host_traces[1]], include_host=True)
     self.assertSameProfile(_as_dict((e.name, e.cost_us) for e in ours.entries), theirs)
 
   @parameterized.parameters(0, 25, 50, 90, 100)
   def test_percentile_matches_aggregate_profiled_instructions(self, percentile):
-    traces = [_relabel(t, "/device:GPU:0", _FINGERPRINT) for t in self.host_traces]
+    traces = [trace_relabel.relabel(t, "/device:GPU:0", _FINGERPRINT) for t in self.host_traces]
     per_run = [jaxlib_profiler.get_fdo_profile(t) for t in traces]
     theirs = _as_dict(_pgle.parse_profile(
         jaxlib_profiler.aggregate_profiled_instructions(per_run, percentile)))
@@ -123,7 +102,7 @@ class ParityTest(parameterized.TestCase):
     self.assertSameProfile(_as_dict((e.name, e.cost_us) for e in ours.entries), theirs)
 
   def test_percentile_over_run_directories(self):
-    traces = [_relabel(t, "/device:CUSTOM:0", None) for t in self.host_traces]
+    traces = [trace_relabel.relabel(t, "/device:CUSTOM:0", None) for t in self.host_traces]
     run_dirs = [self._write_run(f"run{i}", [t]) for i, t in enumerate(traces)]
     per_run = [jaxlib_profiler.get_profiled_instructions_proto(d) for d in run_dirs]
     theirs = _as_dict(_pgle.parse_profile(jaxlib_profiler.aggregate_profiled_instructions(per_run, 90)))

@@ -1,0 +1,1 @@
+"""Benchmarks of the PGLE tools; see README.md."""
