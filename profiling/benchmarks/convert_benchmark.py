@@ -81,7 +81,7 @@ def machine() -> str:
 
 
 def build_config() -> str:
-  """The Bazel configuration our extension was built in, e.g. k8-opt or k8-fastbuild (-O0, the default)."""
+  """The Bazel configuration our extension was built in, e.g. k8-opt or k8-fastbuild (the default mode; .bazelrc adds -O2 to it)."""
   from profiling import _pgle_ext  # pylint: disable=g-import-not-at-top  (loaded by _pgle already)
   match = re.search(r"bazel-out/([^/]+)/", os.path.realpath(_pgle_ext.__file__))
   return match.group(1) if match else "unknown"

@@ -59,7 +59,13 @@ class BenchmarkTest(absltest.TestCase):
       self.assertGreater(int(after_import), 5)  # At least an interpreter.
 
     ratio = float(re.match(r"([\d.]+)x \(jaxlib median / ours median", fields["ratio"]).group(1))
-    self.assertAlmostEqual(ratio, medians["jaxlib"] / medians["ours"], delta=0.01 + 0.01 * ratio)
+    # The ratio comes from unrounded medians; the printed ones are rounded to 1 ms, which at this
+    # tiny size moves their quotient a lot. The printed ratio (2 decimals) must lie within what the
+    # printed medians allow.
+    half_ms = 0.0005
+    lowest = (medians["jaxlib"] - half_ms) / (medians["ours"] + half_ms)
+    highest = (medians["jaxlib"] + half_ms) / max(medians["ours"] - half_ms, 1e-9)
+    self.assertBetween(ratio, lowest - 0.005, highest + 0.005)
     names = int(re.match(r"same (\d+) names, cost_us equal within 1e-09 relative", fields["parity"]).group(1))
     self.assertGreater(names, 5)  # The train step's fusions and dots.
     self.assertRegex(fields["machine"], r"nproc \d+, load average [\d.]+ at start; our extension built as k8-")
