@@ -6,31 +6,33 @@ import sys
 import textwrap
 
 from absl.testing import absltest
-import fiddle as fdl
 import jax
 
-from paxml import base_experiment
 from paxml import pgle_collection
-from paxml import synthetic_input
-from paxml import tasks_lib
 from paxml import trainer
-from praxis import transformer_lm
+from paxml.tasks.lm.params import demo
 from profiling import _pgle
 from profiling import conversion
 
 
-class _TinyLm(base_experiment.BaseExperiment):
+class _TinyLm(demo.DemoLm):
+  """DemoLm shrunk to 8 tiny steps: the trace only needs the train step's instructions."""
 
-  def datasets(self):
-    return [fdl.Config(synthetic_input.SyntheticLmInput,
-                       batch_size=4, seq_len=8, vocab_size=16, max_stride=2, seed=1)]
-
-  def task(self):
-    return tasks_lib.TaskConfig(
-        model=transformer_lm.TransformerLm(vocab_size=16, model_dims=16, num_layers=1,
-                                           num_heads=2, hidden_dims=32, max_seq_len=8),
-        learning_rate=1e-2, num_train_steps=8, save_interval_steps=100, save_max_to_keep=1,
-        summary_interval_steps=4, random_seed=0)
+  VOCAB_SIZE = 16
+  SEQ_LEN = 8
+  BATCH_SIZE = 4
+  MAX_STRIDE = 2
+  INPUT_SEED = 1
+  MODEL_DIMS = 16
+  NUM_LAYERS = 1
+  NUM_HEADS = 2
+  HIDDEN_DIMS = 32
+  LEARNING_RATE = 1e-2
+  WARMUP_STEPS = 0
+  NUM_TRAIN_STEPS = 8
+  SAVE_INTERVAL_STEPS = 100
+  SAVE_MAX_TO_KEEP = 1
+  SUMMARY_INTERVAL_STEPS = 4
 
 
 def _run_fresh_python(code):
