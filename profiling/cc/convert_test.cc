@@ -1,16 +1,17 @@
 #include "profiling/cc/convert.h"
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "gtest/gtest.h"
 #include "profiling/cc/errors.h"
+#include "profiling/cc/test_dir.h"
 #include "profiling/cc/xspace_builder.h"
 
 namespace pgle {
 namespace {
 namespace fs = std::filesystem;
+using ::pgle::testing::FreshDir;
 
 using testing::HloProtoBytes;
 using testing::PlaneBuilder;
@@ -18,14 +19,6 @@ using testing::Ref;
 using tensorflow::profiler::XSpace;
 
 constexpr int64_t kUs = 1000 * 1000;
-
-fs::path FreshDir(const std::string& name) {
-  const char* root = std::getenv("TEST_TMPDIR");
-  fs::path dir = fs::path(root ? root : fs::temp_directory_path().string()) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 // One host's trace: `durations_us` of "fusion.1" of module jit_step(3) on `plane_name`, and, if
 // `with_metadata`, the module's HloProto with fingerprint "fp".

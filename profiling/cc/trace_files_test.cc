@@ -1,25 +1,17 @@
 #include "profiling/cc/trace_files.h"
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "gtest/gtest.h"
 #include "profiling/cc/errors.h"
+#include "profiling/cc/test_dir.h"
 
 namespace pgle {
 namespace {
 namespace fs = std::filesystem;
-
-// A fresh directory under Bazel's per-test temp dir.
-fs::path FreshDir(const std::string& name) {
-  const char* root = std::getenv("TEST_TMPDIR");
-  fs::path dir = fs::path(root ? root : fs::temp_directory_path().string()) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+using ::pgle::testing::FreshDir;
 
 void WriteFile(const fs::path& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
