@@ -2,7 +2,9 @@
 
 Public modules (import them directly; this file imports nothing so that
 `import praxis` stays cheap):
+  base_hyperparams: Pax-style HParams on Fiddle (configs, templates, instantiate, text).
+  pytypes: NestedMap and type aliases.
   transformer_lm: decoder-only Transformer LM and its loss.
 """
 
-__all__ = ["transformer_lm"]
+__all__ = ["base_hyperparams", "pytypes", "transformer_lm"]

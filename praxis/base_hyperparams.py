@@ -1,0 +1,219 @@
+"""Pax-style hyperparameters on Fiddle.
+
+A configurable class (a layer, an input, an optimizer) is a dataclass whose fields are its typed,
+documented hyperparameters. `Cls.HParams` makes Fiddle configs of it:
+
+    cfg = Linear.HParams.config(input_dims=1, output_dims=1)   # a Config: nothing built yet
+    cfg.input_dimz = 31337        # AttributeError at once, listing the valid names
+    part = Linear.HParams.partial(input_dims=1)                # a Partial
+    layer = cfg.Instantiate()     # or instantiate(cfg)
+
+`Cls.HParams(...)` is the same as `Cls.HParams.config(...)`, as in Pax's older API.
+
+Templates. A field declared with `template_field(Child)` holds a Config of a child. `instantiate`
+does not build it: the parent receives the Config and builds its children itself (in Flax's
+`setup`), after setting what it knows (for example the child's input size). Every other nested
+Config is built, and one Config object reachable from two places is built once, so both places get
+the same object: this is how two layers share one child (and, for Flax layers, its weights).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import enum
+from typing import Any, Callable, TypeVar
+
+import fiddle as fdl
+import numpy as np
+
+_T = TypeVar("_T")
+_TEMPLATE = "praxis_template"
+
+
+class _CloneAndSet:
+  """`.clone()` and chained `.set(...)`, as Pax's configs have."""
+
+  def __init__(self, fn_or_cls, *args, **kwargs):
+    super().__init__(fn_or_cls, *args, **kwargs)
+    # Fiddle cannot read a dataclass default made by a default_factory, and templates are exactly
+    # such defaults: put a fresh value into the config so `cfg.linear_tpl.output_dims = 4` works.
+    if dataclasses.is_dataclass(fn_or_cls):
+      for field in dataclasses.fields(fn_or_cls):
+        if (field.init and field.default_factory is not dataclasses.MISSING and
+            field.name not in self.__arguments__):
+          setattr(self, field.name, field.default_factory())
+
+  def clone(self):
+    return copy.deepcopy(self)
+
+  def set(self, **kwargs):
+    for name, value in kwargs.items():
+      setattr(self, name, value)
+    return self
+
+  def Instantiate(self, **overrides):  # pylint: disable=invalid-name
+    """Builds this config (Pax's name for `instantiate`)."""
+    return instantiate(self.clone().set(**overrides) if overrides else self)
+
+
+class Config(_CloneAndSet, fdl.Config):
+  """A Fiddle Config with Pax's conveniences."""
+
+
+class Partial(_CloneAndSet, fdl.Partial):
+  """A Fiddle Partial with Pax's conveniences; building it gives a functools.partial."""
+
+
+def template_field(cls: type | None = None, **defaults) -> Any:
+  """A dataclass field holding a Config of `cls` that the parent builds itself.
+
+  `cls=None` declares a template that has no default (the user must set one).
+  """
+  def factory():
+    return None if cls is None else Config(cls, **defaults)
+
+  return dataclasses.field(default_factory=factory, metadata={_TEMPLATE: True})
+
+
+# Pax's older name for the same thing.
+sub_config_field = template_field
+
+
+def is_template_field(cls: type, name: str) -> bool:
+  if not dataclasses.is_dataclass(cls):
+    return False
+  for field in dataclasses.fields(cls):
+    if field.name == name:
+      return bool(field.metadata.get(_TEMPLATE))
+  return False
+
+
+class _HParamsFactory:
+  """What `Cls.HParams` returns: builds configs of `Cls`."""
+
+  def __init__(self, cls: type):
+    self._cls = cls
+
+  def config(self, **kwargs) -> Config:
+    return Config(self._cls, **kwargs)
+
+  def partial(self, **kwargs) -> Partial:
+    return Partial(self._cls, **kwargs)
+
+  def __call__(self, **kwargs) -> Config:
+    return self.config(**kwargs)
+
+  def __repr__(self):
+    return f"{self._cls.__name__}.HParams"
+
+
+class _HParamsDescriptor:
+
+  def __get__(self, instance, owner) -> _HParamsFactory:
+    return _HParamsFactory(owner)
+
+
+class HParamsMixin:
+  """Gives a dataclass (or Flax module) the `Cls.HParams.config(...)` entry point."""
+
+  HParams = _HParamsDescriptor()
+
+
+def instantiate(cfg: Any) -> Any:
+  """Builds a Config/Partial tree; template fields stay Configs (see module docstring)."""
+  return _build(cfg, memo={})
+
+
+def _build(value: Any, memo: dict[int, Any]) -> Any:
+  if isinstance(value, fdl.Buildable):
+    if id(value) in memo:
+      return memo[id(value)]
+    target = value.__fn_or_cls__
+    kwargs = {}
+    for name, arg in value.__arguments__.items():
+      if isinstance(target, type) and is_template_field(target, name):
+        kwargs[name] = copy.deepcopy(arg)
+      else:
+        kwargs[name] = _build(arg, memo)
+    if isinstance(value, fdl.Partial):
+      import functools  # pylint: disable=import-outside-toplevel
+      built = functools.partial(target, **kwargs)
+    else:
+      built = target(**kwargs)
+    memo[id(value)] = built
+    return built
+  if isinstance(value, (list, tuple)):
+    items = [_build(v, memo) for v in value]
+    return type(value)(items) if not hasattr(value, "_fields") else type(value)(*items)
+  if isinstance(value, dict):
+    return type(value)((k, _build(v, memo)) for k, v in value.items())
+  return value
+
+
+def nested_struct_to_text(root: Any, prefix: str = "") -> str:
+  """One `path : value` line per leaf of a config tree, sorted; the text of model_params.txt.
+
+  Configs show their class as `path : type/module.Class`, then their arguments (defaults included,
+  so the file records every value the run used).
+  """
+  lines: list[str] = []
+  _to_lines(root, prefix, lines)
+  return "\n".join(lines) + "\n"
+
+
+def _to_lines(value: Any, path: str, lines: list[str]) -> None:
+  if isinstance(value, fdl.Buildable):
+    target = value.__fn_or_cls__
+    kind = "partial" if isinstance(value, fdl.Partial) else "cls"
+    lines.append(f"{path or '(root)'} : {kind}/{_qualname(target)}")
+    for name, arg in sorted(_arguments_with_defaults(value).items()):
+      if name in ("parent", "name"):  # Flax's bookkeeping fields, not hyperparameters
+        continue
+      _to_lines(arg, f"{path}.{name}" if path else name, lines)
+  elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+    lines.append(f"{path} : {_qualname(type(value))}")
+    for field in dataclasses.fields(value):
+      if field.name in ("parent", "name"):
+        continue
+      _to_lines(getattr(value, field.name), f"{path}.{field.name}", lines)
+  elif isinstance(value, dict) and value:
+    for key in sorted(value, key=str):
+      _to_lines(value[key], f"{path}[{key!r}]", lines)
+  elif isinstance(value, (list, tuple)) and any(isinstance(v, fdl.Buildable) for v in value):
+    for index, item in enumerate(value):
+      _to_lines(item, f"{path}[{index}]", lines)
+  else:
+    lines.append(f"{path} : {_leaf_text(value)}")
+
+
+def _arguments_with_defaults(cfg: fdl.Buildable) -> dict[str, Any]:
+  args = {}
+  target = cfg.__fn_or_cls__
+  if dataclasses.is_dataclass(target):
+    for field in dataclasses.fields(target):
+      if not field.init:
+        continue
+      if field.default is not dataclasses.MISSING:
+        args[field.name] = field.default
+      elif field.default_factory is not dataclasses.MISSING:
+        args[field.name] = field.default_factory()
+  args.update(cfg.__arguments__)
+  return args
+
+
+def _qualname(target: Callable[..., Any]) -> str:
+  return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(target))}"
+
+
+def _leaf_text(value: Any) -> str:
+  if isinstance(value, enum.Enum):
+    return f"{type(value).__name__}.{value.name}"
+  if isinstance(value, type) or callable(value) and hasattr(value, "__qualname__"):
+    return _qualname(value)
+  if isinstance(value, str):
+    return repr(value)
+  if isinstance(value, np.dtype) or type(value).__name__ == "dtype" or (
+      isinstance(value, type) and issubclass(value, np.generic)):
+    return str(np.dtype(value))
+  return repr(value)

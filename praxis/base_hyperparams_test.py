@@ -1,0 +1,105 @@
+"""Tests for praxis.base_hyperparams: configs, templates, sharing, text."""
+
+import dataclasses
+
+from absl.testing import absltest
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from praxis import base_hyperparams as bh
+
+
+class Scale(bh.HParamsMixin, nn.Module):
+  dims: int = 0
+  factor: float = 1.0
+
+  @nn.compact
+  def __call__(self, x):
+    w = self.param("w", nn.initializers.ones, (self.dims,))
+    return x * w * self.factor
+
+
+class Block(bh.HParamsMixin, nn.Module):
+  dims: int = 0
+  inner_tpl: bh.Config = bh.template_field(Scale, factor=2.0)
+
+  def setup(self):
+    # The parent fills in what it knows before building its child.
+    self.inner = bh.instantiate(self.inner_tpl.clone().set(dims=self.dims))
+
+  def __call__(self, x):
+    return self.inner(x)
+
+
+class Pair(bh.HParamsMixin, nn.Module):
+  left: nn.Module | None = None
+  right: nn.Module | None = None
+
+  def __call__(self, x):
+    return self.left(x) + self.right(x)
+
+
+@dataclasses.dataclass
+class Plain(bh.HParamsMixin):
+  size: int = 1
+  names: tuple[str, ...] = ()
+
+
+class BaseHyperparamsTest(absltest.TestCase):
+
+  def test_unknown_field_raises_at_once_with_valid_names(self):
+    cfg = Scale.HParams.config(dims=1)
+    with self.assertRaisesRegex(AttributeError, r"input_dimz.*valid parameter names: dims, factor"):
+      cfg.input_dimz = 31337
+
+  def test_hparams_call_equals_config_and_partial_builds_partial(self):
+    self.assertEqual(Scale.HParams(dims=3), Scale.HParams.config(dims=3))
+    part = Plain.HParams.partial(size=4)
+    self.assertIsInstance(part, bh.Partial)
+    built = bh.instantiate(part)
+    self.assertEqual(built(names=("a",)), Plain(size=4, names=("a",)))
+
+  def test_template_stays_config_until_parent_builds_it(self):
+    cfg = Block.HParams.config(dims=3)
+    self.assertIsInstance(cfg.inner_tpl, bh.Config)
+    cfg.inner_tpl.factor = 5.0
+    block = cfg.Instantiate()
+    self.assertIsInstance(block.inner_tpl, bh.Config)
+    variables = block.init(jax.random.key(0), jnp.ones((3,)))
+    self.assertEqual(variables["params"]["inner"]["w"].shape, (3,))
+    out = block.apply(variables, jnp.ones((3,)))
+    self.assertEqual(out.tolist(), [5.0, 5.0, 5.0])
+
+  def test_templates_are_fresh_per_config(self):
+    a, b = Block.HParams.config(), Block.HParams.config()
+    a.inner_tpl.factor = 7.0
+    self.assertEqual(b.inner_tpl.factor, 2.0)
+
+  def test_one_config_used_twice_shares_weights(self):
+    shared = Scale.HParams(dims=2)
+    pair = bh.instantiate(Pair.HParams(left=shared, right=shared))
+    self.assertIs(pair.left, pair.right)
+    variables = pair.init(jax.random.key(0), jnp.ones((2,)))
+    self.assertEqual(jax.tree.leaves(variables), [variables["params"]["left"]["w"]])
+    unshared = bh.instantiate(Pair.HParams(left=Scale.HParams(dims=2), right=Scale.HParams(dims=2)))
+    self.assertLen(jax.tree.leaves(unshared.init(jax.random.key(0), jnp.ones((2,)))), 2)
+
+  def test_instantiate_overrides_do_not_touch_the_config(self):
+    cfg = Plain.HParams(size=2)
+    self.assertEqual(cfg.Instantiate(size=9).size, 9)
+    self.assertEqual(cfg.size, 2)
+
+  def test_text_lists_every_value_including_defaults(self):
+    text = bh.nested_struct_to_text(Block.HParams.config(dims=3))
+    self.assertEqual(text.splitlines(), [
+        f"(root) : cls/{__name__}.Block",
+        "dims : 3",
+        f"inner_tpl : cls/{__name__}.Scale",
+        "inner_tpl.dims : 0",
+        "inner_tpl.factor : 2.0",
+    ])
+
+
+if __name__ == "__main__":
+  absltest.main()

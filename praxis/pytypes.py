@@ -1,0 +1,128 @@
+"""Types shared by layers, inputs and the trainer.
+
+`NestedMap` is Pax's dict with attribute access. Inputs return one per batch (`batch.ids`,
+`batch.labels`), layers return them from `compute_predictions`, and it is a JAX pytree so a batch
+passes through `jax.jit`, `jax.tree.map` and `jax.device_put` unchanged in shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+
+JTensor = jax.Array
+# A metric as Pax reports it: (value, weight), so that metrics from several batches or hosts can be
+# combined as sum(value * weight) / sum(weight).
+WeightedScalar = tuple[JTensor, JTensor]
+WeightedScalars = dict[str, WeightedScalar]
+
+
+class NestedMap(dict):
+  """A dict whose string keys are also attributes: `m.ids` is `m["ids"]`.
+
+  Keys must be valid Python identifiers that do not shadow dict methods, so that attribute access
+  is never ambiguous. Values may be NestedMaps, lists, tuples or leaves.
+  """
+
+  _RESERVED = frozenset(dir(dict))
+
+  def __init__(self, *args, **kwargs):
+    super().__init__(*args, **kwargs)
+    for key in self:
+      self._check_key(key)
+
+  @classmethod
+  def _check_key(cls, key: Any) -> None:
+    if not isinstance(key, str) or not key.isidentifier():
+      raise KeyError(f"NestedMap keys must be Python identifiers; got {key!r}.")
+    if key in cls._RESERVED:
+      raise KeyError(f"NestedMap key {key!r} would shadow the dict method of that name; "
+                     "choose another name.")
+
+  def __setitem__(self, key, value):
+    self._check_key(key)
+    super().__setitem__(key, value)
+
+  def __getattr__(self, name):
+    try:
+      return self[name]
+    except KeyError:
+      raise AttributeError(f"NestedMap has no key {name!r}; keys are {sorted(self)}.") from None
+
+  def __setattr__(self, name, value):
+    self[name] = value
+
+  def __delattr__(self, name):
+    try:
+      del self[name]
+    except KeyError:
+      raise AttributeError(f"NestedMap has no key {name!r}.") from None
+
+  def __dir__(self):
+    return list(self.keys()) + dir(dict)
+
+  def copy(self) -> NestedMap:
+    """A shallow copy that is still a NestedMap (dict.copy would return a dict)."""
+    return NestedMap(self)
+
+  def DeepCopy(self) -> NestedMap:  # pylint: disable=invalid-name
+    """Copies the structure; leaves are shared (arrays are immutable in JAX)."""
+    return jax.tree.map(lambda x: x, self)
+
+  def Flatten(self) -> list[Any]:  # pylint: disable=invalid-name
+    """The leaves in a fixed order (keys sorted at each level, as jax.tree does)."""
+    return jax.tree.leaves(self)
+
+  def FlattenItems(self) -> list[tuple[str, Any]]:  # pylint: disable=invalid-name
+    """(dotted path, leaf) pairs, for example ('decoder.ids', array)."""
+    return [(_path_to_str(path), leaf) for path, leaf in jax.tree_util.tree_leaves_with_path(self)]
+
+  def Transform(self, fn: Callable[[Any], Any]) -> NestedMap:  # pylint: disable=invalid-name
+    """A NestedMap of the same structure with `fn` applied to every leaf."""
+    return jax.tree.map(fn, self)
+
+  def Filter(self, fn: Callable[[Any], bool]) -> NestedMap:  # pylint: disable=invalid-name
+    """Keeps the leaves for which `fn` is true, dropping sub-maps that become empty."""
+    out = NestedMap()
+    for key, value in self.items():
+      if isinstance(value, NestedMap):
+        kept = value.Filter(fn)
+        if kept:
+          out[key] = kept
+      elif fn(value):
+        out[key] = value
+    return out
+
+
+def _path_to_str(path) -> str:
+  parts = []
+  for entry in path:
+    if isinstance(entry, jax.tree_util.DictKey):
+      parts.append(str(entry.key))
+    elif isinstance(entry, jax.tree_util.SequenceKey):
+      parts.append(str(entry.idx))
+    else:
+      parts.append(str(entry))
+  return ".".join(parts)
+
+
+def _flatten_with_keys(m: NestedMap):
+  keys = sorted(m)
+  return [(jax.tree_util.DictKey(k), m[k]) for k in keys], tuple(keys)
+
+
+def _flatten(m: NestedMap):
+  keys = sorted(m)
+  return [m[k] for k in keys], tuple(keys)
+
+
+def _unflatten(keys, values) -> NestedMap:
+  out = NestedMap()
+  for key, value in zip(keys, values):
+    dict.__setitem__(out, key, value)  # keys were checked when the map was first built
+  return out
+
+
+jax.tree_util.register_pytree_with_keys(NestedMap, _flatten_with_keys, _unflatten, _flatten)
+

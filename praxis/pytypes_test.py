@@ -1,0 +1,41 @@
+"""Tests for praxis.pytypes.NestedMap."""
+
+from absl.testing import absltest
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from praxis.pytypes import NestedMap
+
+
+class NestedMapTest(absltest.TestCase):
+
+  def test_attribute_and_item_access_are_the_same(self):
+    m = NestedMap(ids=np.arange(3))
+    m.labels = np.ones(3)
+    self.assertIs(m["labels"], m.labels)
+    with self.assertRaisesRegex(AttributeError, r"no key 'paddings'; keys are \['ids', 'labels'\]"):
+      _ = m.paddings
+
+  def test_bad_keys_are_refused(self):
+    with self.assertRaisesRegex(KeyError, "identifiers"):
+      NestedMap({"a-b": 1})
+    with self.assertRaisesRegex(KeyError, "shadow"):
+      NestedMap().keys = 1
+
+  def test_is_a_pytree_that_keeps_its_type_through_jit(self):
+    m = NestedMap(x=jnp.ones(2), sub=NestedMap(y=jnp.zeros(1)))
+    out = jax.jit(lambda t: jax.tree.map(lambda a: a + 1, t))(m)
+    self.assertIsInstance(out, NestedMap)
+    self.assertIsInstance(out.sub, NestedMap)
+    self.assertEqual(out.sub.y.tolist(), [1.0])
+
+  def test_flatten_items_and_filter(self):
+    m = NestedMap(b=1, a=NestedMap(c=2, d=3))
+    self.assertEqual(m.FlattenItems(), [("a.c", 2), ("a.d", 3), ("b", 1)])
+    self.assertEqual(m.Filter(lambda v: v != 2), NestedMap(a=NestedMap(d=3), b=1))
+    self.assertIsInstance(m.copy(), NestedMap)
+
+
+if __name__ == "__main__":
+  absltest.main()
