@@ -2,9 +2,10 @@
 
 Public modules (import them directly; this file imports nothing so that
 `import praxis` stays cheap):
+  base_layer: BaseLayer (weights with logical axes, children, summaries, aux losses).
   base_hyperparams: Pax-style HParams on Fiddle (configs, templates, instantiate, text).
   pytypes: NestedMap and type aliases.
   transformer_lm: decoder-only Transformer LM and its loss.
 """
 
-__all__ = ["base_hyperparams", "pytypes", "transformer_lm"]
+__all__ = ["base_hyperparams", "base_layer", "pytypes", "transformer_lm"]
