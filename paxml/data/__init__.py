@@ -8,10 +8,15 @@ does not pull in TensorFlow):
     padding, O(1) restore).
   synthetic: `SyntheticLmData` (Pax's constant LM batches) and `SyntheticRandomLmData` (random
     tokens, for benchmarks).
+  tokenizer: `Tokenizer` (a SentencePiece model: encode, decode, ids_to_strings) and `train`.
+  packing: `Packer`, `pack_all`: documents to LM rows by concatenation, packing with
+    segment_ids/segment_pos, or padding.
 """
 
 __all__ = [
     "base_input",
     "indexed_input",
+    "packing",
     "synthetic",
+    "tokenizer",
 ]
