@@ -11,6 +11,8 @@ does not pull in TensorFlow):
   tokenizer: `Tokenizer` (a SentencePiece model: encode, decode, ids_to_strings) and `train`.
   packing: `Packer`, `pack_all`: documents to LM rows by concatenation, packing with
     segment_ids/segment_pos, or padding.
+  text_pipeline: `TextInput`, LM batches from TFRecord / JSONL / text files through tf.data
+    (sharded, seeded shuffle, deterministic, resumable), `InputDataError`, `check_tfrecord`.
 """
 
 __all__ = [
@@ -18,5 +20,6 @@ __all__ = [
     "indexed_input",
     "packing",
     "synthetic",
+    "text_pipeline",
     "tokenizer",
 ]
