@@ -13,12 +13,19 @@ does not pull in TensorFlow):
     segment_ids/segment_pos, or padding.
   text_pipeline: `TextInput`, LM batches from TFRecord / JSONL / text files through tf.data
     (sharded, seeded shuffle, deterministic, resumable), `InputDataError`, `check_tfrecord`.
+  corpus: `read_documents` (KJV chapters, paragraphs, lines), `split_train_eval`.
+  prepare: the `bazel run //paxml/data:prepare` tool (`run`, `format_summary`).
+  digits: `DigitsInput`, scikit-learn's 8x8 digits as a classification input.
+See README.md beside this file for the corpus and how to prepare it.
 """
 
 __all__ = [
     "base_input",
+    "corpus",
+    "digits",
     "indexed_input",
     "packing",
+    "prepare",
     "synthetic",
     "text_pipeline",
     "tokenizer",
