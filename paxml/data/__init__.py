@@ -16,13 +16,18 @@ does not pull in TensorFlow):
   corpus: `read_documents` (KJV chapters, paragraphs, lines), `split_train_eval`.
   prepare: the `bazel run //paxml/data:prepare` tool (`run`, `format_summary`).
   digits: `DigitsInput`, scikit-learn's 8x8 digits as a classification input.
+  host_to_device: `to_global` (host batches -> global jax.Arrays with a batch sharding) and
+    `Prefetcher` (does it ahead in a thread; `get_state` counts only consumed batches).
+  benchmark: the `bazel run //paxml/data:benchmark` tool (TextInput tokens/s).
 See README.md beside this file for the corpus and how to prepare it.
 """
 
 __all__ = [
     "base_input",
+    "benchmark",
     "corpus",
     "digits",
+    "host_to_device",
     "indexed_input",
     "packing",
     "prepare",
