@@ -6,6 +6,7 @@ Public modules (import them directly; this file imports nothing, so
   base_experiment: `BaseExperiment`, what every experiment implements.
   tasks_lib: `TaskConfig`, what `BaseExperiment.task()` returns.
   synthetic_input: a learnable synthetic LM input.
+  triggers: when periodic work runs (step/time intervals, first steps).
   checkpoints: Orbax checkpoints under `<job_log_dir>/checkpoints`.
   summaries: TensorBoard scalars under `<job_log_dir>/summaries/train`.
   trainer: `train_and_evaluate`, the train loop.
@@ -21,4 +22,5 @@ __all__ = [
     "synthetic_input",
     "tasks_lib",
     "trainer",
+    "triggers",
 ]
