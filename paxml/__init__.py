@@ -7,8 +7,10 @@ Public modules (import them directly; this file imports nothing, so
   tasks_lib: `TaskConfig`, what `BaseExperiment.task()` returns.
   synthetic_input: a learnable synthetic LM input.
   triggers: when periodic work runs (step/time intervals, first steps).
-  checkpoints: Orbax checkpoints under `<job_log_dir>/checkpoints`.
-  summaries: TensorBoard scalars under `<job_log_dir>/summaries/train`.
+  checkpoints: Orbax checkpoints (`Checkpointer` under `<job_log_dir>/checkpoints`,
+    `TreeCheckpointer` for any pytree + JSON metadata, `PreemptionGuard`).
+  summaries: TensorBoard writers (`SummaryWriter` under `<job_log_dir>/summaries/<name>`,
+    null, threaded and multi-directory writers).
   trainer: `train_and_evaluate`, the train loop.
   main: the command-line entry point.
 """
