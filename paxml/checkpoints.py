@@ -66,7 +66,8 @@ def parse_duration(value: Duration | None) -> datetime.timedelta | None:
 
 def _options(*, save_interval_steps: int, max_to_keep: int | None,
              keep_period: int | None, save_keep_interval_duration: Duration | None,
-             async_save: bool) -> ocp.CheckpointManagerOptions:
+             async_save: bool, cleanup_tmp_directories: bool = True
+             ) -> ocp.CheckpointManagerOptions:
   keep_time = parse_duration(save_keep_interval_duration)
   if keep_time is not None and keep_time.total_seconds() < 1:
     # Orbax truncates to whole seconds; below 1 s it would keep everything.
@@ -81,7 +82,7 @@ def _options(*, save_interval_steps: int, max_to_keep: int | None,
       step_name_format=ocp.step.standard_name_format(
           step_prefix="checkpoint", step_format_fixed_length=8),
       # A crash mid-save leaves a temporary directory; remove it on start.
-      cleanup_tmp_directories=True,
+      cleanup_tmp_directories=cleanup_tmp_directories,
       enable_async_checkpointing=async_save,
   )
 
@@ -243,7 +244,10 @@ class TreeCheckpointer(_ManagerOwner):
   def __init__(self, directory: str, *, max_to_keep: int | None = None,
                save_interval_steps: int = 1, keep_period: int | None = None,
                save_keep_interval_duration: Duration | None = None,
-               async_save: bool = True):
+               async_save: bool = True, cleanup_tmp_directories: bool = True):
+    """See the class docstring; `cleanup_tmp_directories=False` is for readers
+    of a directory another thread or process writes to: cleaning up would
+    delete that writer's in-progress (temporary) checkpoint."""
     self.directory = str(directory)
     self._manager = ocp.CheckpointManager(
         self.directory,
@@ -251,7 +255,7 @@ class TreeCheckpointer(_ManagerOwner):
             save_interval_steps=save_interval_steps, max_to_keep=max_to_keep,
             keep_period=keep_period,
             save_keep_interval_duration=save_keep_interval_duration,
-            async_save=async_save),
+            async_save=async_save, cleanup_tmp_directories=cleanup_tmp_directories),
         item_names=(_STATE, _METADATA),
     )
 

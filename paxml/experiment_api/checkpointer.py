@@ -55,7 +55,9 @@ class OrbaxCheckpointer:
   """Durable "latest"/"best" series for one experiment."""
 
   def __init__(self, config: Any, mode: str, *, async_save: bool = True):
-    del mode
+    # Only the training job writes "latest". An evaluator that cleaned up
+    # temporary directories there would delete a save in progress.
+    self._writes_latest = mode == "train"
     if not config.get("checkpoint_dir"):
       raise ValueError("config.checkpoint_dir is not set; add it to your config (where "
                        "checkpoints and TensorBoard files go).")
@@ -71,7 +73,8 @@ class OrbaxCheckpointer:
       if series not in self._series:
         self._series[series] = checkpoints.TreeCheckpointer(
             os.path.join(self._root, series), max_to_keep=self._max_to_keep,
-            async_save=self._async)
+            async_save=self._async,
+            cleanup_tmp_directories=self._writes_latest or series != "latest")
       return self._series[series]
 
   def get_experiment_state(self, series: str) -> types.SimpleNamespace:
@@ -93,6 +96,7 @@ class OrbaxCheckpointer:
   def restore(self, series: str) -> None:
     state = self.get_experiment_state(series)
     ckpt = self._checkpointer(series)
+    ckpt.wait_until_finished()  # Our own pending save must be visible.
     ckpt.reload()
     restored = ckpt.restore(_snapshot(state))
     if restored is None:
