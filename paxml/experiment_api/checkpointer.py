@@ -84,11 +84,16 @@ class OrbaxCheckpointer:
 
   def save(self, series: str) -> None:
     state = self.get_experiment_state(series)
+    snapshot = _snapshot(state)
     metadata = {"global_step": int(state.global_step)}
+    if "train_step_rng" in snapshot:
+      # An evaluator restores without a key of its own: it needs the spec.
+      rng = snapshot["train_step_rng"]
+      metadata["train_step_rng"] = {"shape": list(rng.shape), "dtype": rng.dtype.str}
     best = getattr(state, "best_eval_metric_value", None)
     if best is not None:
       metadata["best_eval_metric_value"] = float(best)
-    saved = self._checkpointer(series).save(int(state.global_step), _snapshot(state),
+    saved = self._checkpointer(series).save(int(state.global_step), snapshot,
                                             metadata=metadata)
     if saved:
       logging.info("Saved %r checkpoint at global_step %d", series, state.global_step)
@@ -98,12 +103,21 @@ class OrbaxCheckpointer:
     ckpt = self._checkpointer(series)
     ckpt.wait_until_finished()  # Our own pending save must be visible.
     ckpt.reload()
-    restored = ckpt.restore(_snapshot(state))
+    metadata = ckpt.read_metadata()
+    if metadata is None:
+      raise ValueError(f"No {series!r} checkpoint in {ckpt.directory} to restore; check "
+                       "can_be_restored() first.")
+    target = _snapshot(state)
+    target.pop("train_step_rng", None)
+    if "train_step_rng" in metadata:
+      spec = metadata["train_step_rng"]
+      target["train_step_rng"] = np.zeros(spec["shape"], np.dtype(spec["dtype"]))
+    restored = ckpt.restore(target, step=metadata["global_step"])
     if restored is None:
       raise ValueError(f"No {series!r} checkpoint in {ckpt.directory} to restore; check "
                        "can_be_restored() first.")
     state.experiment_module.restore_from_snapshot(restored.tree["experiment"])
-    if "train_step_rng" in restored.tree:
+    if "train_step_rng" in restored.tree and hasattr(state, "train_step_rng"):
       state.train_step_rng = state.experiment_module.initialize_train_step_rng(
           restored.tree["train_step_rng"])
     state.global_step = restored.metadata["global_step"]

@@ -11,6 +11,7 @@ side); `train_eval_multithreaded` (training in a worker thread, the
 evaluator in the main thread; both experiments get that mode string).
 """
 
+import ast
 import concurrent.futures
 import contextlib
 import pdb
@@ -49,31 +50,73 @@ def _maybe_disable_jit(disable: bool):
     yield
 
 
-def _ensure_flags_parsed(argv: list[str]) -> None:
-  if not FLAGS.is_parsed():
-    FLAGS(argv)
+def _parse_override(text: str, current: Any) -> Any:
+  if isinstance(current, bool) or text.lower() in ("true", "false"):
+    return text.lower() in ("true", "1")
+  try:
+    value = ast.literal_eval(text)
+  except (ValueError, SyntaxError):
+    return text
+  if isinstance(current, float) and isinstance(value, int):
+    return float(value)
+  return value
+
+
+def _ensure_flags_parsed(argv: list[str]) -> list[tuple[str, str]]:
+  """Parses `argv` when called directly; returns the --config.x overrides to apply.
+
+  ml_collections registers `--config.x` flags only for overrides present in
+  sys.argv when the flag module is imported, so a direct call
+  `main(Experiment, argv)` with overrides only in argv (a debugger, a test)
+  would reject them (JAXline issue #9). Unregistered overrides are therefore
+  taken out here and applied to the loaded config by `_apply_overrides`.
+  """
+  overrides, rest = [], []
+  for arg in argv[1:]:
+    name, eq, value = arg.lstrip("-").partition("=")
+    if arg.startswith("--config.") and eq and name not in FLAGS:
+      overrides.append((name[len("config."):], value))
+    else:
+      rest.append(arg)
+  # Under app.run the flags are parsed and argv is only what is left.
+  if not FLAGS.is_parsed() or any(a.startswith("-") for a in rest):
+    FLAGS(argv[:1] + rest)
+  return overrides
+
+
+def _apply_overrides(config: Any, overrides: list[tuple[str, str]]) -> None:
+  for path, text in overrides:
+    *parents, leaf = path.split(".")
+    node = config
+    for part in parents:
+      node = node[part]
+    if leaf not in node:
+      raise ValueError(f"--config.{path}: the config has no field {path!r}.")
+    with node.unlocked() if hasattr(node, "unlocked") else contextlib.nullcontext():
+      node[leaf] = _parse_override(text, node[leaf])
 
 
 def main(experiment_class: type, argv: list[str],
          checkpointer_factory: Callable[[Any, str], Any] = checkpointer_lib.create_checkpointer,
          writer_factory: Callable[[Any, str], Any] = writers.create_writer) -> None:
   """Runs the mode given by --jaxline_mode on the --config experiment."""
-  _ensure_flags_parsed(list(argv))
+  overrides = _ensure_flags_parsed(list(argv))
   try:
     with _maybe_disable_jit(_DISABLE_PMAP_JIT.value):
-      _run(experiment_class, checkpointer_factory, writer_factory)
+      _run(experiment_class, checkpointer_factory, writer_factory, overrides)
   except Exception:  # pylint: disable=broad-except
     if not _POST_MORTEM.value:
       raise
     pdb.post_mortem(sys.exc_info()[2])
 
 
-def _run(experiment_class, checkpointer_factory, writer_factory) -> None:
+def _run(experiment_class, checkpointer_factory, writer_factory, overrides) -> None:
   config = _CONFIG.value
   if config is None:
     raise ValueError(
         "No --config given. Run e.g. `python my_experiment.py --config=my_experiment.py`, "
         "where my_experiment.py defines get_config() built on base_config.get_base_config().")
+  _apply_overrides(config, overrides)
   base_config.validate_config(config)
   mode = _MODE.value
   if mode == "train":

@@ -109,14 +109,15 @@ def train(experiment_class, config, checkpointer, writer, periodic_actions=(),
 
 
 def evaluate(experiment_class, config, checkpointer, writer, jaxline_mode: str | None = None,
-             *, poll_interval_secs: float = 10.0,
+             *, poll_interval_secs: float | None = None,
              sleep: Callable[[float], None] = time.sleep,
              stop: threading.Event | None = None) -> dict[str, Any]:
   """Evaluates new "latest" checkpoints until training is done.
 
   Args:
     jaxline_mode: the mode string given to the experiment (default 'eval').
-    poll_interval_secs: wait between looks for a new checkpoint.
+    poll_interval_secs: wait between looks for a new checkpoint (default:
+      config.eval_poll_interval_secs if set, else JAXline's 10 s).
     sleep: how to wait (tests pass a fake).
     stop: when set (e.g. the training thread failed), stop waiting.
 
@@ -124,6 +125,8 @@ def evaluate(experiment_class, config, checkpointer, writer, jaxline_mode: str |
     The scalars of the last evaluation.
   """
   mode = jaxline_mode or "eval"
+  if poll_interval_secs is None:
+    poll_interval_secs = config.get("eval_poll_interval_secs", 10.0)
   is_chief = jax.process_index() == 0
   experiment = _make_experiment(
       experiment_class, mode, jax.random.PRNGKey(config.random_seed), config)
