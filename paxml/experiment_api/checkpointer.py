@@ -10,7 +10,7 @@ The drivers call `get_experiment_state(series)`, `save(series)`,
 "latest" and a restarted evaluator finds its "best" value again. The
 snapshot is copied to host memory when `save` is called, so the training
 loop may donate its buffers at once: save, run ahead, restore gives the
-saved values.
+saved values. Saves are synchronous (see `OrbaxCheckpointer.__init__`).
 """
 
 import math
@@ -54,7 +54,11 @@ def _snapshot(state: Any) -> dict[str, Any]:
 class OrbaxCheckpointer:
   """Durable "latest"/"best" series for one experiment."""
 
-  def __init__(self, config: Any, mode: str, *, async_save: bool = True):
+  def __init__(self, config: Any, mode: str, *, async_save: bool = False):
+    """Saves are synchronous by default, as in JAXline: the snapshot is
+    already on the host, and Orbax's asynchronous saves from two threads of
+    one process (train_eval_multithreaded: "latest" in one, "best" in the
+    other) were seen to deadlock in its completion signalling."""
     # Only the training job writes "latest". An evaluator that cleaned up
     # temporary directories there would delete a save in progress.
     self._writes_latest = mode == "train"
