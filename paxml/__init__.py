@@ -13,6 +13,9 @@ Public modules (import them directly; this file imports nothing, so
     null, threaded and multi-directory writers).
   trainer: `train_and_evaluate`, the train loop.
   main: the command-line entry point.
+Packages:
+  toolkit: a bobbin-compatible training toolkit (`from paxml import toolkit as bobbin`).
+  experiment_api: a JAXline-compatible experiment API (platform.main, AbstractExperiment).
 """
 
 __all__ = [
