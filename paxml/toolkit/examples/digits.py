@@ -1,0 +1,163 @@
+"""A bobbin-style training loop on the digits data: read this first.
+
+  bazel run //paxml/toolkit/examples:digits -- --log_dir_path=/tmp/digits
+
+It shows, in order: a model that sows a summary and has BatchNorm; EvalResults
+and an EvalTask; a TrainTask; a CronTab with a checkpoint saver, a log
+writer, a progress publisher and eval with keep-best; and the loop, which is
+yours. Outputs in --log_dir_path: all_ckpts/ (resume from here),
+best_ckpts/ (best dev accuracy, with its results as JSON), tensorboard/{train,
+dev,test}. Run it again with a larger --max_steps to continue training.
+"""
+
+from collections.abc import Sequence
+import functools
+import os
+
+from absl import app
+from absl import flags
+from absl import logging
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from paxml import toolkit
+from paxml.toolkit.examples import digits_data
+
+_LOG_DIR = flags.DEFINE_string("log_dir_path", "/tmp/toolkit_digits", "Output directory.")
+_MAX_STEPS = flags.DEFINE_integer("max_steps", 600, "Train until this step.")
+_EVAL_INTERVAL = flags.DEFINE_integer("eval_interval", 200, "Steps between evaluations.")
+
+
+# --- The model: BatchNorm statistics live in extra_vars["batch_stats"]; the
+# sown ScalarSummary ends up in extra_vars["tensorboard"] and on TensorBoard.
+class Mlp(nn.Module):
+  hidden: int = 128
+
+  @nn.compact
+  def __call__(self, x, *, train: bool):  # x: [B, 64]
+    x = nn.Dense(self.hidden)(x)  # [B, H]
+    x = nn.BatchNorm(use_running_average=not train)(x)
+    x = nn.relu(x)
+    x = nn.Dropout(0.1, deterministic=not train)(x)
+    self.sow("tensorboard", "hidden_mean", toolkit.ScalarSummary(x.mean()))
+    return nn.Dense(10)(x)  # [B, 10] logits
+
+
+# --- Eval results: a monoid (reduce adds counts), ranked by accuracy.
+class DigitsResults(toolkit.EvalResults):
+  correct: jax.Array
+  count: jax.Array
+  loss_sum: jax.Array
+
+  def reduce(self, other):
+    return DigitsResults(self.correct + other.correct, self.count + other.count,
+                         self.loss_sum + other.loss_sum)
+
+  @property
+  def accuracy(self) -> float:
+    return float(self.correct) / max(float(self.count), 1.0)
+
+  def is_better_than(self, other):
+    return self.accuracy > other.accuracy
+
+  def write_to_tensorboard(self, current_train_state, writer):
+    step = int(np.asarray(current_train_state.step))
+    writer.scalar("accuracy", self.accuracy, step)
+    writer.scalar("loss", float(self.loss_sum) / max(float(self.count), 1.0), step)
+
+  def to_log_message(self):
+    return f"accuracy={self.accuracy:.4f} ({int(self.count)} examples)"
+
+
+class DigitsEvalTask(toolkit.EvalTask):
+
+  def __init__(self, model):
+    self.model = model
+    self._apply = jax.jit(functools.partial(model.apply, train=False))
+
+  def create_eval_results(self, dataset_name):
+    del dataset_name
+    return DigitsResults(jnp.int32(0), jnp.int32(0), jnp.float32(0))
+
+  def evaluate(self, batch, model_vars):
+    logits = self._apply(model_vars, batch["image"])  # [B, 10]
+    xent = optax.softmax_cross_entropy_with_integer_labels(logits, batch["label"])
+    return DigitsResults(jnp.sum(logits.argmax(-1) == batch["label"]).astype(jnp.int32),
+                         jnp.int32(len(batch["label"])), jnp.sum(xent))
+
+
+# --- The train task: the loss, and which mutable collections come back.
+class DigitsTrainTask(toolkit.TrainTask):
+
+  def __init__(self, model):
+    super().__init__(model, example_args=(jnp.zeros((1, 64)),),
+                     example_kwargs={"train": False}, required_rngs=("dropout",))
+
+  def compute_loss(self, params, batch, *, extra_vars, prng_key, step):
+    del step
+    logits, mutated = self.model.apply(
+        {**extra_vars, "params": params, "tensorboard": {}}, batch["image"], train=True,
+        rngs=self.get_rng_dict(prng_key), mutable=["batch_stats", "tensorboard"])
+    loss = optax.softmax_cross_entropy_with_integer_labels(logits, batch["label"]).mean()
+    return loss, (mutated, None)
+
+
+def run(log_dir: str, *, max_steps: int, eval_interval: int, batch_size: int = 64,
+        learning_rate: float = 3e-3, seed: int = 0) -> dict[str, float]:
+  """Trains to `max_steps` (resuming from log_dir); returns the last eval accuracies."""
+  splits = digits_data.load_splits()
+  model = Mlp()
+  task = DigitsTrainTask(model)
+  state = task.initialize_train_state(
+      jax.random.PRNGKey(seed), optax.adam(learning_rate),
+      checkpoint_path=os.path.join(log_dir, "all_ckpts"))
+  start_step = int(state.step)
+  logging.info("Starting at step %d", start_step)
+  # One copy per local device; the step splits each batch across them.
+  state = toolkit.replicate(state)
+  step_fn = task.make_training_step_fn().pmap("batch")
+
+  eval_task = DigitsEvalTask(model)
+  eval_gens = {name: functools.partial(digits_data.eval_batches, splits[name], 125)
+               for name in ("dev", "test")}
+  run_eval = eval_task.make_cron_action(
+      eval_gens, tensorboard_root_path=os.path.join(log_dir, "tensorboard"))
+  keep_best = run_eval.keep_best_checkpoint("dev", os.path.join(log_dir, "best_ckpts"))
+  saver = task.make_checkpoint_saver(os.path.join(log_dir, "all_ckpts"), max_to_keep=3)
+  train_writer = toolkit.ThreadedSummaryWriter.open(os.path.join(log_dir, "tensorboard", "train"))
+
+  crontab = toolkit.CronTab()
+  crontab.schedule(saver, step_interval=eval_interval, at_step=max_steps)
+  crontab.schedule(keep_best, name="eval", step_interval=eval_interval, at_step=max_steps)
+  crontab.schedule(task.make_log_writer(), time_interval=10.0, at_first_steps_of_process=3)
+  crontab.schedule(task.make_training_progress_publisher(train_writer), step_interval=50)
+
+  batches = digits_data.train_batches(splits["train"], batch_size, seed=seed + start_step)
+  rng = jax.random.PRNGKey(seed + 1)
+  last_eval = {}
+  for step in range(start_step, max_steps):
+    rng, step_rng = jax.random.split(jax.random.fold_in(rng, step))
+    state, step_info = step_fn(state, next(batches), step_rng)
+    results = crontab.run(state, step_info=step_info)
+    if "eval" in results:
+      last_eval = {name: r.accuracy for name, r in results["eval"].results.items()}
+  saver.close()
+  keep_best.close()
+  train_writer.close()
+  run_eval.writer.close()
+  if keep_best.best_results is not None:
+    last_eval["best_dev"] = keep_best.best_results.accuracy
+  return last_eval
+
+
+def main(argv: Sequence[str]) -> None:
+  del argv
+  results = run(_LOG_DIR.value, max_steps=_MAX_STEPS.value, eval_interval=_EVAL_INTERVAL.value)
+  print(f"Final accuracies: {results}; outputs in {_LOG_DIR.value}")
+
+
+if __name__ == "__main__":
+  app.run(main)
