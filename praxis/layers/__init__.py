@@ -14,4 +14,6 @@ Where to find a layer:
   embedding_softmax: Embedding, FullSoftmax (soft-capped logits, z-loss),
     SharedEmbeddingSoftmax (tied input/output embedding), PositionalEmbedding
     (sinusoidal), RotaryPositionalEmbedding, TrainablePositionalEmbedding.
+  sample_decode: DecoderHParams and sample_decode, the greedy / temperature /
+    top-k decode loop (one lax.while_loop over an extend_step function).
 """
