@@ -32,20 +32,21 @@ def _lookup(table: jax.Array, ids: jax.Array, style: str, nan_for_oob: bool) -> 
   """Rows of `table` [V, D] at `ids` [...] -> [..., D].
 
   "index" gathers (fast on GPU/CPU); "matmul" multiplies a one-hot (fast on TPU and exact in
-  the backward pass as well). Out-of-range ids are clipped to the last row, or give NaN rows when
-  `nan_for_oob` so that a bad id is noticed.
+  the backward pass as well). Out-of-range ids read a clipped row ("index") or zeros ("matmul"),
+  or NaN rows when `nan_for_oob`, so that a bad id is noticed.
   """
   if style not in _LOOKUP_STYLES:
     raise ValueError(f"lookup_style {style!r} is not one of {_LOOKUP_STYLES}.")
   if style == "matmul":
     one_hot = jax.nn.one_hot(ids, table.shape[0], dtype=table.dtype)  # [..., V]
     embs = jnp.einsum("...v,vd->...d", one_hot, table)  # [..., D]
-    if nan_for_oob:
-      oob = (ids < 0) | (ids >= table.shape[0])
-      embs = jnp.where(oob[..., None], jnp.nan, embs)
-    return embs
-  return jnp.take(table, ids, axis=0, mode="fill" if nan_for_oob else "clip",
-                  fill_value=jnp.nan if nan_for_oob else None)
+  else:
+    embs = jnp.take(table, ids, axis=0, mode="clip")  # [..., D]
+  if nan_for_oob:
+    # Explicit, because a gather would read -1 as the last row, as numpy indexing does.
+    oob = (ids < 0) | (ids >= table.shape[0])
+    embs = jnp.where(oob[..., None], jnp.nan, embs)
+  return embs
 
 
 def _shard_like_sequence(layer: base_layer.BaseLayer, x: jax.Array, last_axis: str) -> jax.Array:
