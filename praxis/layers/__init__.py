@@ -16,4 +16,9 @@ Where to find a layer:
     (sinusoidal), RotaryPositionalEmbedding, TrainablePositionalEmbedding.
   sample_decode: DecoderHParams and sample_decode, the greedy / temperature /
     top-k decode loop (one lax.while_loop over an extend_step function).
+  attentions: DotProductAttention (multi-head, grouped-query, multi-query;
+    combined QKV, logit cap, per-dim scale, rotary; KV cache + extend_step),
+    AttentionProjection, CombinedQKVProjection, PerDimScale; mask helpers
+    causal_mask, segment_mask, causal_segment_mask, convert_paddings_to_mask,
+    merge_masks, extend_step_causal_mask.
 """
