@@ -7,13 +7,16 @@ configured with `Layer.HParams.config(...)`.
 Where to find a layer:
   linears: Linear (w[in, out]), Bias (b[dims]), FeedForward (linear + bias +
     activation), MLPBlock (a stack of FeedForward layers).
-  activations: ReLU, GELU (exact or tanh approximation), SiLU / Swish,
-    Sigmoid, Tanh, Identity, SquaredReLU (no weights; `__call__(x)`).
-  normalizations: LayerNorm, RmsNorm, BatchNorm (normalise the last axis).
+  activations: ReLU, ReLU6, SquaredReLU, LeakyReLU, ELU, GELU (exact or tanh
+    approximation), SiLU, Swish, Sigmoid, Tanh, Softplus, Identity (no weights;
+    `__call__(x)`); activation_config(name) where only a string is at hand.
+  normalizations: LayerNorm, RmsNorm, BatchNorm (normalise the last axis;
+    BatchNorm keeps running statistics in the "batch_stats" collection).
   stochastics: Dropout (`__call__(x, deterministic)`; uses the "dropout" rng).
-  embedding_softmax: Embedding, FullSoftmax (soft-capped logits, z-loss),
-    SharedEmbeddingSoftmax (tied input/output embedding), PositionalEmbedding
-    (sinusoidal), RotaryPositionalEmbedding, TrainablePositionalEmbedding.
+  embedding_softmax: Embedding, FullSoftmax (soft-capped logits, z-loss, label
+    smoothing), SharedEmbeddingSoftmax (tied input/output embedding),
+    PositionalEmbedding (sinusoidal), RotaryPositionalEmbedding,
+    TrainablePositionalEmbedding.
   sample_decode: DecoderHParams and sample_decode, the greedy / temperature /
     top-k decode loop (one lax.while_loop over an extend_step function).
   attentions: DotProductAttention (multi-head, grouped-query, multi-query;
