@@ -5,9 +5,11 @@ Public modules (import them directly; this file imports nothing so that
   base_layer: BaseLayer (weights with logical axes, children, summaries, aux losses).
   base_hyperparams: Pax-style HParams on Fiddle (configs, templates, instantiate, text).
   pytypes: NestedMap and type aliases.
+  schedules: learning-rate schedules (Pax's set: Constant, Linear, Exponential, Cosine,
+    PiecewiseConstant, LinearRampupExponentialDecay/CosineDecay, Rsqrt, ...) on optax.
   sharding: mesh axes (replica, data, mdl), make_mesh, the Pax v1 logical-axis rules table,
     logical_to_shardings (abstract train state -> NamedShardings), activate (mesh + rules).
   transformer_lm: decoder-only Transformer LM and its loss.
 """
 
-__all__ = ["base_hyperparams", "base_layer", "pytypes", "sharding", "transformer_lm"]
+__all__ = ["base_hyperparams", "base_layer", "pytypes", "schedules", "sharding", "transformer_lm"]
