@@ -24,4 +24,12 @@ Where to find a layer:
     AttentionProjection, CombinedQKVProjection, PerDimScale; mask helpers
     causal_mask, segment_mask, causal_segment_mask, convert_paddings_to_mask,
     merge_masks, extend_step_causal_mask.
+  transformers: TransformerFeedForward (gated option, residual dropout),
+    Transformer (one layer; pre / post / primer_hybrid norm), StackedTransformer
+    (masks from paddings / segment_ids, extend_step), StackedTransformerRepeated
+    (a StackedTransformer block scanned x_times with remat).
+  repeats: Repeat (nn.scan + nn.remat over any layer; weights get a leading
+    "layers" dim).
+  checkpoint_policy: AutodiffCheckpointType (SAVE_NOTHING, SAVE_DOT_ONLY,
+    SAVE_OUT_PROJ, ...) and custom_policy -> jax.checkpoint_policies.
 """

@@ -408,7 +408,7 @@ class DotProductAttention(base_layer.BaseLayer):
         key_segment_pos = jnp.arange(k.shape[1])[None, :]
       q = self.rotary_position_emb(q, jnp.broadcast_to(query_segment_pos, q.shape[:2]))
       k = self.rotary_position_emb(k, jnp.broadcast_to(key_segment_pos, k.shape[:2]))
-    if self.is_mutable_collection(DECODER_CACHE):
+    if self.is_mutable_collection(DECODER_CACHE) and not self.is_initializing():
       self.put_variable(DECODER_CACHE, "key_state", k)  # [B, S, K, H]
       self.put_variable(DECODER_CACHE, "value_state", v)
     encoded, probs = self._dot_atten(self._scale_query(q), k, v, atten_mask, deterministic)
