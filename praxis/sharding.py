@@ -199,6 +199,8 @@ def logical_to_shardings(tree: Any, mesh: jax.sharding.Mesh,
       make): sharded by their logical names through `rules`; the box is removed, so the result
       matches the *unboxed* tree (`nn.unbox(variables)`), which is what jit is given;
     * `nn.Partitioned` boxes (mesh axis names already): used as they are;
+    * a box whose value's rank differs from its names (an optimizer statistic such as
+      Adafactor's factored second moment, which inherits its parameter's box): replicated;
     * `PartitionSpec`s of logical names: converted through `rules`;
     * anything else with a shape (arrays, ShapeDtypeStruct, optimizer counters): replicated;
     * None: stays None.
@@ -212,7 +214,11 @@ def logical_to_shardings(tree: Any, mesh: jax.sharding.Mesh,
   """
 
   def convert(path, leaf):
-    if isinstance(leaf, nn.LogicallyPartitioned):
+    if isinstance(leaf, nn.Partitioned) and _rank(leaf.value) != len(leaf.names):
+      # An optimizer statistic of another rank than its parameter (Adafactor's factored rows /
+      # columns) inherits the parameter's box but not its layout: replicate it (it is small).
+      spec, value = PartitionSpec(), leaf.value
+    elif isinstance(leaf, nn.LogicallyPartitioned):
       spec = logical_to_mesh_spec(leaf.names, rules)
       value = leaf.value
     elif isinstance(leaf, nn.Partitioned):
@@ -227,6 +233,11 @@ def logical_to_shardings(tree: Any, mesh: jax.sharding.Mesh,
     return NamedSharding(mesh, spec)
 
   return jax.tree_util.tree_map_with_path(convert, tree, is_leaf=_is_annotation)
+
+
+def _rank(value: Any) -> int | None:
+  shape = getattr(value, "shape", None)
+  return None if shape is None else len(shape)
 
 
 def _check_divisible(path: str, shape: Sequence[int] | None, spec: PartitionSpec,

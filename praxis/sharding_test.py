@@ -149,11 +149,22 @@ class MeshTest(absltest.TestCase):
 
 class ShardingsTest(parameterized.TestCase):
 
-  def setUp(self):
-    super().setUp()
-    self.model = TinyAnnotated()
-    self.ids = jax.random.randint(jax.random.PRNGKey(1), (B, T), 0, V)
-    self.rng = jax.random.PRNGKey(0)
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.model = TinyAnnotated()
+    cls.ids = jax.random.randint(jax.random.PRNGKey(1), (B, T), 0, V)
+    cls.rng = jax.random.PRNGKey(0)
+
+    def fwd_and_grad(v, ids):
+      outs = cls.model.apply(v, ids)
+      loss = lambda v: jnp.mean(jnp.square(cls.model.apply(v, ids)["blv"]))
+      return outs, jax.grad(loss)(v)
+
+    cls.fwd_and_grad = staticmethod(fwd_and_grad)
+    # The single-device reference, computed once.
+    cls.variables = nn.unbox(cls.model.init(cls.rng, cls.ids))
+    cls.ref_outs, cls.ref_grads = jax.jit(fwd_and_grad)(cls.variables, cls.ids)
 
   @parameterized.parameters((1, 8, 1), (1, 4, 2), (2, 2, 2))
   def test_weights_and_activations_follow_table(self, *ici):
@@ -163,32 +174,26 @@ class ShardingsTest(parameterized.TestCase):
     for name, expected in EXPECTED_WEIGHTS.items():
       self.assertEqual(shardings["params"][name].spec, expected, name)
 
-    # Weights created under those out_shardings are split as the table says.
-    variables = jax.jit(lambda r: nn.unbox(self.model.init(r, self.ids)),
-                        out_shardings=shardings)(self.rng)
+    # Placed with those shardings, each device holds the block the table says.
+    variables = jax.device_put(self.variables, shardings)
     for name, expected in EXPECTED_WEIGHTS.items():
       w = variables["params"][name]
       self.assertEqual(w.sharding.shard_shape(w.shape), _shard_shape(w.shape, expected, mesh), name)
 
     # Forward and gradient: activations constrained as the table says, values as on one device
     # (float32; tolerance 1e-5 for reassociated sums).
-    def fwd_and_grad(v, ids):
-      outs = self.model.apply(v, ids)
-      loss = lambda v: jnp.mean(jnp.square(self.model.apply(v, ids)["blv"]))
-      return outs, jax.grad(loss)(v)
-
-    ref_outs, ref_grads = jax.jit(fwd_and_grad)(jax.device_get(variables), self.ids)
     with sharding.activate(mesh):
-      outs, grads = jax.jit(fwd_and_grad, out_shardings=(None, shardings))(variables, self.ids)
+      outs, grads = jax.jit(self.fwd_and_grad, out_shardings=(None, shardings))(
+          variables, self.ids)
     for name, expected in EXPECTED_ACTIVATIONS.items():
       out = outs[name]
       self.assertTrue(
           out.sharding.is_equivalent_to(jax.sharding.NamedSharding(mesh, expected), out.ndim),
           f"{name}: {out.sharding} != {expected}")
-      np.testing.assert_allclose(out, ref_outs[name], rtol=1e-5, atol=1e-5, err_msg=name)
+      np.testing.assert_allclose(out, self.ref_outs[name], rtol=1e-5, atol=1e-5, err_msg=name)
     for name in EXPECTED_WEIGHTS:
-      np.testing.assert_allclose(grads["params"][name], ref_grads["params"][name], rtol=1e-5,
-                                 atol=1e-5, err_msg=name)
+      np.testing.assert_allclose(grads["params"][name], self.ref_grads["params"][name],
+                                 rtol=1e-5, atol=1e-5, err_msg=name)
 
   def test_without_activate_constraints_are_ignored(self):
     # Same model on one device, no mesh: annotations are no-ops (the single-device path).
@@ -219,6 +224,12 @@ class ShardingsTest(parameterized.TestCase):
     self.assertEqual(out["spec"].spec, P(BATCH, "mdl"))
     self.assertEqual(out["plain"].spec, P())
     self.assertIsNone(out["none"])
+
+  def test_box_of_other_rank_is_replicated(self):
+    mesh = sharding.make_mesh((1, 4, 2))
+    boxed = {"v_row": nn.LogicallyPartitioned(jax.ShapeDtypeStruct((8,), jnp.float32),
+                                              ("embed", "mlp"))}
+    self.assertEqual(sharding.logical_to_shardings(boxed, mesh)["v_row"].spec, P())
 
   def test_indivisible_dim_names_the_path(self):
     mesh = sharding.make_mesh((1, 4, 2))
