@@ -19,6 +19,11 @@ Where to find a layer:
     TrainablePositionalEmbedding.
   sample_decode: DecoderHParams and sample_decode, the greedy / temperature /
     top-k decode loop (one lax.while_loop over an extend_step function).
+  transformer_models: TransformerLm (embedding or tied softmax, sinusoidal /
+    trainable / no position embedding, StackedTransformer[Repeated], final
+    LayerNorm; `__call__` and the KV-cache `extend_step`).
+  models: LanguageModel (Pax's LM metrics, aux losses, `decode` with the KV
+    cache), ClassificationModel (MLP + softmax; loss, accuracy), lm_metrics.
   attentions: DotProductAttention (multi-head, grouped-query, multi-query;
     combined QKV, logit cap, per-dim scale, rotary; KV cache + extend_step),
     AttentionProjection, CombinedQKVProjection, PerDimScale; mask helpers
