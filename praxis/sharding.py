@@ -36,9 +36,11 @@ jax/jaxlib 0.10.2 miscompiles the down projections when all three mesh axes are 
 (2, 2, 2)): `einsum("btf,fd->btd", h, w)` with h on [(replica, data), -, mdl], w on [mdl, data]
 and the output on [(replica, data), -, mdl] swaps the batch blocks of devices (r0, d1) and
 (r1, d0) (a stray collective-permute), both with Shardy and with GSPMD propagation; the attention
-output projection ("btnh,dnh->btd") likewise. With (data, replica) a two-layer transformer's loss
-and gradients match one device on every 8-device mesh we tried, (2, 2, 2) included (checked in
-sharding_test). `pax_v1_rules(batch_axes=("replica", "data"))` gives Pax's exact order; use it
+output projection ("btnh,dnh->btd") likewise. With (data, replica), a two-layer transformer's
+loss and gradients matched one device on all eight 3-axis shapes of 8 devices we tried by hand
+((2,2,2), (1,4,2), (2,4,1), (2,1,4), (1,8,1), (1,2,4), (4,2,1), (4,1,2)); sharding_test (which
+fails with Pax's order on (2, 2, 2)) and sharding_transformer_test keep (1,8,1), (1,4,2) and
+(2,2,2) checked. `pax_v1_rules(batch_axes=("replica", "data"))` gives Pax's exact order; use it
 where the compiler is known to be fixed. `BATCH_AXES` is also what `batch_sharding` uses, so
 inputs and activations always agree.
 
@@ -56,13 +58,13 @@ to know:
   * An activation *without* a batch dim (e.g. a [1, T, D] position embedding) has its embed dim
     on `data`, like a weight. Annotate such tensors with None, or leave them unannotated.
   * One-dim weights over `embed` (LayerNorm scale/bias) are sharded over `data`; Pax leaves them
-    replicated. They are tiny, and all-gathering them costs nothing measurable; we keep one rule.
+    replicated. They are tiny, so all-gathering them costs little; we keep one rule.
 `pax_v1_rules(training_optimized=False)` drops the fallback: activation embed dims are then
 replicated (Pax's a_bld = [batch, -, -], the decode-friendly setting).
 
 Other names: `length`, `kv`, `layers`, `classes` are never sharded. `kv_heads` (grouped-query /
 multi-query K/V heads) is replicated because multi-query attention has one K/V head, which cannot
-be split over `mdl`; replicating the small K/V projections is what Pax does for multi-query too.
+be split over `mdl` (jit rejects a dim of size 1 split 2 ways); the K/V projections are small.
 
 Flax rejects an array whose logical axes repeat a name (e.g. attention probabilities
 [batch, heads, length, length]): annotate the second one None.
