@@ -270,6 +270,18 @@ class LanguageModelTest(absltest.TestCase):
     self.assertFalse(np.array_equal(first, second))
     np.testing.assert_array_equal(first, again)
 
+  def test_dropout_runs_only_with_a_dropout_rng(self):
+    cfg = lm_model_config()
+    cfg.lm_tpl.stacked_transformer_tpl.dropout_prob = 0.5
+    model = cfg.Instantiate()
+    apply = jax.jit(lambda rngs: model.apply(self.params_only, self.batch, rngs=rngs)[0][
+        "avg_xent"][0])
+    plain, _ = self.model.apply(self.params_only, self.batch)  # the same weights, no dropout
+    np.testing.assert_allclose(apply({}), plain["avg_xent"][0], rtol=1e-6)
+    with_dropout = [float(apply({"dropout": jax.random.key(k)})) for k in (0, 1)]
+    self.assertNotAlmostEqual(with_dropout[0], float(plain["avg_xent"][0]), places=3)
+    self.assertNotAlmostEqual(with_dropout[0], with_dropout[1], places=3)
+
   def test_a_tiny_lm_learns_a_repeating_pattern(self):
     period, t, b = 5, 12, 8
     rng = np.random.default_rng(0)

@@ -147,6 +147,24 @@ class TransformerLmTest(parameterized.TestCase):
                                  err_msg=f"{kind} step {t}")
     self.assertGreater(float(jnp.abs(full_logits[:, 3] - full_logits[:, 4]).max()), 1e-3)
 
+  def test_packed_segments_give_the_logits_of_each_segment_alone(self):
+    packed = lm_config("tied", packed_input=True).Instantiate()
+    alone = lm_config("tied").Instantiate()
+    segment_ids = np.array([[1, 1, 1, 2, 2, 2, 2]] * B, np.int32)
+    segment_pos = np.array([[0, 1, 2, 0, 1, 2, 3]] * B, np.int32)
+    no_pad = np.zeros((B, T), np.float32)
+    variables = packed.init(jax.random.key(0), self.ids, no_pad, segment_ids=segment_ids,
+                            segment_pos=segment_pos)
+    logits = packed.apply(variables, self.ids, no_pad, segment_ids=segment_ids,
+                          segment_pos=segment_pos).logits  # [B, T, V]
+    first = alone.apply(variables, self.ids[:, :3], no_pad[:, :3]).logits
+    second = alone.apply(variables, self.ids[:, 3:], no_pad[:, 3:]).logits
+    np.testing.assert_allclose(logits[:, :3], first, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(logits[:, 3:], second, rtol=1e-4, atol=1e-5)
+    # Without the segments, the second segment would see the first.
+    unpacked = alone.apply(variables, self.ids, no_pad).logits
+    self.assertGreater(float(jnp.abs(unpacked[:, 3:] - second).max()), 1e-3)
+
   def test_bad_configs_are_reported(self):
     with self.assertRaisesRegex(ValueError, "positive model_dims and vocab_size"):
       transformer_models.TransformerLm.HParams().Instantiate().init(
