@@ -209,11 +209,14 @@ def _qualname(target: Callable[..., Any]) -> str:
 def _leaf_text(value: Any) -> str:
   if isinstance(value, enum.Enum):
     return f"{type(value).__name__}.{value.name}"
+  # Dtypes before callables: np.float32 and jnp.float32 are callable too, and "float32" reads
+  # better in model_params.txt than "jax.numpy.float32".
+  if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
+    return str(np.dtype(value))
+  if callable(value) and isinstance(getattr(value, "dtype", None), np.dtype):
+    return str(value.dtype)  # jnp.float32, jnp.bfloat16, ... (jax's scalar types)
   if isinstance(value, type) or callable(value) and hasattr(value, "__qualname__"):
     return _qualname(value)
   if isinstance(value, str):
     return repr(value)
-  if isinstance(value, np.dtype) or type(value).__name__ == "dtype" or (
-      isinstance(value, type) and issubclass(value, np.generic)):
-    return str(np.dtype(value))
   return repr(value)

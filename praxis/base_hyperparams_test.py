@@ -1,11 +1,13 @@
 """Tests for praxis.base_hyperparams: configs, templates, sharing, text."""
 
 import dataclasses
+from typing import Any
 
 from absl.testing import absltest
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from praxis import base_hyperparams as bh
 
@@ -44,6 +46,14 @@ class Pair(bh.HParamsMixin, nn.Module):
 class Plain(bh.HParamsMixin):
   size: int = 1
   names: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass
+class Typed(bh.HParamsMixin):
+  dtype: Any = jnp.float32
+  fprop: Any = None
+  other: Any = np.dtype("int32")
+  fn: Any = None
 
 
 class BaseHyperparamsTest(absltest.TestCase):
@@ -98,6 +108,16 @@ class BaseHyperparamsTest(absltest.TestCase):
         f"inner_tpl : cls/{__name__}.Scale",
         "inner_tpl.dims : 0",
         "inner_tpl.factor : 2.0",
+    ])
+
+  def test_text_writes_dtypes_by_name(self):
+    cfg = Typed.HParams(fprop=jnp.bfloat16, other=np.float16, fn=jnp.sum)
+    self.assertEqual(bh.nested_struct_to_text(cfg).splitlines(), [
+        f"(root) : cls/{__name__}.Typed",
+        "dtype : float32",
+        "fn : jax.numpy.sum",
+        "fprop : bfloat16",
+        "other : float16",
     ])
 
 

@@ -1,0 +1,40 @@
+"""praxis.layers: the Pax-style layer library on Flax linen.
+
+Import the modules directly (this file imports nothing so that
+`import praxis.layers` stays cheap). Every layer is a `base_layer.BaseLayer`
+configured with `Layer.HParams.config(...)`.
+
+Where to find a layer:
+  linears: Linear (w[in, out]), Bias (b[dims]), FeedForward (linear + bias +
+    activation), MLPBlock (a stack of FeedForward layers).
+  activations: ReLU, ReLU6, SquaredReLU, LeakyReLU, ELU, GELU (exact or tanh
+    approximation), SiLU, Swish, Sigmoid, Tanh, Softplus, Identity (no weights;
+    `__call__(x)`); activation_config(name) where only a string is at hand.
+  normalizations: LayerNorm, RmsNorm, BatchNorm (normalise the last axis;
+    BatchNorm keeps running statistics in the "batch_stats" collection).
+  stochastics: Dropout (`__call__(x, deterministic)`; uses the "dropout" rng).
+  embedding_softmax: Embedding, FullSoftmax (soft-capped logits, z-loss, label
+    smoothing), SharedEmbeddingSoftmax (tied input/output embedding),
+    PositionalEmbedding (sinusoidal), RotaryPositionalEmbedding,
+    TrainablePositionalEmbedding.
+  sample_decode: DecoderHParams and sample_decode, the greedy / temperature /
+    top-k decode loop (one lax.while_loop over an extend_step function).
+  transformer_models: TransformerLm (embedding or tied softmax, sinusoidal /
+    trainable / no position embedding, StackedTransformer[Repeated], final
+    LayerNorm; `__call__` and the KV-cache `extend_step`).
+  models: LanguageModel (Pax's LM metrics, aux losses, `decode` with the KV
+    cache), ClassificationModel (MLP + softmax; loss, accuracy), lm_metrics.
+  attentions: DotProductAttention (multi-head, grouped-query, multi-query;
+    combined QKV, logit cap, per-dim scale, rotary; KV cache + extend_step),
+    AttentionProjection, CombinedQKVProjection, PerDimScale; mask helpers
+    causal_mask, segment_mask, causal_segment_mask, convert_paddings_to_mask,
+    merge_masks, extend_step_causal_mask.
+  transformers: TransformerFeedForward (gated option, residual dropout),
+    Transformer (one layer; pre / post / primer_hybrid norm), StackedTransformer
+    (masks from paddings / segment_ids, extend_step), StackedTransformerRepeated
+    (a StackedTransformer block scanned x_times with remat).
+  repeats: Repeat (nn.scan + nn.remat over any layer; weights get a leading
+    "layers" dim).
+  checkpoint_policy: AutodiffCheckpointType (SAVE_NOTHING, SAVE_DOT_ONLY,
+    SAVE_OUT_PROJ, ...) and custom_policy -> jax.checkpoint_policies.
+"""

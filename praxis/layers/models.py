@@ -1,0 +1,294 @@
+"""Models: a layer plus its loss and metrics, what the trainer calls.
+
+Every model is called as `model.apply(variables, input_batch, ...) -> (metrics, per_example_out)`
+where `metrics` maps a name to `(value, weight)`, so that metrics of several batches combine as
+sum(value * weight) / sum(weight).
+
+  LanguageModel: a TransformerLm trained on next-token prediction; `decode` generates text.
+  ClassificationModel: an MLP and a softmax for image or vector inputs.
+
+The LM batch (Pax's): NestedMap(ids, labels, paddings, weights [B, T]; segment_ids and
+segment_pos [B, T] when packed; prefix_lengths [B] optionally, for decoding). `labels` are the
+next tokens of `ids`; a position counts with weight `weights * (1 - paddings)`.
+
+How to apply (the rngs and collections are the caller's choice):
+  train:  model.apply(variables, batch, rngs={"dropout": key}, mutable=["aux_loss"])
+          A "dropout" rng turns dropout on. Auxiliary losses (z-loss, ...) that layers record
+          with `add_aux_loss` are summed into total_loss when "aux_loss" is mutable. Without it,
+          the softmax's z-loss is still counted (read from its output) and other aux losses are
+          not; such a model logs a missing aux loss as 0.
+  eval:   model.apply(variables, batch)
+  decode: model.apply(variables, batch, method="decode", rngs={"random": key})
+          ("random" is needed only when sampling, temperature > 0).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax
+import jax
+import jax.numpy as jnp
+
+from praxis import base_hyperparams
+from praxis import base_layer
+from praxis import pytypes
+from praxis.layers import attentions
+from praxis.layers import embedding_softmax
+from praxis.layers import linears
+from praxis.layers import sample_decode
+from praxis.layers import transformer_models
+
+Config = base_hyperparams.Config
+NestedMap = pytypes.NestedMap
+WeightedScalars = pytypes.WeightedScalars
+template_field = base_hyperparams.template_field
+
+
+def lm_metrics(per_example_xent: jax.Array, per_example_argmax: jax.Array, labels: jax.Array,
+               weights: jax.Array, aux_loss: jax.Array | float = 0.0,
+               aux_loss_weight: jax.Array | float = 1.0) -> WeightedScalars:
+  """Pax's LM metrics from per-token cross-entropies and predictions, all [B, T].
+
+  avg_xent = sum(xent * w) / sum(w); log_pplx is the same number (the log of the perplexity);
+  total_loss = avg_xent + aux_loss. Every metric but aux_loss and num_predictions is weighted by
+  the number of predictions, so averaging over batches weights tokens, not batches.
+  """
+  weights = weights.astype(jnp.float32)
+  num_preds = jnp.sum(weights)
+  safe = jnp.maximum(num_preds, 1e-8)  # an all-padding batch gives 0, not NaN
+  avg_xent = jnp.sum(per_example_xent.astype(jnp.float32) * weights) / safe
+  correct = (per_example_argmax == labels).astype(jnp.float32)
+  accuracy = jnp.sum(correct * weights) / safe
+  aux_loss = jnp.asarray(aux_loss, jnp.float32)
+  return {
+      "total_loss": (avg_xent + aux_loss, num_preds),
+      "avg_xent": (avg_xent, num_preds),
+      "aux_loss": (aux_loss, jnp.asarray(aux_loss_weight, jnp.float32)),
+      "log_pplx": (avg_xent, num_preds),
+      "fraction_of_correct_next_step_preds": (accuracy, num_preds),
+      "num_predictions": (num_preds, jnp.ones((), jnp.float32)),
+  }
+
+
+def _sown_aux_losses(variables: Any) -> dict[tuple[str, ...], tuple[Any, ...]]:
+  """{path: (entry, ...)} of the "aux_loss" collection; each entry is (value, weight)."""
+  collection = variables.get(base_layer.AUX_LOSS, {})
+  return flax.traverse_util.flatten_dict(flax.core.unfreeze(collection)) if collection else {}
+
+
+def _sum_new_aux_losses(before: dict, after: dict) -> jax.Array:
+  """The sum of the aux-loss values recorded between two snapshots of the collection.
+
+  Counting only new entries keeps values that came in with the variables (an `init` records
+  them too) from being added again.
+  """
+  total = jnp.zeros((), jnp.float32)
+  for path, entries in after.items():
+    for value, _ in entries[len(before.get(path, ())):]:
+      total = total + jnp.asarray(value, jnp.float32)
+  return total
+
+
+class LanguageModel(base_layer.BaseLayer):
+  """A TransformerLm with Pax's LM loss, metrics and decoding.
+
+  Children: `lm`.
+
+  Attributes:
+    lm_tpl: the language model (TransformerLm).
+    decoder_tpl: how `decode` generates (DecoderHParams); None until set.
+  """
+
+  lm_tpl: Config = template_field(transformer_models.TransformerLm)
+  decoder_tpl: sample_decode.DecoderHParams | None = None
+
+  def setup(self):
+    self.lm = self.create_child(self.lm_tpl)
+
+  @staticmethod
+  def _weights(input_batch: NestedMap) -> jax.Array:
+    paddings = input_batch.paddings.astype(jnp.float32)
+    weights = input_batch.get("weights")
+    return 1.0 - paddings if weights is None else weights.astype(jnp.float32) * (1.0 - paddings)
+
+  def compute_predictions(self, input_batch: NestedMap,
+                          deterministic: bool | None = None) -> NestedMap:
+    """Runs the LM on the batch; returns the softmax output (logits, per_example_xent, ...).
+
+    `deterministic=None` means dropout runs exactly when a "dropout" rng was given.
+    """
+    if deterministic is None:
+      deterministic = not self.has_rng("dropout")
+    labels = NestedMap(class_ids=input_batch.labels, class_weights=self._weights(input_batch))
+    return self.lm(input_batch.ids, input_batch.paddings, labels=labels,
+                   segment_ids=input_batch.get("segment_ids"),
+                   segment_pos=input_batch.get("segment_pos"), deterministic=deterministic)
+
+  def compute_loss(self, predictions: NestedMap, input_batch: NestedMap,
+                   aux_loss: jax.Array | float = 0.0) -> tuple[WeightedScalars, NestedMap]:
+    """Pax's metrics (see `lm_metrics`) and per-sequence outputs from the predictions."""
+    weights = self._weights(input_batch)  # [B, T]
+    metrics = lm_metrics(predictions.per_example_xent, predictions.per_example_argmax,
+                         input_batch.labels, weights, aux_loss)
+    per_example_out = NestedMap(
+        labels=input_batch.labels,
+        per_sequence_xent=jnp.sum(predictions.per_example_xent * weights, axis=-1),  # [B]
+        num_predictions=jnp.sum(weights, axis=-1),  # [B]
+    )
+    return metrics, per_example_out
+
+  def __call__(self, input_batch: NestedMap,
+               deterministic: bool | None = None) -> tuple[WeightedScalars, NestedMap]:
+    collect = self.is_mutable_collection(base_layer.AUX_LOSS)
+    before = _sown_aux_losses(self.variables) if collect else {}
+    predictions = self.compute_predictions(input_batch, deterministic)
+    if collect:
+      aux_loss = _sum_new_aux_losses(before, _sown_aux_losses(self.variables))
+    else:
+      # The softmax's z-loss is in its output as well; other aux losses are unreachable here.
+      aux_loss = predictions.get("z_loss", 0.0)
+    return self.compute_loss(predictions, input_batch, aux_loss)
+
+  # -- decoding ----------------------------------------------------------------------------------
+
+  def decode(self, input_batch: NestedMap) -> tuple[WeightedScalars, NestedMap]:
+    """Continues each row's prompt with `decoder_tpl` (greedy or sampled), using the KV cache.
+
+    The prompt of row b is `ids[b, :prefix_lengths[b]]` (from the batch, else the number of
+    non-padded positions). The prompts are run through the model once (the prefill, which fills
+    the cache for all `seqlen` positions); then `sample_decode` feeds one position at a time.
+
+    Returns:
+      metrics: num_decoded (rows), decode_length (mean generated tokens per row);
+      decode_out: sample_decode's NestedMap (output_ids [B, S], prefix_lengths, decode_lengths,
+        logprobs [B, S], scores [B]) plus the batch's `ids`.
+    """
+    hp = self.decoder_tpl
+    if hp is None:
+      raise ValueError("LanguageModel.decode needs decoder_tpl; set it to "
+                       "sample_decode.DecoderHParams(seqlen=..., ...) in the model config.")
+    ids = input_batch.ids
+    batch, length = ids.shape
+    if length > hp.seqlen:
+      raise ValueError(f"LanguageModel.decode: the batch's ids have length {length}, longer than "
+                       f"decoder_tpl.seqlen {hp.seqlen}; raise seqlen or shorten the prompts.")
+    prefix_lengths = input_batch.get("prefix_lengths")
+    if prefix_lengths is None:
+      prefix_lengths = jnp.sum(1 - input_batch.paddings.astype(jnp.int32), axis=-1)  # [B]
+    buffer = jnp.pad(ids.astype(jnp.int32), [(0, 0), (0, hp.seqlen - length)])  # [B, S]
+
+    rng = None
+    if hp.temperature > 0.0:
+      if not self.has_rng("random"):
+        raise ValueError("LanguageModel.decode samples (temperature > 0) and needs a 'random' "
+                         "rng: apply(..., method='decode', rngs={'random': key}).")
+      rng = self.make_rng("random")
+
+    # The loop carries the cache as a plain pytree, so the LM runs as a pure function: an unbound
+    # copy applied to this model's variables.
+    lm = self.lm.clone(parent=None)
+    lm_variables = {k: v for k, v in self.lm.variables.items()
+                    if k not in (attentions.DECODER_CACHE, base_layer.AUX_LOSS,
+                                 base_layer.SUMMARIES)}
+    # Prefill without paddings: positions after a prompt hold junk whose cache entries are
+    # rewritten by extend_step before any later position reads them (attention is causal).
+    _, prefill = lm.apply(lm_variables, buffer, jnp.zeros(buffer.shape, jnp.float32),
+                          mutable=[attentions.DECODER_CACHE])
+
+    def extend_fn(cache, step_ids, time_step):
+      logits, updated = lm.apply({**lm_variables, attentions.DECODER_CACHE: cache}, step_ids,
+                                 time_step=time_step, method="extend_step",
+                                 mutable=[attentions.DECODER_CACHE])
+      return updated[attentions.DECODER_CACHE], logits
+
+    decode_out = sample_decode.sample_decode(extend_fn, prefill[attentions.DECODER_CACHE],
+                                             buffer, prefix_lengths, hp, rng)
+    decode_out.ids = ids
+    generated = (decode_out.decode_lengths - decode_out.prefix_lengths).astype(jnp.float32)
+    metrics = {
+        "num_decoded": (jnp.asarray(batch, jnp.float32), jnp.ones((), jnp.float32)),
+        "decode_length": (jnp.mean(generated), jnp.asarray(batch, jnp.float32)),
+    }
+    return metrics, decode_out
+
+
+class ClassificationModel(base_layer.BaseLayer):
+  """An MLP over flattened inputs and a softmax classifier (Pax's ClassificationMLPModel).
+
+  The batch: NestedMap(inputs [B, ...] float, labels [B] int, weights [B] optional).
+
+  Children: `mlp` (when num_hidden_layers > 0; an MLPBlock whose every layer applies its
+  activation) and `softmax` (FullSoftmax over num_classes).
+
+  Attributes:
+    input_dims: size of one flattened input (the product of its non-batch dims).
+    hidden_dims: width of the hidden layers.
+    num_hidden_layers: number of hidden FeedForward layers; 0 gives a linear classifier.
+    num_classes: number of classes.
+    mlp_tpl: template of the hidden layers (activation, bias, ...); sizes are set here.
+    softmax_tpl: template of the output layer; sizes are set here.
+  """
+
+  input_dims: int = 0
+  hidden_dims: int = 128
+  num_hidden_layers: int = 1
+  num_classes: int = 0
+  mlp_tpl: Config = template_field(linears.MLPBlock)
+  softmax_tpl: Config = template_field(embedding_softmax.FullSoftmax)
+
+  def setup(self):
+    if self.input_dims <= 0 or self.num_classes <= 0:
+      raise ValueError(f"ClassificationModel needs positive input_dims and num_classes, got "
+                       f"{self.input_dims} and {self.num_classes}; set them on the config.")
+    features = self.input_dims
+    if self.num_hidden_layers > 0:
+      self.mlp = self.create_child(self.mlp_tpl, num_layers=self.num_hidden_layers,
+                                   input_dims=self.input_dims, hidden_dims=self.hidden_dims,
+                                   output_dims=self.hidden_dims)
+      features = self.hidden_dims
+    self.softmax = self.create_child(
+        self.softmax_tpl, input_dims=features, num_classes=self.num_classes,
+        weight_axes=("mlp" if self.num_hidden_layers > 0 else None, "classes"))
+
+  def compute_predictions(self, input_batch: NestedMap) -> NestedMap:
+    """Flattens `inputs` to [B, input_dims], applies the MLP; returns the softmax output."""
+    inputs = input_batch.inputs
+    flat = inputs.reshape(inputs.shape[0], -1)  # [B, I]
+    if flat.shape[-1] != self.input_dims:
+      raise ValueError(f"ClassificationModel(input_dims={self.input_dims}) got inputs "
+                       f"{inputs.shape}, which flatten to {flat.shape[-1]} features.")
+    hidden = self.mlp(flat) if self.num_hidden_layers > 0 else flat  # [B, H]
+    return self.softmax(hidden, class_weights=self._weights(input_batch),
+                        class_ids=input_batch.labels)
+
+  @staticmethod
+  def _weights(input_batch: NestedMap) -> jax.Array:
+    weights = input_batch.get("weights")
+    if weights is None:
+      return jnp.ones(input_batch.labels.shape, jnp.float32)
+    return weights.astype(jnp.float32)
+
+  def compute_loss(self, predictions: NestedMap,
+                   input_batch: NestedMap) -> tuple[WeightedScalars, NestedMap]:
+    """Metrics: loss (= total_loss = avg_xent + z-loss), avg_xent, accuracy, error, ..."""
+    weights = self._weights(input_batch)  # [B]
+    num = predictions.total_weight
+    correct = (predictions.per_example_argmax == input_batch.labels).astype(jnp.float32)
+    accuracy = jnp.sum(correct * weights) / jnp.maximum(num, 1e-8)
+    loss = predictions.avg_xent + predictions.get("z_loss", 0.0)
+    metrics = {
+        "loss": (loss, num),
+        "total_loss": (loss, num),
+        "avg_xent": (predictions.avg_xent, num),
+        "accuracy": (accuracy, num),
+        "error": (1.0 - accuracy, num),
+        "num_predictions": (num, jnp.ones((), jnp.float32)),
+    }
+    per_example_out = NestedMap(labels=input_batch.labels,
+                                predictions=predictions.per_example_argmax,
+                                xent=predictions.per_example_xent)
+    return metrics, per_example_out
+
+  def __call__(self, input_batch: NestedMap) -> tuple[WeightedScalars, NestedMap]:
+    return self.compute_loss(self.compute_predictions(input_batch), input_batch)

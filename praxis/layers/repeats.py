@@ -1,0 +1,113 @@
+"""Repeat: one layer applied `x_times` in sequence with `nn.scan`, each iteration rematted.
+
+    rep = Repeat.HParams(sub_tpl=StackedTransformer.HParams(...), x_times=12,
+                         checkpoint_policy=AutodiffCheckpointType.SAVE_OUT_PROJ).Instantiate()
+    y = rep.apply(variables, x, paddings)            # sub(...sub(sub(x, paddings), paddings)...)
+
+Why scan: the layer is traced and compiled once instead of x_times times, and with remat
+(`nn.remat(..., policy=...)`) the backward pass keeps only what the policy names (see
+checkpoint_policy), so activation memory does not grow with the depth.
+
+Variables. Every collection the sub-layer writes gets a leading [x_times] dim: "params" (their
+logical axes gain the name "layers" in front, so the sharding rules can place it),
+"decoder_cache" (each iteration has its own cache), "summaries", "aux_loss", "intermediates".
+Each iteration draws its own "params" and "dropout" rngs.
+
+Contract of the sub-layer: `sub(carry, *args, deterministic=...) -> carry` (same shape and
+dtype as carry) and, for decoding, `sub.extend_step(carry, **kwargs) -> carry`; args/kwargs are
+passed unchanged to every iteration.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+from jax.ad_checkpoint import checkpoint_name
+
+from praxis import base_hyperparams
+from praxis import base_layer
+from praxis.layers import checkpoint_policy as cp
+
+# Collections that are stacked along the repeat dim (one slice per iteration).
+_STACKED_COLLECTIONS = ("params", "decoder_cache", base_layer.SUMMARIES, base_layer.AUX_LOSS,
+                        "intermediates")
+
+
+class _Iteration(base_layer.BaseLayer):
+  """One scan iteration: builds the sub-layer and adapts it to scan's (carry, x) -> (carry, y).
+
+  Both methods take (carry, packed arguments, flag) so that one `in_axes` fits both under
+  nn.scan; the flag (deterministic) is a static argument of the remat.
+  """
+
+  sub_tpl: base_hyperparams.Config = base_hyperparams.template_field(None)
+
+  def setup(self):
+    self.sub = self.create_child(self.sub_tpl)
+    # The sub-layer's variables live in this wrapper's scope: weights read `repeat.sub.<...>`,
+    # not `repeat.sub.sub.<...>`.
+    nn.share_scope(self, self.sub)
+
+  def __call__(self, carry: jax.Array, args: tuple[Any, ...],
+               deterministic: bool) -> tuple[jax.Array, None]:
+    carry = checkpoint_name(carry, "iteration_input")
+    return self.sub(carry, *args, deterministic=deterministic), None
+
+  def extend_step(self, carry: jax.Array, kwargs: dict[str, Any],
+                  unused_flag: bool) -> tuple[jax.Array, None]:
+    del unused_flag
+    return self.sub.extend_step(carry, **kwargs), None
+
+
+class Repeat(base_layer.BaseLayer):
+  """Applies the sub-layer `x_times` with nn.scan + nn.remat (see the module docstring).
+
+  The child is named `sub`, so weights read `repeat.sub.<the sub-layer's names>` from a parent
+  that calls this layer `repeat`, each with a leading [x_times] dim.
+
+  Attributes:
+    sub_tpl: template of the repeated layer.
+    x_times: number of repetitions.
+    checkpoint_policy: what each iteration keeps for the backward pass (AutodiffCheckpointType).
+    unroll: iterations per scan loop step (XLA's unroll); 1 keeps one compiled body.
+  """
+
+  sub_tpl: base_hyperparams.Config = base_hyperparams.template_field(None)
+  x_times: int = 0
+  checkpoint_policy: cp.AutodiffCheckpointType = cp.AutodiffCheckpointType.SAVE_NOTHING
+  unroll: int = 1
+
+  def setup(self):
+    if self.x_times <= 0:
+      raise ValueError(f"Repeat needs x_times >= 1, got {self.x_times}.")
+    if self.sub_tpl is None:
+      raise ValueError("Repeat needs sub_tpl, the template of the layer to repeat.")
+    # Argument 3 of _Iteration.__call__ (self is 0) is the Python bool `deterministic`: static,
+    # so dropout is traced in or out rather than switched at run time.
+    rematted = nn.remat(_Iteration, policy=cp.custom_policy(self.checkpoint_policy),
+                        prevent_cse=False, static_argnums=(3,))
+    scanned = nn.scan(
+        rematted,
+        variable_axes={name: 0 for name in _STACKED_COLLECTIONS},
+        split_rngs={"params": True, "dropout": True},
+        in_axes=(nn.broadcast, nn.broadcast),
+        length=self.x_times,
+        unroll=self.unroll,
+        metadata_params={nn.PARTITION_NAME: "layers"},
+        methods=["__call__", "extend_step"])
+    sub_tpl = self.sub_tpl.clone()
+    if issubclass(sub_tpl.__fn_or_cls__, base_layer.BaseLayer):
+      sub_tpl.dtype, sub_tpl.fprop_dtype = self.dtype, self.fprop_dtype
+    self.sub = scanned(sub_tpl=sub_tpl, dtype=self.dtype, fprop_dtype=self.fprop_dtype)
+
+  def __call__(self, inputs: jax.Array, *args: Any, deterministic: bool = True) -> jax.Array:
+    """inputs: the carry (e.g. [B, T, D]); args go unchanged to every iteration."""
+    outputs, _ = self.sub(inputs, tuple(args), deterministic)
+    return outputs
+
+  def extend_step(self, step_inputs: jax.Array, **kwargs: Any) -> jax.Array:
+    """One decoding step through every iteration (apply with mutable=["decoder_cache"])."""
+    outputs, _ = self.sub.extend_step(step_inputs, kwargs, True)
+    return outputs

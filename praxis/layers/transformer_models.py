@@ -1,0 +1,182 @@
+"""TransformerLm: a decoder-only Transformer language model built from praxis layers.
+
+    ids [B, T] ──embedding──> [B, T, D] (+ position embedding) ──stacked transformer──>
+    final LayerNorm ──softmax──> logits [B, T, V] (and the cross-entropy when labels are given)
+
+The pieces are templates, as in Pax:
+  softmax_tpl: SharedEmbeddingSoftmax by default, whose one [V, D] weight both embeds the ids and
+    produces the logits (tied embeddings). For untied embeddings set `separate_embedding_tpl` to an
+    Embedding and `softmax_tpl` to a FullSoftmax (`TransformerLm.untied_config` does both).
+  position_emb_tpl: sinusoidal PositionalEmbedding by default, TrainablePositionalEmbedding for a
+    learned table, or None when the attention layers rotate queries and keys (rotary).
+  stacked_transformer_tpl: StackedTransformer, or StackedTransformerRepeated (nn.scan) whose
+    `block` is a StackedTransformer.
+  final_ln_tpl: LayerNorm after the last layer (pre-norm stacks need it).
+This layer sets the sizes it knows on its children (model_dims, vocab_size, packed_input), so a
+config states them once.
+
+Decoding. Applied with `mutable=["decoder_cache"]`, `__call__` fills the stack's key/value cache
+for all T positions (the prefill); `extend_step(ids [B], time_step=t)` then feeds position t of
+every row and returns the logits for position t + 1. LanguageModel.decode drives both.
+
+Dropout in the stack runs only with `deterministic=False` (and a "dropout" rng).
+
+Shape letters: B batch, T length, D model dims, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from praxis import base_hyperparams
+from praxis import base_layer
+from praxis import pytypes
+from praxis.layers import embedding_softmax
+from praxis.layers import normalizations
+from praxis.layers import transformers
+
+Config = base_hyperparams.Config
+NestedMap = pytypes.NestedMap
+template_field = base_hyperparams.template_field
+
+
+class TransformerLm(base_layer.BaseLayer):
+  """Causal Transformer LM: embedding, position embedding, stacked transformer, LN, softmax.
+
+  Children: `softmax` (and `embedding` when untied), `position_emb` (unless None), `transformer`,
+  `final_ln`.
+
+  Attributes:
+    model_dims: D, set on the embedding, softmax, position embedding and stack.
+    vocab_size: V, set on the embedding and softmax.
+    packed_input: rows hold several segments (segment_ids/segment_pos given); set on the stack.
+    softmax_tpl: output layer; SharedEmbeddingSoftmax (tied) or FullSoftmax (with an embedding).
+    separate_embedding_tpl: Embedding for untied embeddings; None means the softmax embeds.
+    position_emb_tpl: PositionalEmbedding, TrainablePositionalEmbedding, or None (no absolute
+      position embedding, e.g. with rotary attention).
+    stacked_transformer_tpl: StackedTransformer or StackedTransformerRepeated.
+    final_ln_tpl: normalisation after the stack; None for none.
+  """
+
+  model_dims: int = 0
+  vocab_size: int = 0
+  packed_input: bool = False
+  softmax_tpl: Config = template_field(embedding_softmax.SharedEmbeddingSoftmax)
+  separate_embedding_tpl: Config | None = template_field(None)
+  position_emb_tpl: Config | None = template_field(embedding_softmax.PositionalEmbedding)
+  stacked_transformer_tpl: Config = template_field(transformers.StackedTransformer)
+  final_ln_tpl: Config | None = template_field(normalizations.LayerNorm)
+
+  @classmethod
+  def untied_config(cls, **kwargs) -> Config:
+    """A config with a separate input Embedding and a FullSoftmax (untied embeddings)."""
+    cfg = cls.HParams.config(**kwargs)
+    cfg.separate_embedding_tpl = embedding_softmax.Embedding.HParams.config()
+    cfg.softmax_tpl = embedding_softmax.FullSoftmax.HParams.config()
+    return cfg
+
+  @property
+  def tied(self) -> bool:
+    return self.separate_embedding_tpl is None
+
+  def setup(self):
+    if self.model_dims <= 0 or self.vocab_size <= 0:
+      raise ValueError(f"TransformerLm needs positive model_dims and vocab_size, got "
+                       f"{self.model_dims} and {self.vocab_size}; set them on the config.")
+    self.softmax = self.create_child(self.softmax_tpl, input_dims=self.model_dims,
+                                     num_classes=self.vocab_size)
+    if not self.tied:
+      self.embedding = self.create_child(self.separate_embedding_tpl,
+                                         num_classes=self.vocab_size, input_dims=self.model_dims)
+    elif not hasattr(self.softmax, "emb_lookup"):
+      raise ValueError(f"TransformerLm: softmax_tpl {type(self.softmax).__name__} cannot embed "
+                       "ids (no emb_lookup); use SharedEmbeddingSoftmax, or set "
+                       "separate_embedding_tpl to an Embedding (see TransformerLm.untied_config).")
+    if self.position_emb_tpl is not None:
+      self.position_emb = self.create_child(self.position_emb_tpl,
+                                            embedding_dims=self.model_dims)
+    self.transformer = self.create_child(self._stack_template())
+    if self.final_ln_tpl is not None:
+      self.final_ln = self.create_child(self.final_ln_tpl, dim=self.model_dims)
+
+  def _stack_template(self) -> Config:
+    """The stack's template with this model's sizes set (inside `block` for a repeated stack)."""
+    cfg = self.stacked_transformer_tpl.clone()
+    inner = cfg.block if _is_repeated(cfg) else cfg
+    inner.model_dims = self.model_dims
+    inner.packed_input = self.packed_input
+    return cfg
+
+  # -- pieces ------------------------------------------------------------------------------------
+
+  def _embed(self, ids: jax.Array, position: jax.Array) -> jax.Array:
+    """ids [B, T] and positions [B, T] -> input embeddings [B, T, D]."""
+    if self.tied:
+      emb = self.softmax.emb_lookup(ids)  # [B, T, D]
+    else:
+      emb = self.embedding(ids)  # [B, T, D]
+    if self.position_emb_tpl is not None:
+      emb = emb + self.position_emb(position=position).astype(emb.dtype)  # [B, T, D]
+    return self.maybe_shard(emb.astype(self.compute_dtype), ("batch", "length", "embed"))
+
+  def _final_norm(self, x: jax.Array) -> jax.Array:
+    return x if self.final_ln_tpl is None else self.final_ln(x)
+
+  # -- forward -----------------------------------------------------------------------------------
+
+  def __call__(self, inputs: jax.Array, paddings: jax.Array, labels: NestedMap | None = None,
+               segment_ids: jax.Array | None = None, segment_pos: jax.Array | None = None,
+               deterministic: bool = True) -> NestedMap:
+    """Runs the model on ids `inputs` [B, T] with `paddings` [B, T] (1 = padded).
+
+    Args:
+      inputs: token ids [B, T].
+      paddings: [B, T], 1.0 at padded positions.
+      labels: NestedMap(class_ids [B, T], class_weights [B, T]) of the next tokens; without it
+        only logits are computed.
+      segment_ids: [B, T] segment of each token (packed inputs); None means one segment.
+      segment_pos: [B, T] position inside its segment; None means 0..T-1.
+      deterministic: False enables dropout (needs a "dropout" rng).
+
+    Returns:
+      The softmax's NestedMap (logits, log_probs, per_example_xent, per_example_argmax,
+      total_xent, total_weight, avg_xent, ...) with labels, else NestedMap(logits [B, T, V]).
+    """
+    batch, length = inputs.shape
+    if self.packed_input and (segment_ids is None or segment_pos is None):
+      raise ValueError("TransformerLm(packed_input=True) needs segment_ids and segment_pos; "
+                       "pass them from the batch or set packed_input=False.")
+    if segment_pos is None:
+      segment_pos = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), (batch, length))
+    emb = self._embed(inputs, segment_pos)  # [B, T, D]
+    # segment_pos also feeds rotary attention, when the stack's attention uses it.
+    output = self.transformer(emb, paddings, segment_ids=segment_ids if self.packed_input else None,
+                              segment_pos=segment_pos, deterministic=deterministic)  # [B, T, D]
+    output = self._final_norm(output)
+    if labels is None:
+      return NestedMap(logits=self.softmax.get_logits(output))
+    return self.softmax(output, class_weights=labels.class_weights[..., None].astype(jnp.float32),
+                        class_ids=labels.class_ids[..., None])
+
+  def extend_step(self, ids: jax.Array, *, time_step: jax.Array,
+                  segment_pos: jax.Array | None = None) -> jax.Array:
+    """Feeds `ids` [B] at position `time_step` using the decoder cache; returns logits [B, V].
+
+    Apply with `mutable=["decoder_cache"]` after a prefill (`__call__` with the same mutable).
+    `segment_pos` [B] is each row's position (default `time_step` for all rows).
+    """
+    batch = ids.shape[0]
+    time_step = jnp.asarray(time_step, jnp.int32)
+    if segment_pos is None:
+      segment_pos = jnp.full((batch,), time_step, jnp.int32)
+    emb = self._embed(ids[:, None], segment_pos[:, None])[:, 0]  # [B, D]
+    output = self.transformer.extend_step(emb, time_step=time_step,
+                                          segment_pos=segment_pos)  # [B, D]
+    output = self._final_norm(output)
+    return self.softmax.get_logits(output[:, None])[:, 0]  # [B, V]
+
+
+def _is_repeated(cfg: Config) -> bool:
+  target = cfg.__fn_or_cls__
+  return isinstance(target, type) and issubclass(target, transformers.StackedTransformerRepeated)

@@ -1,0 +1,337 @@
+"""Optimizers for the trainer: Pax's set as typed configs, built into one optax transformation.
+
+    cfg = optimizers.Adam.HParams.config(
+        learning_rate=2.5e-4, beta2=0.99, weight_decay=1e-3, clip_gradient_norm_to_value=5.0,
+        lr_schedule=schedules.LinearRampupExponentialDecay.HParams.config(
+            warmup_steps=4000, decay_start=4001, decay_end=300000, min_ratio=0.1, max=1.0))
+    tx = optimizers.build(cfg, params)          # an optax.GradientTransformation
+    opt_state = tx.init(params)
+    updates, opt_state = tx.update(grads, opt_state, params)   # params are required
+    params = optax.apply_updates(params, updates)
+    optimizers.current_learning_rate(cfg, opt_state)           # the lr of the next update
+    optimizers.ema_params(opt_state)                            # when ema_decay > 0
+
+(that is lm_cloud's optimizer: `set_default_adam` in Pax.)
+
+Every optimizer is the same chain, in this order (each step's reason in brackets):
+  1. clip_by_global_norm(clip_gradient_norm_to_value), if > 0  [Pax's learner clips the raw
+     gradients before the optimizer sees them].
+  2. the optimizer's own scaling: Adam / Adafactor / Lion / SGD momentum (optax transforms).
+  3. decoupled weight decay: `+ weight_decay * param`, except for parameters whose path matches
+     `weight_decay_exclude` [added before the learning rate, as AdamW and Pax's Adam do, so the
+     decay follows the schedule].
+  4. `* -learning_rate * lr_schedule(count)` (count = updates applied so far, so the first update
+     uses the schedule at step 0).
+  5. EMA of the parameters after this update, if ema_decay > 0 (kept in the optimizer state; the
+     updates pass through unchanged).
+
+Parameter paths are the keys from the root of the tree given to `init`/`update`, joined by "/",
+e.g. "lm/stack/x_layers_0/ff_layer/ffn_layer1/linear/w". `weight_decay_exclude` is a regex
+searched in that path; `EXCLUDE_BIASES_AND_NORMS` excludes the praxis biases (`b`, `bias`) and
+norm / per-dim scales (`scale`, `per_dim_scale`).
+
+Boxed parameters (nn.LogicallyPartitioned, from `jax.eval_shape(model.init, ...)`) can be given
+to `init` under `jax.eval_shape`: the state keeps the boxes, so `sharding.logical_to_shardings`
+shards Adam's moments and the EMA like their parameters (Adafactor's factored row/column
+statistics, of lower rank, are replicated).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+from typing import Any, Callable, NamedTuple
+
+import fiddle as fdl
+import jax
+import jax.numpy as jnp
+import optax
+
+from praxis import base_hyperparams
+from praxis import schedules
+
+EXCLUDE_BIASES_AND_NORMS = r"(^|/)(b|bias|scale|per_dim_scale)$"
+
+
+@dataclasses.dataclass(kw_only=True)
+class BaseOptimizer(base_hyperparams.HParamsMixin):
+  """What all optimizers share (Pax's BaseOptimizer fields).
+
+  Attributes:
+    learning_rate: the base learning rate; the schedule multiplies it.
+    lr_schedule: a schedule config/object from praxis.schedules (None: constant 1).
+    clip_gradient_norm_to_value: clip the gradients' global norm to this value (0: no clipping).
+    weight_decay: decoupled weight decay coefficient (times the learning rate at each step).
+    weight_decay_exclude: regex over parameter paths that get no weight decay (None: decay all,
+      as in Pax). `EXCLUDE_BIASES_AND_NORMS` is the usual choice.
+    ema_decay: if > 0, keep an exponential moving average of the parameters with this decay.
+  """
+
+  learning_rate: float = 1e-3
+  lr_schedule: Any = None
+  clip_gradient_norm_to_value: float = 0.0
+  weight_decay: float = 0.0
+  weight_decay_exclude: str | None = None
+  ema_decay: float = 0.0
+
+  def scaling(self) -> optax.GradientTransformation:
+    """The optimizer-specific part of the chain (step 2 in the module docstring)."""
+    raise NotImplementedError(f"{type(self).__name__} must define scaling().")
+
+  def learning_rate_fn(self) -> Callable[[jax.typing.ArrayLike], jax.Array]:
+    """step -> learning_rate * schedule(step), for the update and for summaries."""
+    schedule = _as_schedule(self.lr_schedule)
+    base = self.learning_rate
+    return lambda step: base * jnp.asarray(schedule(step), jnp.float32)
+
+
+@dataclasses.dataclass(kw_only=True)
+class Adam(BaseOptimizer):
+  """Adam with Pax's defaults; with weight_decay > 0 it is AdamW (decoupled decay).
+
+  Attributes:
+    beta1: decay of the first moment.
+    beta2: decay of the second moment (lm_cloud sets 0.99).
+    epsilon: added to sqrt(second moment); Pax uses 1e-6 (optax's default is 1e-8).
+    epsilon_root: added to the second moment inside the sqrt.
+    clip_threshold: Pax's update capping: each tensor's Adam update is scaled down so that its
+      RMS is at most this (0: off). Rarely active with Adam's bounded updates.
+  """
+
+  beta1: float = 0.9
+  beta2: float = 0.999
+  epsilon: float = 1e-6
+  epsilon_root: float = 0.0
+  clip_threshold: float = 1.0
+
+  def scaling(self) -> optax.GradientTransformation:
+    parts = [optax.scale_by_adam(self.beta1, self.beta2, self.epsilon, self.epsilon_root)]
+    if self.clip_threshold > 0:
+      parts.append(optax.clip_by_block_rms(self.clip_threshold))
+    return optax.chain(*parts)
+
+
+@dataclasses.dataclass(kw_only=True)
+class AdamW(Adam):
+  """Adam with decoupled weight decay on by default (optax.adamw's 1e-4)."""
+
+  weight_decay: float = 1e-4
+
+
+@dataclasses.dataclass(kw_only=True)
+class Sgd(BaseOptimizer):
+  """SGD, with heavy-ball or Nesterov momentum: `t = g + momentum * t`, update `-lr * t`.
+
+  Attributes:
+    momentum: 0 for plain SGD.
+    nesterov: use `g + momentum * t` (with the new t) as the update.
+  """
+
+  momentum: float = 0.0
+  nesterov: bool = False
+
+  def scaling(self) -> optax.GradientTransformation:
+    if self.momentum == 0:
+      return optax.identity()
+    return optax.trace(self.momentum, nesterov=self.nesterov)
+
+
+@dataclasses.dataclass(kw_only=True)
+class Lion(BaseOptimizer):
+  """Lion: update `sign(beta1 * m + (1 - beta1) * g)`, then `m = beta2 * m + (1 - beta2) * g`.
+
+  Use a learning rate 3-10x smaller than Adam's and a weight decay that much larger.
+
+  Attributes:
+    beta1: interpolation for the update's sign.
+    beta2: decay of the momentum.
+  """
+
+  beta1: float = 0.9
+  beta2: float = 0.99
+
+  def scaling(self) -> optax.GradientTransformation:
+    return optax.scale_by_lion(self.beta1, self.beta2)
+
+
+@dataclasses.dataclass(kw_only=True)
+class Adafactor(BaseOptimizer):
+  """Adafactor (Shazeer & Stern 2018) on optax's factored second-moment estimate.
+
+  Attributes:
+    decay_rate: second-moment decay is `1 - (step + 1)**-decay_rate`.
+    decay_offset: steps subtracted before the decay formula (for fine-tuning).
+    min_dim_size_to_factor: factor only tensors whose two largest dims are at least this.
+    factored: factor the second moment of matrices (False: full, like RMSProp).
+    epsilon: added to the squared gradients.
+    clipping_threshold: cap of each tensor's update RMS (0: off).
+    multiply_by_parameter_scale: scale updates by the parameter's RMS (relative step sizes).
+    beta1: momentum on the scaled updates (0: none, as in the paper's memory-saving setting).
+  """
+
+  decay_rate: float = 0.8
+  decay_offset: int = 0
+  min_dim_size_to_factor: int = 128
+  factored: bool = True
+  epsilon: float = 1e-30
+  clipping_threshold: float = 1.0
+  multiply_by_parameter_scale: bool = True
+  beta1: float = 0.0
+
+  def scaling(self) -> optax.GradientTransformation:
+    parts = [optax.scale_by_factored_rms(self.factored, self.decay_rate, self.decay_offset,
+                                         self.min_dim_size_to_factor, self.epsilon)]
+    if self.clipping_threshold > 0:
+      parts.append(optax.clip_by_block_rms(self.clipping_threshold))
+    if self.multiply_by_parameter_scale:
+      parts.append(optax.scale_by_param_block_rms())
+    if self.beta1 > 0:
+      parts.append(optax.ema(self.beta1, debias=False))
+    return optax.chain(*parts)
+
+
+class EmaState(NamedTuple):
+  """The EMA of the parameters (same tree as the parameters)."""
+
+  ema: Any
+
+
+def ema_of_params(decay: float) -> optax.GradientTransformation:
+  """Tracks `ema = decay * ema + (1 - decay) * (params + updates)`; updates pass unchanged.
+
+  Must be last in a chain (its `updates` are the final ones). The EMA starts at the initial
+  parameters, so it has no bias towards zero and needs no debiasing.
+  """
+
+  def init_fn(params):
+    # A copy, not the same buffers: a donated train state must not hold one buffer twice.
+    return EmaState(ema=jax.tree.map(lambda p: jnp.array(p, copy=True), params))
+
+  def update_fn(updates, state, params=None):
+    if params is None:
+      raise ValueError("ema_decay > 0 needs the parameters: call update(grads, state, params).")
+    new_params = optax.apply_updates(params, updates)
+    ema = jax.tree.map(lambda e, p: decay * e + (1.0 - decay) * p.astype(e.dtype),
+                       state.ema, new_params)
+    return updates, EmaState(ema=ema)
+
+  return optax.GradientTransformation(init_fn, update_fn)
+
+
+def param_path(path: tuple[Any, ...]) -> str:
+  """"a/b/0/w" for a jax key path; a box's `.value` attribute is not part of the name."""
+  names = []
+  for key in path:
+    if isinstance(key, jax.tree_util.DictKey):
+      names.append(str(key.key))
+    elif isinstance(key, jax.tree_util.SequenceKey):
+      names.append(str(key.idx))
+    elif isinstance(key, jax.tree_util.GetAttrKey):
+      if key.name != "value":
+        names.append(key.name)
+    else:
+      names.append(str(key))
+  return "/".join(names)
+
+
+def decay_mask(exclude: str | None, params: Any) -> Any:
+  """A tree of bools like `params`: True where weight decay applies."""
+  pattern = None if exclude is None else re.compile(exclude)
+  return jax.tree_util.tree_map_with_path(
+      lambda path, _: pattern is None or pattern.search(param_path(path)) is None, params)
+
+
+def build(cfg: Any, params: Any = None) -> optax.GradientTransformation:
+  """The optax transformation for an optimizer config (or built optimizer).
+
+  `params` (optional; arrays, ShapeDtypeStructs or boxes) is only used to check the weight-decay
+  exclusion pattern now: a pattern that matches nothing is logged, and the excluded paths are
+  logged at INFO. The mask itself is computed from the tree given to `init` / `update`.
+  """
+  opt = _as_optimizer(cfg)
+  if opt.clip_gradient_norm_to_value < 0 or opt.weight_decay < 0:
+    raise ValueError(f"{type(opt).__name__}: clip_gradient_norm_to_value and weight_decay must "
+                     f"be >= 0 (0 turns them off); got {opt.clip_gradient_norm_to_value}, "
+                     f"{opt.weight_decay}.")
+  if not 0 <= opt.ema_decay < 1:
+    raise ValueError(f"{type(opt).__name__}: ema_decay must be in [0, 1) (0: no EMA), "
+                     f"got {opt.ema_decay}.")
+  if opt.weight_decay_exclude is not None:
+    re.compile(opt.weight_decay_exclude)  # Fail now on a bad regex, not inside jit.
+    if params is not None:
+      _log_exclusions(opt.weight_decay_exclude, params)
+
+  parts = []
+  if opt.clip_gradient_norm_to_value > 0:
+    parts.append(optax.clip_by_global_norm(opt.clip_gradient_norm_to_value))
+  parts.append(opt.scaling())
+  if opt.weight_decay > 0:
+    exclude = opt.weight_decay_exclude
+    parts.append(optax.add_decayed_weights(opt.weight_decay,
+                                           mask=lambda p: decay_mask(exclude, p)))
+  parts.append(optax.scale_by_learning_rate(opt.learning_rate_fn()))
+  if opt.ema_decay > 0:
+    parts.append(ema_of_params(opt.ema_decay))
+  return optax.chain(*parts)
+
+
+def learning_rate_fn(cfg: Any) -> Callable[[jax.typing.ArrayLike], jax.Array]:
+  """step -> learning rate (base rate times schedule), e.g. for an `lr` summary."""
+  return _as_optimizer(cfg).learning_rate_fn()
+
+
+def current_learning_rate(cfg: Any, opt_state: Any) -> jax.Array:
+  """The learning rate the next update will use, from the update count in `opt_state`."""
+  counts = _find(opt_state, optax.ScaleByScheduleState)
+  if not counts:
+    raise ValueError("opt_state has no learning-rate schedule state; was it made by build()?")
+  return learning_rate_fn(cfg)(counts[0].count)
+
+
+def ema_params(opt_state: Any) -> Any:
+  """The EMA of the parameters kept in `opt_state` (an optimizer built with ema_decay > 0)."""
+  found = _find(opt_state, EmaState)
+  if not found:
+    raise ValueError("opt_state holds no parameter EMA; set ema_decay > 0 in the optimizer "
+                     "config.")
+  return found[0].ema
+
+
+def _find(tree: Any, kind: type) -> list[Any]:
+  nodes = jax.tree_util.tree_leaves(tree, is_leaf=lambda x: isinstance(x, kind))
+  return [n for n in nodes if isinstance(n, kind)]
+
+
+def _as_optimizer(cfg: Any) -> BaseOptimizer:
+  opt = base_hyperparams.instantiate(cfg) if isinstance(cfg, fdl.Buildable) else cfg
+  if not isinstance(opt, BaseOptimizer):
+    raise TypeError(f"Expected an optimizer config (e.g. optimizers.Adam.HParams.config(...)), "
+                    f"got {type(opt).__name__}.")
+  return opt
+
+
+def _as_schedule(schedule: Any) -> Callable[[Any], Any]:
+  if schedule is None:
+    return lambda step: jnp.ones([], jnp.float32)
+  if isinstance(schedule, fdl.Buildable):
+    schedule = base_hyperparams.instantiate(schedule)
+  if isinstance(schedule, schedules.BaseSchedule):
+    return schedule.make()
+  if callable(schedule):
+    return schedule  # Any optax schedule.
+  raise TypeError(f"lr_schedule must be a praxis.schedules config or an optax schedule, got "
+                  f"{type(schedule).__name__}.")
+
+
+def _log_exclusions(exclude: str, params: Any) -> None:
+  mask = decay_mask(exclude, params)
+  paths = jax.tree_util.tree_leaves_with_path(mask)
+  excluded = [param_path(p) for p, decays in paths if not decays]
+  if not excluded:
+    logging.warning("weight_decay_exclude %r matches none of the %d parameters (e.g. %s); every "
+                    "parameter is decayed.", exclude, len(paths),
+                    param_path(paths[0][0]) if paths else "none")
+  else:
+    logging.info("No weight decay for %d of %d parameters: %s", len(excluded), len(paths),
+                 ", ".join(excluded))
