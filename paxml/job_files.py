@@ -25,6 +25,28 @@ POST_INIT_MODEL_PARAMS = "post_init_model_params.txt"
 INPUT_SPECS = "input_specs.json"
 
 
+class JobLogDirError(OSError):
+  """`job_log_dir` cannot be created or written."""
+
+
+def prepare(job_log_dir: str) -> None:
+  """Creates `job_log_dir` and checks that this process can write there, before any work.
+
+  Raises:
+    JobLogDirError: naming the directory and the reason.
+  """
+  probe = os.path.join(job_log_dir, f".write_test.{os.getpid()}")
+  try:
+    os.makedirs(job_log_dir, exist_ok=True)
+    with open(probe, "w") as f:
+      f.write("ok")
+    os.remove(probe)
+  except OSError as e:
+    raise JobLogDirError(
+        f"--job_log_dir={job_log_dir} cannot be written ({e.strerror or e}); pass a directory "
+        "you can create and write to") from e
+
+
 def _should_write() -> bool:
   return jax.process_index() == 0
 

@@ -166,3 +166,11 @@ class Partitioner:
     if isinstance(axes, str):
       return self.mesh.shape[axes]
     return math.prod(self.mesh.shape[a] for a in axes)
+
+
+def for_experiment(experiment: Any, task: Any) -> Partitioner:
+  """The experiment's own `partitioner()`, else a mesh from the task's mesh shapes."""
+  custom = experiment.partitioner()
+  if custom is not None:
+    return custom
+  return Partitioner(create_mesh(task.ici_mesh_shape, task.dcn_mesh_shape))

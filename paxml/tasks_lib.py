@@ -13,7 +13,6 @@ The model is any Flax module with the trainer's model interface:
 
 from collections.abc import Sequence
 import dataclasses
-import re
 import flax.linen as nn
 
 
@@ -70,20 +69,7 @@ class TaskConfig:
       raise ValueError(f"TaskConfig.warmup_steps must be >= 0, got {self.warmup_steps}")
     if self.learning_rate <= 0:
       raise ValueError(f"TaskConfig.learning_rate must be positive, got {self.learning_rate}")
-    if self.save_keep_interval_duration is not None:
-      parse_duration(self.save_keep_interval_duration)
 
 
 # Pax's name for the task record.
 SingleTask = TaskConfig
-
-_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(text: str) -> float:
-  """Seconds in a duration such as '12h', '30m', '90s', '1.5d'."""
-  match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", text or "")
-  if not match:
-    raise ValueError(
-        f"duration {text!r} is not a number followed by one of s, m, h, d (e.g. '12h')")
-  return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
