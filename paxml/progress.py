@@ -72,7 +72,7 @@ class ProgressMeter:
   num_devices: int
   peak_flops_per_device: float | None
   start_step: int = 0
-  _last_time: float = dataclasses.field(default_factory=time.perf_counter)
+  _last_time: float = dataclasses.field(default_factory=lambda: time.perf_counter())
 
   def __post_init__(self):
     self._last_step = self.start_step
