@@ -250,7 +250,8 @@ def train_and_evaluate(
         # a state is saved before its buffers are donated to the next step.
         checkpointer.save(step, state, train_input.get_state())
         if preemption_check.check(step) and preemption.requested_on_any_process():
-          checkpointer.save(step, state, train_input.get_state(), force=True)
+          if checkpointer.latest_step() != step:  # Not already saved as a regular step.
+            checkpointer.save(step, state, train_input.get_state(), force=True)
           logging.info("Stopping at step %d on SIGTERM; checkpoint saved in %s", step,
                        checkpointer.directory)
           return {"step": float(step), "preempted": 1.0, **metrics}
