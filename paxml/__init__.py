@@ -4,14 +4,20 @@ Public modules (import them directly; this file imports nothing, so
 `import paxml.experiment_registry` does not pull in JAX or TensorFlow):
   experiment_registry: `@register` and name lookup for `--exp`.
   base_experiment: `BaseExperiment`, what every experiment implements.
-  tasks_lib: `TaskConfig`, what `BaseExperiment.task()` returns.
+  tasks_lib: `TaskConfig` (`SingleTask`), what `BaseExperiment.task()` returns.
+  partitioning: the (replica, data, mdl) mesh, the logical-axis rules, state/batch shardings.
+  train_states: `TrainState`, the optimizer, sharded initialisation (`state_layout`).
+  progress: steps/s, tokens/s, MFU (FLOPs formula and peak table) and ETA.
+  job_files: model_params.txt, experiment_cls_vars.txt, post_init_model_params.txt,
+    input_specs.json in job_log_dir.
+  eval_lib: eval/decode programs and the --mode=eval|decode|decode_once|infer jobs.
   synthetic_input: a learnable synthetic LM input.
   triggers: when periodic work runs (step/time intervals, first steps).
   checkpoints: Orbax checkpoints (`Checkpointer` under `<job_log_dir>/checkpoints`,
     `TreeCheckpointer` for any pytree + JSON metadata, `PreemptionGuard`).
   summaries: TensorBoard writers (`SummaryWriter` under `<job_log_dir>/summaries/<name>`,
     null, threaded and multi-directory writers).
-  trainer: `train_and_evaluate`, the train loop.
+  trainer: `train_and_evaluate` and the pure `train_step`, the train loop.
   main: the command-line entry point.
 Packages:
   toolkit: a bobbin-compatible training toolkit (`from paxml import toolkit as bobbin`).
@@ -21,11 +27,16 @@ Packages:
 __all__ = [
     "base_experiment",
     "checkpoints",
+    "eval_lib",
     "experiment_registry",
+    "job_files",
     "main",
+    "partitioning",
+    "progress",
     "summaries",
     "synthetic_input",
     "tasks_lib",
+    "train_states",
     "trainer",
     "triggers",
 ]

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import logging as std_logging
 import os
 import sys
+from typing import Any
 
 from absl import app
 from absl import flags
@@ -21,7 +22,7 @@ from paxml import user_paths
 # work on the command line without an import.
 from paxml.tasks.lm.params import demo  # pylint: disable=unused-import
 
-MODES = ("train", "eval", "decode")
+MODES = ("train", "eval", "decode", "decode_once", "infer")
 
 _EXP = flags.DEFINE_string(
     "exp", None,
@@ -32,7 +33,25 @@ _JOB_LOG_DIR = flags.DEFINE_string(
     "job_log_dir", None,
     "Directory for checkpoints/ and summaries/; an existing run there is resumed.",
 )
-_MODE = flags.DEFINE_enum("mode", "train", MODES, "What to do with the experiment.")
+_MODE = flags.DEFINE_enum(
+    "mode", "train", MODES,
+    "train; eval / decode: follow the checkpoints in job_log_dir and evaluate / decode each new "
+    "one until the last; decode_once: decode one checkpoint; infer: decode_once into output/.")
+_EVAL_ON_TEST = flags.DEFINE_bool(
+    "eval_on_test", False, "While training, also evaluate the eval datasets at eval steps.")
+_DECODE_DURING_TRAIN = flags.DEFINE_bool(
+    "decode_during_train", False, "While training, decode the decode datasets at decode steps.")
+_RESTORE_CHECKPOINT_STEP = flags.DEFINE_integer(
+    "restore_checkpoint_step", None,
+    "eval/decode modes: start from this checkpoint step instead of the latest.")
+_SERVER_ADDR = flags.DEFINE_string(
+    "server_addr", None,
+    "Multi-host: the coordinator's host:port (process 0's address), for jax.distributed.")
+_NUM_HOSTS = flags.DEFINE_integer("num_hosts", None, "Multi-host: number of processes.")
+_HOST_IDX = flags.DEFINE_integer("host_idx", None, "Multi-host: this process's index.")
+_DISTRIBUTED_AUTO = flags.DEFINE_bool(
+    "distributed_auto_detect", False,
+    "Multi-host: let jax.distributed.initialize() detect the cluster (TPU pods, SLURM, ...).")
 _PGLE_COLLECT_START_STEP = flags.DEFINE_integer(
     "pgle_collect_start_step", None,
     "PGLE, first run: trace training from this step on and write <job_log_dir>/pgle/profile.pb "
@@ -52,34 +71,79 @@ class UsageError(Exception):
   """A request this program cannot carry out, explained in one sentence."""
 
 
+def initialize_distributed(server_addr: str | None = None, num_hosts: int | None = None,
+                           host_idx: int | None = None, auto_detect: bool = False) -> None:
+  """Joins a multi-process JAX job; must run before anything starts JAX's backend.
+
+  Explicit (`server_addr`, `num_hosts`, `host_idx`, all three) or `auto_detect`; neither:
+  single process. On CPU the processes exchange data with gloo collectives.
+  """
+  explicit = [server_addr, num_hosts, host_idx]
+  if not auto_detect and all(v is None for v in explicit):
+    return
+  if not auto_detect and any(v is None for v in explicit):
+    raise UsageError(
+        "multi-host needs all of --server_addr, --num_hosts and --host_idx (or "
+        f"--distributed_auto_detect); got server_addr={server_addr}, num_hosts={num_hosts}, "
+        f"host_idx={host_idx}")
+  import jax  # pylint: disable=g-import-not-at-top
+  # Used only when the platform is CPU; GPUs and TPUs bring their own collectives.
+  jax.config.update("jax_cpu_collectives_implementation", "gloo")
+  if auto_detect:
+    jax.distributed.initialize()
+  else:
+    jax.distributed.initialize(coordinator_address=server_addr, num_processes=num_hosts,
+                               process_id=host_idx)
+  logging.info("Joined a %d-process job as process %d", jax.process_count(),
+               jax.process_index())
+
+
 def run(
     exp: str,
     job_log_dir: str,
     mode: str = "train",
     *,
+    eval_on_test: bool = False,
+    decode_during_train: bool = False,
+    restore_checkpoint_step: int | None = None,
+    wait_timeout_secs: float | None = None,
     pgle_collect: tuple[int, int] | None = None,
     pgle_profile: str | None = None,
     jax_profiler_port: int | None = None,
-) -> dict[str, float]:
-  """Runs experiment `exp` in `mode`; returns the trainer's final metrics.
+) -> dict[str, Any]:
+  """Runs experiment `exp` in `mode`; returns the trainer's final metrics or the job's results.
 
   `pgle_collect=(start_step, num_steps)` traces those steps into a PGLE profile; `pgle_profile`
   runs with one (see pgle_collection.py); `jax_profiler_port` starts jax.profiler's server.
+  `wait_timeout_secs` stops an eval/decode job that sees no new checkpoint for that long.
 
   Raises:
     experiment_registry.Error: `exp` names no experiment, or several.
-    UsageError: `mode` is not implemented yet, or a PGLE option cannot be applied.
+    UsageError: a configuration, mesh, directory or option that cannot work, explained.
   """
   experiment_cls = experiment_registry.get_experiment(exp)
-  if mode != "train":
-    raise UsageError(
-        f"--mode={mode} is not implemented yet; only --mode=train is available"
-    )
+  if mode not in MODES:
+    raise UsageError(f"--mode={mode} is not one of {', '.join(MODES)}")
+  name = experiment_registry.canonical_name(experiment_cls)
+  experiment = experiment_cls()
+  try:
+    # Building the configs here catches a misspelt or invalid hyperparameter before any work.
+    experiment.validate()
+    experiment.task()
+    experiment.datasets()
+    experiment.decode_datasets()
+  except (TypeError, ValueError, AttributeError) as e:
+    raise UsageError(f"{name} has an invalid configuration: {e}") from e
   # Imported here, not at the top: the trainer pulls in TensorFlow (~10 s),
   # and a mistyped --exp should fail at once.
   # pylint: disable=g-import-not-at-top
-  from paxml import pgle_collection
+  from paxml import eval_lib
+  from paxml import job_files
+  from paxml import partitioning
   from paxml import trainer
+  if pgle_profile or pgle_collect:
+    # Only then: it loads the PGLE C++ extension.
+    from paxml import pgle_collection
   # pylint: enable=g-import-not-at-top
 
   if pgle_profile:
@@ -100,9 +164,16 @@ def run(
     except ValueError as e:
       raise UsageError(f"--pgle_collect_*: {e}") from e
 
-  logging.info("Running %s in %s", experiment_registry.canonical_name(experiment_cls),
-               job_log_dir)
-  return trainer.train_and_evaluate(experiment_cls(), job_log_dir, profiler=profiler)
+  logging.info("Running %s (--mode=%s) in %s", name, mode, job_log_dir)
+  try:
+    if mode == "train":
+      return trainer.train_and_evaluate(
+          experiment, job_log_dir, eval_on_test=eval_on_test,
+          decode_during_train=decode_during_train, profiler=profiler)
+    return eval_lib.run_job(experiment, job_log_dir, mode, restore_step=restore_checkpoint_step,
+                            wait_timeout_secs=wait_timeout_secs)
+  except (partitioning.MeshError, job_files.JobLogDirError) as e:
+    raise UsageError(str(e)) from e
 
 
 class _HideLibraryInfo(std_logging.Filter):
@@ -130,10 +201,15 @@ def main(argv: Sequence[str]) -> int:
     pgle_collect = None
     if _PGLE_COLLECT_START_STEP.value is not None:
       pgle_collect = (_PGLE_COLLECT_START_STEP.value, _PGLE_COLLECT_NUM_STEPS.value)
-    run(
+    initialize_distributed(_SERVER_ADDR.value, _NUM_HOSTS.value, _HOST_IDX.value,
+                           _DISTRIBUTED_AUTO.value)
+    result = run(
         _EXP.value,
         user_paths.resolve(_JOB_LOG_DIR.value),
         _MODE.value,
+        eval_on_test=_EVAL_ON_TEST.value,
+        decode_during_train=_DECODE_DURING_TRAIN.value,
+        restore_checkpoint_step=_RESTORE_CHECKPOINT_STEP.value,
         pgle_collect=pgle_collect,
         pgle_profile=_PGLE_PROFILE.value and user_paths.resolve(_PGLE_PROFILE.value),
         jax_profiler_port=_JAX_PROFILER_PORT.value,
@@ -142,6 +218,9 @@ def main(argv: Sequence[str]) -> int:
     # One line, no traceback: the message says what to change.
     print(f"error: {e}", file=sys.stderr)
     return 1
+  if result.get("preempted"):
+    logging.info("Stopped on SIGTERM after saving step %d; run again to resume",
+                 int(result["step"]))
   return 0
 
 

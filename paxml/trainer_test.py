@@ -7,6 +7,7 @@ import os
 
 from absl.testing import absltest
 import fiddle as fdl
+import flax.linen as nn
 import jax
 import numpy as np
 from tensorboard.backend.event_processing import event_accumulator
@@ -15,7 +16,9 @@ from tensorboard.util import tensor_util
 from paxml import base_experiment
 from paxml import synthetic_input
 from paxml import tasks_lib
+from paxml import train_states
 from paxml import trainer
+from praxis import pytypes
 from praxis import transformer_lm
 
 
@@ -32,10 +35,10 @@ class _TinyLm(base_experiment.BaseExperiment):
 
   def task(self):
     return tasks_lib.TaskConfig(
-        model=transformer_lm.TransformerLm(
+        model=transformer_lm.LmModel(lm=transformer_lm.TransformerLm(
             vocab_size=16, model_dims=32, num_layers=1, num_heads=2,
             hidden_dims=64, max_seq_len=16,
-        ),
+        )),
         learning_rate=1e-2,
         num_train_steps=self.NUM_TRAIN_STEPS,
         save_interval_steps=10,
@@ -82,10 +85,15 @@ class TrainAndEvaluateTest(absltest.TestCase):
 
     self.assertEqual(first["step"], 30)
     scalars = _scalars(job_log_dir)
-    for tag in ("loss", "accuracy", "lr", "grad_norm", "Steps/sec"):
+    for tag in ("loss", "Metrics/fraction_of_correct_next_step_preds", "lr",
+                "learning/raw_grad_norm", "learning/clipped_grad_norm", "Steps/sec",
+                "tokens/sec", "Metrics/total_loss", "Metrics/log_pplx"):
       self.assertIn(tag, scalars)
     self.assertEqual(sorted(scalars["loss"]), [5, 10, 15, 20, 25, 30])
     self.assertAlmostEqual(scalars["lr"][30], 1e-2, places=6)
+    # 8 rows x 16 tokens per step.
+    self.assertAlmostEqual(scalars["tokens/sec"][30] / scalars["Steps/sec"][30], 128, places=3)
+    self.assertNotIn("MFU", scalars)  # CPU: no known peak, so no invented MFU.
     # Learning: the loss falls well below its start (about ln(16) = 2.77).
     self.assertLess(scalars["loss"][30], scalars["loss"][5] - 0.5)
     self.assertAlmostEqual(first["loss"], scalars["loss"][30], places=5)
@@ -123,8 +131,14 @@ class TrainAndEvaluateTest(absltest.TestCase):
     # Same data, per-step randomness and optimizer state: stopping at 30 and
     # resuming must end where an uninterrupted 40-step run ends.
     straight = trainer.train_and_evaluate(_TinyLm40(), self.create_tempdir().full_path)
-    for key in ("loss", "accuracy", "grad_norm"):
+    for key in ("loss", "Metrics/fraction_of_correct_next_step_preds",
+                "learning/raw_grad_norm"):
       self.assertAlmostEqual(second[key], straight[key], places=5, msg=key)
+
+
+def _batch(batch_size=4, seed=0):
+  return pytypes.NestedMap(synthetic_input.SyntheticLmInput(
+      batch_size=batch_size, seq_len=16, vocab_size=16, seed=seed).get_next())
 
 
 class TrainStepTest(absltest.TestCase):
@@ -133,19 +147,22 @@ class TrainStepTest(absltest.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.task = _TinyLm().task()
-    optimizer, schedule = trainer.make_optimizer(cls.task)
+    cls.optimizer, schedule = train_states.make_optimizer(cls.task)
+    # A staticmethod, or attribute access would bind the test case as the step.
+    cls.schedule = staticmethod(schedule)
+    cls.batch = _batch()
     # Jitted: op-by-op (eager) execution of these takes several seconds.
-    cls.state = jax.jit(functools.partial(
-        trainer.init_state, cls.task.model, optimizer))(jax.random.PRNGKey(0))
-    cls.batch = synthetic_input.SyntheticLmInput(
-        batch_size=4, seq_len=16, vocab_size=16, seed=0).get_next()
-    # A staticmethod, or attribute access would bind the test case as `state`.
-    cls.step_fn = staticmethod(jax.jit(functools.partial(
-        trainer.train_step, model=cls.task.model, optimizer=optimizer,
-        schedule=schedule)))
+    cls.state = jax.jit(lambda r: nn.unbox(train_states.init_state(
+        cls.task.model, cls.optimizer, r, cls.batch)))(jax.random.PRNGKey(0))
 
-  def _step(self, state):
-    return self.step_fn(state, self.batch, jax.random.PRNGKey(1))
+  def _step_fn(self, **kwargs):
+    return jax.jit(functools.partial(
+        trainer.train_step, model=self.task.model, optimizer=self.optimizer,
+        schedule=self.schedule, **kwargs))
+
+  def _step(self, state, batch=None, **kwargs):
+    return self._step_fn(**kwargs)(state, self.batch if batch is None else batch,
+                                   jax.random.PRNGKey(1))
 
   def test_one_step_updates_params_and_reports_the_loss(self):
     new_state, metrics = self._step(self.state)
@@ -153,21 +170,61 @@ class TrainStepTest(absltest.TestCase):
     moved = jax.tree.map(lambda a, b: float(np.abs(a - b).max()),
                          new_state.params, self.state.params)
     self.assertTrue(all(d > 0 for d in jax.tree.leaves(moved)))
-    logits = jax.jit(self.task.model.apply)(
-        {"params": self.state.params}, self.batch["ids"])
+    logits = jax.jit(self.task.model.lm.apply)(
+        {"params": self.state.params["lm"]}, self.batch["ids"])
     loss, _ = transformer_lm.lm_loss(logits, self.batch["labels"], self.batch["weights"])
     self.assertAlmostEqual(float(metrics["loss"]), float(loss), places=5)
+    self.assertAlmostEqual(float(metrics["Metrics/total_loss"]), float(loss), places=5)
 
   def test_step_is_a_pure_function(self):
     _, a = self._step(self.state)
     _, b = self._step(self.state)
     self.assertEqual(float(a["loss"]), float(b["loss"]))
-    self.assertEqual(float(a["grad_norm"]), float(b["grad_norm"]))
+    self.assertEqual(float(a["learning/raw_grad_norm"]), float(b["learning/raw_grad_norm"]))
+
+  def test_clipping_reports_raw_and_clipped_norms(self):
+    _, metrics = self._step(self.state, clip_gradient_norm_to_value=1e-3)
+    raw = float(metrics["learning/raw_grad_norm"])
+    self.assertGreater(raw, 1e-3)
+    self.assertAlmostEqual(float(metrics["learning/clipped_grad_norm"]), 1e-3, places=7)
+    _, unclipped = self._step(self.state, clip_gradient_norm_to_value=None)
+    self.assertAlmostEqual(float(unclipped["learning/clipped_grad_norm"]), raw, places=5)
+
+  def test_microbatches_give_the_full_batch_update(self):
+    batch = _batch(batch_size=8, seed=3)
+    # Unequal weights per microbatch: plain averaging of microbatch means would differ.
+    batch.weights = np.where(np.arange(8)[:, None] % 4 == 1, 0.0, batch.weights)
+    whole_state, whole = self._step(self.state, batch)
+    micro_state, micro = self._step(self.state, batch, num_microbatches=4)
+    self.assertAlmostEqual(float(micro["loss"]), float(whole["loss"]), places=5)
+    self.assertAlmostEqual(float(micro["learning/raw_grad_norm"]),
+                           float(whole["learning/raw_grad_norm"]), places=5)
+    self.assertAlmostEqual(float(micro["Metrics/num_predictions"]),
+                           float(whole["Metrics/num_predictions"]) / 4, places=3)
+    for a, b in zip(jax.tree.leaves(micro_state.params), jax.tree.leaves(whole_state.params)):
+      np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+  def test_nan_loss_skips_the_update_and_counts_it(self):
+    bad = pytypes.NestedMap(self.batch, weights=np.full_like(self.batch.weights, np.nan))
+    new_state, metrics = self._step(self.state, bad)
+    self.assertEqual(int(new_state.step), 1)
+    self.assertEqual(int(new_state.skipped_steps), 1)
+    self.assertEqual(float(metrics["learning/is_valid_step"]), 0.0)
+    for a, b in zip(jax.tree.leaves((new_state.params, new_state.opt_state)),
+                    jax.tree.leaves((self.state.params, self.state.opt_state))):
+      np.testing.assert_array_equal(a, b)
+    # The next good step applies Adam's *first* update (its count did not advance).
+    after, good = self._step(new_state)
+    fresh, first = self._step(self.state)
+    self.assertEqual(int(after.skipped_steps), 1)
+    self.assertAlmostEqual(float(good["loss"]), float(first["loss"]), places=6)
+    for a, b in zip(jax.tree.leaves(after.params), jax.tree.leaves(fresh.params)):
+      np.testing.assert_allclose(a, b, rtol=1e-6)
 
   def test_warmup_schedule(self):
     task = tasks_lib.TaskConfig(model=self.task.model, learning_rate=0.1,
                                 num_train_steps=10, warmup_steps=4)
-    _, schedule = trainer.make_optimizer(task)
+    _, schedule = train_states.make_optimizer(task)
     np.testing.assert_allclose(
         [float(schedule(s)) for s in (0, 2, 4, 9)], [0.0, 0.05, 0.1, 0.1], atol=1e-7)
 

@@ -10,10 +10,13 @@ import functools
 from absl.testing import absltest
 from absl.testing import parameterized
 import fiddle as fdl
+import flax.linen as nn
 import jax
 
 from paxml import experiment_registry
+from paxml import train_states
 from paxml import trainer
+from praxis import pytypes
 # Every module that registers experiments; add new ones here.
 from paxml.tasks.lm.params import demo  # pylint: disable=unused-import
 
@@ -30,20 +33,20 @@ class AllExperimentsTest(parameterized.TestCase):
     experiment = experiment_registry.get(name)()
     task = experiment.task()
     train_input = fdl.build(experiment.train_dataset())
-    batch = train_input.get_next()
+    batch = pytypes.NestedMap(train_input.get_next())
     self.assertEqual(batch["ids"].shape, batch["labels"].shape)
-    self.assertLess(int(batch["ids"].max()), task.model.vocab_size)
 
-    optimizer, schedule = trainer.make_optimizer(task)
+    optimizer, schedule = train_states.make_optimizer(task)
     rng = jax.random.PRNGKey(0)
-    state = jax.eval_shape(
-        functools.partial(trainer.init_state, task.model, optimizer), rng)
+    state = jax.eval_shape(lambda r: nn.unbox(
+        train_states.init_state(task.model, optimizer, r, batch)), rng)
     new_state, metrics = jax.eval_shape(
         functools.partial(trainer.train_step, model=task.model,
-                          optimizer=optimizer, schedule=schedule),
+                          optimizer=optimizer, schedule=schedule,
+                          num_microbatches=task.num_microbatches),
         state, batch, rng)
     self.assertEqual(jax.tree.structure(new_state), jax.tree.structure(state))
-    for key in ("loss", "accuracy", "lr", "grad_norm"):
+    for key in ("loss", "Metrics/total_loss", "lr", "learning/raw_grad_norm"):
       self.assertEqual(metrics[key].shape, (), msg=key)
 
 

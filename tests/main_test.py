@@ -1,6 +1,7 @@
 """Integration test of the entry point: the same `run` that `main` calls, and the CLI."""
 
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -34,6 +35,22 @@ class TinyDemoLm30(TinyDemoLm):
   """The same run, continued to step 30."""
 
   NUM_TRAIN_STEPS = 30
+
+
+@experiment_registry.register
+class TypoDemoLm(TinyDemoLm):
+  """A task() that passes a misspelt hyperparameter."""
+
+  def task(self):
+    task = super().task()
+    return type(task)(**{**vars(task), "save_interval_stepz": 5})
+
+
+@experiment_registry.register
+class HugeMeshDemoLm(TinyDemoLm):
+  """Asks for more devices than any test machine has."""
+
+  ICI_MESH_SHAPE = (1, 64, 2)
 
 
 def _run_cli(*args):
@@ -79,11 +96,60 @@ class RunTest(absltest.TestCase):
       main.run("demo.DemoLn", self.create_tempdir().full_path)
     self.assertIn("did you mean: tasks.lm.params.demo.DemoLm", str(cm.exception))
 
-  def test_unimplemented_mode_is_refused_before_any_work(self):
+  def test_eval_and_decode_jobs_on_a_trained_job_log_dir(self):
     job_log_dir = self.create_tempdir().full_path
-    with self.assertRaisesRegex(main.UsageError, "--mode=eval is not implemented yet"):
-      main.run(experiment_registry.canonical_name(TinyDemoLm), job_log_dir, mode="eval")
-    self.assertEmpty(os.listdir(job_log_dir))
+    name = experiment_registry.canonical_name(TinyDemoLm)
+    main.run(name, job_log_dir)
+    for f in ("model_params.txt", "experiment_cls_vars.txt", "post_init_model_params.txt",
+              "input_specs.json"):
+      self.assertTrue(os.path.exists(os.path.join(job_log_dir, f)), f)
+
+    evaluated = main.run(name, job_log_dir, mode="eval")
+    # The latest checkpoint is the last one, so the job evaluates it and stops.
+    self.assertEqual(evaluated["steps"], [20])
+    self.assertLess(evaluated["results"]["progressions"]["total_loss"], 3.0)
+    self.assertTrue(glob.glob(os.path.join(
+        job_log_dir, "summaries", "eval_test_progressions", "events.out.tfevents.*")))
+    self.assertTrue(os.path.exists(os.path.join(job_log_dir, "eval_model_params.txt")))
+
+    decoded = main.run(name, job_log_dir, mode="decode_once", restore_checkpoint_step=10)
+    self.assertEqual(decoded["steps"], [10])
+    out = os.path.join(job_log_dir, "decoder_out", "progressions", "decoder_out_00000010.jsonl")
+    with open(out) as f:
+      rows = [json.loads(line) for line in f]
+    self.assertLen(rows, TinyDemoLm.BATCH_SIZE)
+    self.assertEqual(rows[0]["output_ids"][:2], rows[0]["target_ids"][:2])
+    self.assertTrue(glob.glob(os.path.join(
+        job_log_dir, "summaries", "decode_test_progressions", "events.out.tfevents.*")))
+
+  def test_eval_job_says_what_it_waits_for(self):
+    job_log_dir = self.create_tempdir().full_path
+    with self.assertLogs("absl", "INFO") as logs:
+      result = main.run(experiment_registry.canonical_name(TinyDemoLm), job_log_dir,
+                        mode="eval", wait_timeout_secs=0.5)
+    self.assertEqual(result["steps"], [])
+    log = "\n".join(logs.output)
+    self.assertIn("Waiting for a checkpoint to appear in "
+                  f"{os.path.join(job_log_dir, 'checkpoints')}", log)
+    self.assertEqual(log.count("Waiting for a checkpoint"), 1)  # Rate-limited.
+
+  def test_typo_in_a_hyperparameter_is_a_usage_error(self):
+    with self.assertRaisesRegex(main.UsageError, "save_interval_stepz"):
+      main.run(experiment_registry.canonical_name(TypoDemoLm), self.create_tempdir().full_path)
+
+  def test_mesh_that_does_not_fit_is_a_usage_error(self):
+    with self.assertRaisesRegex(main.UsageError,
+                                r"ICI_MESH_SHAPE=\[1, 64, 2\] x DCN_MESH_SHAPE=\[1, 1, 1\] "
+                                r"needs 128 devices, but \d+ cpu device"):
+      main.run(experiment_registry.canonical_name(HugeMeshDemoLm),
+               self.create_tempdir().full_path)
+
+  def test_unwritable_job_log_dir_is_a_usage_error(self):
+    blocker = os.path.join(self.create_tempdir().full_path, "a_file")
+    with open(blocker, "w") as f:
+      f.write("not a directory")
+    with self.assertRaisesRegex(main.UsageError, "cannot be written"):
+      main.run(experiment_registry.canonical_name(TinyDemoLm), os.path.join(blocker, "run"))
 
 
 class CommandLineTest(absltest.TestCase):
@@ -99,14 +165,21 @@ class CommandLineTest(absltest.TestCase):
     self.assertIn("did you mean: tasks.lm.params.demo.DemoLm", stderr)
     self.assertNotIn("Traceback", stderr)
 
-  def test_eval_mode_prints_one_line_and_exits_1(self):
-    status, stderr = _run_cli("--exp=demo.DemoLm", "--mode=eval",
+  def test_bad_mode_and_bad_dir_print_one_line_and_exit_1(self):
+    status, stderr = _run_cli("--exp=demo.DemoLm", "--mode=evaluate",
                               f"--job_log_dir={self.create_tempdir().full_path}")
+    self.assertNotEqual(status, 0)
+    self.assertIn("--mode", stderr)
+    blocker = os.path.join(self.create_tempdir().full_path, "a_file")
+    open(blocker, "w").close()
+    status, stderr = _run_cli("--exp=demo.DemoLm", f"--job_log_dir={blocker}/run")
     self.assertEqual(status, 1)
-    self.assertEqual(
-        stderr.strip(),
-        "error: --mode=eval is not implemented yet; only --mode=train is available",
-    )
+    # TensorFlow's C++ start-up notices may precede it; ours is one line, no traceback.
+    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+    self.assertLen(errors, 1, stderr)
+    self.assertTrue(errors[0].startswith(f"error: --job_log_dir={blocker}/run cannot be written"),
+                    stderr)
+    self.assertNotIn("Traceback", stderr)
 
   def test_missing_required_flag_is_a_usage_error(self):
     status, stderr = _run_cli("--exp=demo.DemoLm")
