@@ -1,0 +1,277 @@
+"""Tests for praxis.layers.embedding_softmax against flax.linen.Embed and numpy, forward and gradient."""
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from praxis import base_layer
+from praxis.layers import embedding_softmax as es
+
+
+def _log_softmax(z):
+  z = z - z.max(-1, keepdims=True)
+  return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+class EmbeddingTest(parameterized.TestCase):
+
+  @parameterized.parameters("index", "matmul")
+  def test_matches_flax_embed_forward_and_gradient(self, style):
+    layer = es.Embedding.HParams(num_classes=11, input_dims=4, lookup_style=style).Instantiate()
+    ids = jnp.array([[1, 5, 5, 0], [10, 3, 1, 1]])
+    variables = nn.unbox(layer.init(jax.random.key(0), ids))
+    table = variables["params"]["emb_var"]
+    self.assertEqual(table.shape, (11, 4))  # emb_var[V, D]
+    ref = nn.Embed(11, 4)
+    ref_vars = {"params": {"embedding": table}}
+    np.testing.assert_allclose(layer.apply(variables, ids), ref.apply(ref_vars, ids), rtol=1e-6)
+    cot = jax.random.normal(jax.random.key(1), (2, 4, 4))
+    ours = jax.grad(lambda v: jnp.sum(layer.apply(v, ids) * cot))(variables)
+    theirs = jax.grad(lambda v: jnp.sum(ref.apply(v, ids) * cot))(ref_vars)
+    np.testing.assert_allclose(ours["params"]["emb_var"], theirs["params"]["embedding"],
+                               rtol=1e-5, atol=1e-6)
+    # By hand: repeated ids accumulate; unused rows get zero.
+    expected = np.zeros((11, 4))
+    np.add.at(expected, np.asarray(ids).ravel(), np.asarray(cot).reshape(-1, 4))
+    np.testing.assert_allclose(ours["params"]["emb_var"], expected, rtol=1e-5, atol=1e-6)
+
+  def test_scale_sqrt_depth_and_axes(self):
+    layer = es.Embedding.HParams(num_classes=5, input_dims=9, scale_sqrt_depth=True).Instantiate()
+    ids = jnp.array([[0, 4]])
+    boxed = layer.init(jax.random.key(0), ids)
+    self.assertEqual(boxed["params"]["emb_var"].names, ("vocab", "embed"))
+    table = np.asarray(boxed["params"]["emb_var"].value)
+    np.testing.assert_allclose(layer.apply(boxed, ids), 3.0 * table[[[0, 4]]], rtol=1e-6)
+
+  @parameterized.parameters("index", "matmul")
+  def test_out_of_range_ids_clip_or_nan(self, style):
+    ids = jnp.array([[0, 7, -1]])
+    clip = es.Embedding.HParams(num_classes=5, input_dims=2, lookup_style=style).Instantiate()
+    variables = clip.init(jax.random.key(0), ids)
+    out = np.asarray(clip.apply(variables, ids))
+    self.assertTrue(np.all(np.isfinite(out)))
+    nan = es.Embedding.HParams(num_classes=5, input_dims=2, lookup_style=style,
+                               set_nan_for_oob_id=True).Instantiate()
+    out = np.asarray(nan.apply(variables, ids))
+    self.assertTrue(np.all(np.isfinite(out[0, 0])))
+    self.assertTrue(np.all(np.isnan(out[0, 1:])))
+
+
+class FullSoftmaxTest(parameterized.TestCase):
+
+  def _numpy_reference(self, x, w, b, ids, weights, cap, z_weight, smoothing):
+    """Forward values and d(avg_xent + z_loss)/d(x, w, b), derived by hand."""
+    raw = x @ w + b  # [B, T, V]
+    logits = cap * np.tanh(raw / cap) if cap else raw
+    logp = _log_softmax(logits)
+    v = w.shape[1]
+    target = np.eye(v)[ids]
+    target = (1 - smoothing) * target + smoothing / v
+    xent = -(target * logp).sum(-1)
+    total_w = weights.sum()
+    lse = np.log(np.exp(logits).sum(-1))
+    out = dict(logits=logits, log_probs=logp, per_example_xent=xent,
+               per_example_argmax=logits.argmax(-1), total_xent=(xent * weights).sum(),
+               total_weight=total_w, avg_xent=(xent * weights).sum() / total_w,
+               z_loss=z_weight * (lse**2 * weights).sum() / total_w)
+    probs = np.exp(logp)
+    d_logits = weights[..., None] * (probs - target + z_weight * 2 * lse[..., None] * probs)
+    d_logits /= total_w
+    d_raw = d_logits * (1 - np.tanh(raw / cap)**2) if cap else d_logits
+    grads = dict(x=d_raw @ w.T, w=np.einsum("btd,btv->dv", x, d_raw), b=d_raw.sum((0, 1)))
+    return out, grads
+
+  @parameterized.named_parameters(
+      ("plain", 0.0, 0.0, 0.0),
+      ("soft_cap", 2.0, 0.0, 0.0),
+      ("z_loss", 0.0, 0.1, 0.0),
+      ("all_options", 1.5, 0.05, 0.1),
+  )
+  def test_matches_numpy_forward_and_gradient(self, cap, z_weight, smoothing):
+    layer = es.FullSoftmax.HParams(input_dims=5, num_classes=7, soft_cap_logits=cap,
+                                   z_loss_weight=z_weight,
+                                   label_smoothing_prob=smoothing).Instantiate()
+    x = 2.0 * jax.random.normal(jax.random.key(0), (2, 3, 5))
+    ids = jnp.array([[1, 6, 0], [3, 3, 2]])
+    weights = jnp.array([[1.0, 1.0, 0.0], [1.0, 0.5, 1.0]])
+    # Keep only the params: init also returns what it sowed into "aux_loss".
+    variables = {"params": nn.unbox(layer.init(jax.random.key(1), x, weights[..., None],
+                                               ids[..., None])["params"])}
+    params = variables["params"]["logits_ffn"]
+    params["bias"]["b"] = jnp.linspace(-1.0, 1.0, 7)  # a bias that matters
+    w, b = np.asarray(params["linear"]["w"], np.float64), np.asarray(params["bias"]["b"])
+    expected, expected_grads = self._numpy_reference(np.asarray(x, np.float64), w, b,
+                                                     np.asarray(ids), np.asarray(weights), cap,
+                                                     z_weight, smoothing)
+    out, mutated = layer.apply(variables, x, weights[..., None], ids[..., None],
+                               mutable=[base_layer.AUX_LOSS])
+    for key, value in expected.items():
+      np.testing.assert_allclose(np.asarray(out[key]), value, rtol=2e-5, atol=2e-5, err_msg=key)
+    if z_weight:
+      (aux_value, _), = mutated[base_layer.AUX_LOSS]["z_loss"]
+      np.testing.assert_allclose(aux_value, expected["z_loss"], rtol=1e-5)
+    else:
+      self.assertNotIn("z_loss", mutated.get(base_layer.AUX_LOSS, {}))
+
+    def loss(v, x):
+      o = layer.apply(v, x, weights[..., None], ids[..., None])
+      return o.avg_xent + o.z_loss
+
+    g_vars, g_x = jax.grad(loss, argnums=(0, 1))(variables, x)
+    g = g_vars["params"]["logits_ffn"]
+    np.testing.assert_allclose(g["linear"]["w"], expected_grads["w"], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(g["bias"]["b"], expected_grads["b"], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(g_x, expected_grads["x"], rtol=1e-4, atol=1e-6)
+
+  def test_class_probabilities_unsqueezed_ids_and_empty_batch(self):
+    layer = es.FullSoftmax.HParams(input_dims=3, num_classes=4).Instantiate()
+    x = jax.random.normal(jax.random.key(0), (2, 2, 3))
+    ids = jnp.array([[0, 3], [2, 1]])
+    variables = layer.init(jax.random.key(1), x, jnp.ones((2, 2, 1)), ids[..., None])
+    with_ids = layer.apply(variables, x, jnp.ones((2, 2)), ids)  # [B, T] accepted too
+    with_probs = layer.apply(variables, x, jnp.ones((2, 2, 1)),
+                             class_probabilities=jax.nn.one_hot(ids, 4))
+    np.testing.assert_allclose(with_ids.avg_xent, with_probs.avg_xent, rtol=1e-6)
+    empty = layer.apply(variables, x, jnp.zeros((2, 2, 1)), ids[..., None])
+    self.assertEqual(float(empty.avg_xent), 0.0)
+    with self.assertRaisesRegex(ValueError, r"class_weights must have shape \(2, 2, 1\)"):
+      layer.apply(variables, x, jnp.ones((2, 3, 1)), ids[..., None])
+
+  def test_weight_axes(self):
+    layer = es.FullSoftmax.HParams(input_dims=3, num_classes=4).Instantiate()
+    x = jnp.ones((1, 2, 3))
+    boxed = layer.init(jax.random.key(0), x, jnp.ones((1, 2, 1)), jnp.zeros((1, 2, 1), jnp.int32))
+    self.assertEqual(boxed["params"]["logits_ffn"]["linear"]["w"].names, ("embed", "vocab"))
+    self.assertEqual(boxed["params"]["logits_ffn"]["bias"]["b"].names, ("vocab",))
+
+
+class SharedEmbeddingSoftmaxTest(absltest.TestCase):
+
+  def test_one_weight_embeds_and_projects_and_gets_both_gradients(self):
+    layer = es.SharedEmbeddingSoftmax.HParams(input_dims=4, num_classes=6, scale_sqrt_depth=True,
+                                              has_bias=False).Instantiate()
+    ids = jnp.array([[1, 2, 2], [5, 0, 1]])
+    variables = nn.unbox(layer.init(jax.random.key(0), ids, method=layer.emb_lookup))
+    self.assertEqual(jax.tree_util.tree_structure(variables["params"]),
+                     jax.tree_util.tree_structure({"logits_ffn": {"linear": {"w": 0}}}))
+    w = np.asarray(variables["params"]["logits_ffn"]["linear"]["w"], np.float64)  # [D, V]
+    embs = layer.apply(variables, ids, method=layer.emb_lookup)
+    np.testing.assert_allclose(embs, 2.0 * w.T[np.asarray(ids)], rtol=1e-6)  # sqrt(4) = 2
+
+    cot = np.random.RandomState(0).normal(size=(2, 3, 4))
+    weights = jnp.ones((2, 3, 1))
+
+    def loss(v):
+      e = layer.apply(v, ids, method=layer.emb_lookup)  # [B, T, D]
+      xent = layer.apply(v, e, weights, ids[..., None]).total_xent
+      return jnp.sum(e * cot) + xent
+
+    grad = np.asarray(jax.grad(loss)(variables)["params"]["logits_ffn"]["linear"]["w"])
+    # By hand: through the lookup, 2 * cot scattered into columns of w; through the softmax with
+    # inputs e fixed, e^T (p - onehot); plus the softmax path back into e, then into w again.
+    e = 2.0 * w.T[np.asarray(ids)]  # [B, T, D]
+    logits = e @ w
+    d_logits = np.exp(_log_softmax(logits)) - np.eye(6)[np.asarray(ids)]  # [B, T, V]
+    d_e = cot + d_logits @ w.T  # [B, T, D]
+    expected = np.einsum("btd,btv->dv", e, d_logits)
+    for (bi, ti), token in np.ndenumerate(np.asarray(ids)):
+      expected[:, token] += 2.0 * d_e[bi, ti]
+    np.testing.assert_allclose(grad, expected, rtol=1e-4, atol=1e-5)
+
+
+class PositionalEmbeddingTest(absltest.TestCase):
+
+  def _numpy_signal(self, positions, dims, min_ts=1.0, max_ts=10_000.0):
+    half = dims // 2
+    out = np.zeros(positions.shape + (dims,))
+    for i in range(half):
+      freq = 1.0 / (min_ts * (max_ts / min_ts)**(i / (half - 1)))
+      out[..., i] = np.sin(positions * freq)
+      out[..., half + i] = np.cos(positions * freq)
+    return out
+
+  def test_matches_numpy_for_default_and_given_positions(self):
+    layer = es.PositionalEmbedding.HParams(embedding_dims=8, max_timescale=100.0).Instantiate()
+    out = layer.apply({}, seq_length=5)
+    self.assertEqual(out.shape, (1, 5, 8))
+    np.testing.assert_allclose(out[0], self._numpy_signal(np.arange(5.0), 8, max_ts=100.0),
+                               atol=1e-5)
+    np.testing.assert_allclose(out[0, 0], [0, 0, 0, 0, 1, 1, 1, 1], atol=1e-7)
+    position = jnp.array([[3, 4, 5], [0, 0, 1]])
+    out = layer.apply({}, position=position)
+    np.testing.assert_allclose(out, self._numpy_signal(np.asarray(position, np.float64), 8,
+                                                       max_ts=100.0), atol=1e-5)
+
+  def test_odd_dims_pad_with_zero(self):
+    out = es.PositionalEmbedding.HParams(embedding_dims=7).Instantiate().apply({}, seq_length=3)
+    self.assertEqual(out.shape, (1, 3, 7))
+    np.testing.assert_allclose(out[0, :, :6], self._numpy_signal(np.arange(3.0), 6), atol=1e-5)
+    np.testing.assert_array_equal(out[0, :, 6], 0.0)
+
+
+class RotaryPositionalEmbeddingTest(absltest.TestCase):
+
+  def _numpy_rope(self, x, positions):
+    """Pairs (i, i + H/2) as complex numbers, multiplied by exp(i * pos * f_i)."""
+    h = x.shape[-1] // 2
+    freqs = 1.0 / 10_000.0**(2 * np.arange(h) / (2 * h))
+    z = x[..., :h] + 1j * x[..., h:]
+    z = z * np.exp(1j * positions[:, :, None, None] * freqs)
+    return np.concatenate([z.real, z.imag], axis=-1)
+
+  def test_matches_complex_rotation_forward_and_gradient(self):
+    layer = es.RotaryPositionalEmbedding.HParams(embedding_dims=8).Instantiate()
+    x = jax.random.normal(jax.random.key(0), (2, 5, 3, 8))
+    position = jnp.array([[0, 1, 2, 3, 4], [7, 8, 9, 100, 1000]])
+    out = layer.apply({}, x, position)
+    np.testing.assert_allclose(out, self._numpy_rope(np.asarray(x, np.float64),
+                                                     np.asarray(position, np.float64)),
+                               rtol=1e-4, atol=1e-4)
+    default = layer.apply({}, x)  # positions 0..T-1
+    np.testing.assert_allclose(default[0], out[0], rtol=1e-6)
+    # The rotation is orthogonal: the gradient of sum(out * cot) is cot rotated back.
+    cot = np.asarray(jax.random.normal(jax.random.key(1), x.shape), np.float64)
+    grad = jax.grad(lambda v: jnp.sum(layer.apply({}, v, position) * cot))(x)
+    np.testing.assert_allclose(grad, self._numpy_rope(cot, -np.asarray(position, np.float64)),
+                               rtol=1e-4, atol=1e-4)
+
+  def test_scores_depend_only_on_relative_position(self):
+    layer = es.RotaryPositionalEmbedding.HParams(embedding_dims=16).Instantiate()
+    q = jax.random.normal(jax.random.key(0), (1, 1, 1, 16))
+    k = jax.random.normal(jax.random.key(1), (1, 1, 1, 16))
+
+    def score(pq, pk):
+      rq = layer.apply({}, q, jnp.array([[pq]]))
+      rk = layer.apply({}, k, jnp.array([[pk]]))
+      return float(jnp.sum(rq * rk))
+
+    self.assertAlmostEqual(score(3, 1), score(13, 11), places=4)
+    self.assertNotAlmostEqual(score(3, 1), score(3, 2), places=3)
+
+
+class TrainablePositionalEmbeddingTest(absltest.TestCase):
+
+  def test_lookup_and_gradient(self):
+    layer = es.TrainablePositionalEmbedding.HParams(max_seq_length=6,
+                                                    embedding_dims=3).Instantiate()
+    variables = nn.unbox(layer.init(jax.random.key(0), seq_length=4))
+    table = np.asarray(variables["params"]["emb_var"])
+    self.assertEqual(table.shape, (6, 3))
+    np.testing.assert_allclose(layer.apply(variables, seq_length=4), table[None, :4], rtol=1e-6)
+    position = jnp.array([[2, 2, 5], [0, 1, 2]])
+    np.testing.assert_allclose(layer.apply(variables, position=position),
+                               table[np.asarray(position)], rtol=1e-6)
+    cot = np.random.RandomState(0).normal(size=(2, 3, 3))
+    grad = jax.grad(lambda v: jnp.sum(layer.apply(v, position=position) * cot))(variables)
+    expected = np.zeros((6, 3))
+    np.add.at(expected, np.asarray(position).ravel(), cot.reshape(-1, 3))
+    np.testing.assert_allclose(grad["params"]["emb_var"], expected, rtol=1e-5, atol=1e-6)
+    with self.assertRaisesRegex(ValueError, "seq_length 7 exceeds max_seq_length 6"):
+      layer.apply(variables, seq_length=7)
+
+
+if __name__ == "__main__":
+  absltest.main()
