@@ -6,8 +6,11 @@ Public modules (import them directly; this file imports nothing, so
   base_experiment: `BaseExperiment`, what every experiment implements.
   tasks_lib: `TaskConfig`, what `BaseExperiment.task()` returns.
   synthetic_input: a learnable synthetic LM input.
-  checkpoints: Orbax checkpoints under `<job_log_dir>/checkpoints`.
-  summaries: TensorBoard scalars under `<job_log_dir>/summaries/train`.
+  triggers: when periodic work runs (step/time intervals, first steps).
+  checkpoints: Orbax checkpoints (`Checkpointer` under `<job_log_dir>/checkpoints`,
+    `TreeCheckpointer` for any pytree + JSON metadata, `PreemptionGuard`).
+  summaries: TensorBoard writers (`SummaryWriter` under `<job_log_dir>/summaries/<name>`,
+    null, threaded and multi-directory writers).
   trainer: `train_and_evaluate`, the train loop.
   main: the command-line entry point.
 """
@@ -21,4 +24,5 @@ __all__ = [
     "synthetic_input",
     "tasks_lib",
     "trainer",
+    "triggers",
 ]

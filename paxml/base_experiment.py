@@ -7,10 +7,14 @@ the trainer asks, so listing or validating experiments stays cheap.
 """
 
 import abc
+import typing
 
 import fiddle as fdl
 
 from paxml import tasks_lib
+
+if typing.TYPE_CHECKING:
+  from paxml import partitioning  # For the annotation only; it imports JAX.
 
 
 class BaseExperiment(abc.ABC):
@@ -27,6 +31,17 @@ class BaseExperiment(abc.ABC):
   @abc.abstractmethod
   def task(self) -> tasks_lib.TaskConfig:
     """Returns the model and training settings."""
+
+  def decode_datasets(self) -> list[fdl.Config]:
+    """Returns the configs of the inputs `--mode=decode` and `--decode_during_train` decode."""
+    return []
+
+  def partitioner(self) -> "partitioning.Partitioner | None":
+    """Returns a custom partitioner; None (the default) builds one from the task's mesh shapes."""
+    return None
+
+  def validate(self) -> None:
+    """Raises ValueError when the configuration cannot work; `main` calls it before any work."""
 
   def train_dataset(self) -> fdl.Config:
     """Returns the one config in `datasets()` with `is_training=True`."""

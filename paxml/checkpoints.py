@@ -1,25 +1,89 @@
-"""Train-state checkpoints in `<job_log_dir>/checkpoints/`, on Orbax.
+"""Checkpoints on Orbax: the one implementation every front door uses.
 
-Each checkpoint is a directory `checkpoint_%08d` (Pax's layout for sharded
-checkpoints, e.g. `checkpoint_00000300`) holding two Orbax items:
-  state: the train state pytree (arrays written with TensorStore);
-  train_input: the input's position as JSON, so a resumed run reads new data.
+Two classes share one Orbax `CheckpointManager` configuration (`_options`):
 
-Saves are asynchronous: `save` returns once the arrays are copied off the
-device and the files are written in the background. Call `close` (or use the
-object as a context manager) before the process exits, or the last checkpoint
-may be incomplete; Orbax writes to a temporary directory and renames it when
-done, so an interrupted save is never mistaken for a finished one.
+  Checkpointer: the Pax trainer's `<job_log_dir>/checkpoints/checkpoint_%08d`
+    with two items, `state` (the train state, arrays via TensorStore) and
+    `train_input` (the input's position as JSON).
+  TreeCheckpointer: any directory of `checkpoint_%08d` holding an arbitrary
+    pytree (`state`) plus JSON `metadata` (e.g. keep-best eval results); the
+    bobbin-style toolkit's checkpoint saver, `initialize_train_state(
+    checkpoint_path=...)`, keep-best and the JAXline checkpointer adapter are
+    built on it.
+
+Both save asynchronously: `save` returns once the arrays are copied off the
+device (so the caller may donate them right after) and the files are written in
+the background; `wait_until_finished` (or `close`, or leaving the `with` block)
+waits for them. Orbax writes each checkpoint to a temporary directory and
+renames it when complete, so an interrupted save is never listed as a step (nor
+chosen as latest) and its leftovers are removed by the next manager.
+
+Retention: the newest `max_to_keep` are kept; older ones are also kept when
+their step is a multiple of `keep_period`, or when at least
+`save_keep_interval_duration` passed since the previous kept one (Pax's flag of
+that name; Orbax's `keep_time_interval`).
+
+`PreemptionGuard` turns SIGTERM into a flag the train loop polls ("save now,
+then exit cleanly").
 """
 
 import dataclasses
+import datetime
 import os
+import re
+import signal
+import threading
 from typing import Any
 
+from absl import logging
+import jax
+from jax.experimental import multihost_utils
+import numpy as np
 import orbax.checkpoint as ocp
 
 _STATE = "state"
 _TRAIN_INPUT = "train_input"
+_METADATA = "metadata"
+
+Duration = datetime.timedelta | float | int | str
+
+
+def parse_duration(value: Duration | None) -> datetime.timedelta | None:
+  """Returns `value` as a timedelta: seconds, or a string like '12h', '1h30m', '90s'."""
+  if value is None or isinstance(value, datetime.timedelta):
+    return value
+  if isinstance(value, (int, float)) and not isinstance(value, bool):
+    return datetime.timedelta(seconds=value)
+  if isinstance(value, str):
+    parts = re.findall(r"(\d+(?:\.\d+)?)([dhms])", value.strip())
+    if parts and "".join(n + u for n, u in parts) == value.replace(" ", ""):
+      unit_s = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+      return datetime.timedelta(seconds=sum(float(n) * unit_s[u] for n, u in parts))
+  raise ValueError(
+      f"Cannot read {value!r} as a duration; pass a datetime.timedelta, a number of "
+      "seconds, or a string of <number><unit> parts with units d/h/m/s, e.g. '12h'.")
+
+
+def _options(*, save_interval_steps: int, max_to_keep: int | None,
+             keep_period: int | None, save_keep_interval_duration: Duration | None,
+             async_save: bool) -> ocp.CheckpointManagerOptions:
+  keep_time = parse_duration(save_keep_interval_duration)
+  if keep_time is not None and keep_time.total_seconds() < 1:
+    # Orbax truncates to whole seconds; below 1 s it would keep everything.
+    raise ValueError(
+        f"save_keep_interval_duration={save_keep_interval_duration!r} is under one "
+        "second; Orbax counts whole seconds. Use at least '1s', or None to disable.")
+  return ocp.CheckpointManagerOptions(
+      save_interval_steps=save_interval_steps,
+      max_to_keep=max_to_keep,
+      keep_period=keep_period,
+      keep_time_interval=keep_time,
+      step_name_format=ocp.step.standard_name_format(
+          step_prefix="checkpoint", step_format_fixed_length=8),
+      # A crash mid-save leaves a temporary directory; remove it on start.
+      cleanup_tmp_directories=True,
+      enable_async_checkpointing=async_save,
+  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,24 +100,10 @@ def checkpoint_dir(job_log_dir: str) -> str:
   return os.path.join(job_log_dir, "checkpoints")
 
 
-class Checkpointer:
-  """Saves every `save_interval_steps`, keeps the newest `max_to_keep`."""
+class _ManagerOwner:
+  """The step listing, waiting and closing both checkpointers share."""
 
-  def __init__(self, job_log_dir: str, *, save_interval_steps: int, max_to_keep: int):
-    self.directory = checkpoint_dir(job_log_dir)
-    options = ocp.CheckpointManagerOptions(
-        save_interval_steps=save_interval_steps,
-        max_to_keep=max_to_keep,
-        step_name_format=ocp.step.standard_name_format(
-            step_prefix="checkpoint", step_format_fixed_length=8
-        ),
-        # A crash mid-save leaves a temporary directory; remove it on start.
-        cleanup_tmp_directories=True,
-        enable_async_checkpointing=True,
-    )
-    self._manager = ocp.CheckpointManager(
-        self.directory, options=options, item_names=(_STATE, _TRAIN_INPUT)
-    )
+  _manager: ocp.CheckpointManager
 
   def latest_step(self) -> int | None:
     """Returns the newest finished checkpoint's step, or None if there is none."""
@@ -62,6 +112,42 @@ class Checkpointer:
   def all_steps(self) -> list[int]:
     """Returns the steps of all finished checkpoints, oldest first."""
     return sorted(self._manager.all_steps())
+
+  def wait_until_finished(self) -> None:
+    """Blocks until every pending asynchronous save is on disk."""
+    self._manager.wait_until_finished()
+
+  def reload(self) -> None:
+    """Re-reads the step list from disk (to see another process's saves)."""
+    self._manager.reload()
+
+  def close(self) -> None:
+    """Waits for pending saves to finish, then releases Orbax's resources."""
+    self._manager.wait_until_finished()
+    self._manager.close()
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc_info) -> None:
+    self.close()
+
+
+class Checkpointer(_ManagerOwner):
+  """The Pax trainer's checkpoints: saves every `save_interval_steps`."""
+
+  def __init__(self, job_log_dir: str, *, save_interval_steps: int, max_to_keep: int,
+               save_keep_interval_duration: Duration | None = None,
+               keep_period: int | None = None):
+    self.directory = checkpoint_dir(job_log_dir)
+    self._manager = ocp.CheckpointManager(
+        self.directory,
+        options=_options(
+            save_interval_steps=save_interval_steps, max_to_keep=max_to_keep,
+            keep_period=keep_period,
+            save_keep_interval_duration=save_keep_interval_duration, async_save=True),
+        item_names=(_STATE, _TRAIN_INPUT),
+    )
 
   def save(
       self, step: int, state: Any, input_state: dict[str, Any], *, force: bool = False
@@ -107,13 +193,180 @@ class Checkpointer:
     )
     return Restored(step=step, state=restored[_STATE], input_state=restored[_TRAIN_INPUT])
 
-  def close(self) -> None:
-    """Waits for pending saves to finish, then releases Orbax's resources."""
-    self._manager.wait_until_finished()
-    self._manager.close()
 
-  def __enter__(self) -> "Checkpointer":
+# Leaves Orbax stores as arrays; Python and NumPy scalars become 0-d arrays on
+# save and are turned back into the target's type on restore.
+_SCALARS = (bool, int, float, complex, np.generic)
+
+
+def _to_savable(tree: Any) -> Any:
+  return jax.tree.map(lambda x: np.asarray(x) if isinstance(x, _SCALARS) else x, tree)
+
+
+def _to_restore_target(tree: Any) -> Any:
+  def leaf(x):
+    if isinstance(x, jax.Array):
+      return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
+    if isinstance(x, _SCALARS):
+      return np.asarray(x)
+    return x  # np.ndarray or jax.ShapeDtypeStruct.
+  return jax.tree.map(leaf, tree)
+
+
+def _like_target(restored: Any, target: Any) -> Any:
+  def leaf(r, t):
+    if isinstance(t, np.generic):
+      return type(t)(r)
+    if isinstance(t, _SCALARS):
+      return type(t)(r.item())
+    return r
+  return jax.tree.map(leaf, restored, target)
+
+
+@dataclasses.dataclass(frozen=True)
+class RestoredTree:
+  """A checkpoint read back by `TreeCheckpointer.restore`."""
+
+  step: int
+  tree: Any
+  metadata: Any
+
+
+class TreeCheckpointer(_ManagerOwner):
+  """Saves an arbitrary pytree plus JSON metadata as `<directory>/checkpoint_%08d`.
+
+  Unlike `Checkpointer`, every `save` call saves by default
+  (`save_interval_steps=1`): callers (a `CronTab` action, JAXline's
+  checkpoint interval) decide when to save.
+  """
+
+  def __init__(self, directory: str, *, max_to_keep: int | None = None,
+               save_interval_steps: int = 1, keep_period: int | None = None,
+               save_keep_interval_duration: Duration | None = None,
+               async_save: bool = True):
+    self.directory = str(directory)
+    self._manager = ocp.CheckpointManager(
+        self.directory,
+        options=_options(
+            save_interval_steps=save_interval_steps, max_to_keep=max_to_keep,
+            keep_period=keep_period,
+            save_keep_interval_duration=save_keep_interval_duration,
+            async_save=async_save),
+        item_names=(_STATE, _METADATA),
+    )
+
+  def save(self, step: int, tree: Any, *, metadata: Any = None,
+           force: bool = True) -> bool:
+    """Saves `tree` (and JSON-serialisable `metadata`) as checkpoint `step`.
+
+    Returns whether it saved: Orbax skips a step at or before the latest one,
+    and (without `force`) a step not due under `save_interval_steps`. The
+    arrays are copied to host memory before this returns.
+    """
+    if step in self._manager.all_steps():
+      # Orbax would raise; JAXline saves "latest" again after the last step.
+      return False
+    return self._manager.save(
+        int(step),
+        args=ocp.args.Composite(**{
+            _STATE: ocp.args.StandardSave(_to_savable(tree)),
+            _METADATA: ocp.args.JsonSave({"value": metadata}),
+        }),
+        force=force,
+    )
+
+  def restore(self, target: Any, step: int | None = None) -> RestoredTree | None:
+    """Reads checkpoint `step` (default: the latest) shaped like `target`.
+
+    Args:
+      target: a pytree of the saved structure: concrete arrays (restored with
+        the same sharding and type) or `jax.ShapeDtypeStruct`s.
+      step: which checkpoint; None means the latest.
+
+    Returns:
+      The checkpoint, or None when there is none to restore.
+    """
+    step = self.latest_step() if step is None else step
+    if step is None:
+      return None
+    restored = self._manager.restore(
+        step,
+        args=ocp.args.Composite(**{
+            _STATE: ocp.args.StandardRestore(_to_restore_target(target)),
+            _METADATA: ocp.args.JsonRestore(),
+        }),
+    )
+    return RestoredTree(step=step, tree=_like_target(restored[_STATE], target),
+                        metadata=restored[_METADATA]["value"])
+
+  def read_metadata(self, step: int | None = None) -> Any:
+    """Returns only the JSON metadata of `step` (default latest), or None."""
+    step = self.latest_step() if step is None else step
+    if step is None:
+      return None
+    restored = self._manager.restore(
+        step, args=ocp.args.Composite(**{_METADATA: ocp.args.JsonRestore()}))
+    return restored[_METADATA]["value"]
+
+
+class PreemptionGuard:
+  """Turns SIGTERM (by default) into a flag the train loop polls.
+
+  Usage:
+    with checkpoints.PreemptionGuard() as guard:
+      for step in ...:
+        ...
+        if guard.requested:   # or guard.requested_on_any_process()
+          checkpointer.save(step, state, ..., force=True)
+          break               # then exit cleanly; a restart resumes here
+
+  The handler only sets a flag, so a save is never interrupted half-way by the
+  signal. Handlers can only be installed from the main thread; elsewhere the
+  guard still works through `request()`. Leaving the block restores the
+  previous handlers.
+  """
+
+  def __init__(self, signals: tuple[int, ...] = (signal.SIGTERM,)):
+    self._signals = signals
+    self._event = threading.Event()
+    self._previous: dict[int, Any] = {}
+
+  def _handle(self, signum, frame) -> None:
+    del frame
+    logging.warning("Received signal %d: will save a checkpoint and stop at the next "
+                    "step boundary.", signum)
+    self._event.set()
+
+  def request(self) -> None:
+    """Asks the loop to save and stop, as a signal would."""
+    self._event.set()
+
+  @property
+  def requested(self) -> bool:
+    """Whether this process was asked to stop."""
+    return self._event.is_set()
+
+  def requested_on_any_process(self) -> bool:
+    """Whether any process was asked to stop; a collective in multi-process jobs.
+
+    Every process must call it at the same steps, so that they all save the
+    same step and stop together.
+    """
+    if jax.process_count() == 1:
+      return self.requested
+    flags = multihost_utils.process_allgather(np.int32(self.requested))
+    return bool(np.any(flags))
+
+  def __enter__(self) -> "PreemptionGuard":
+    if threading.current_thread() is threading.main_thread():
+      for s in self._signals:
+        self._previous[s] = signal.signal(s, self._handle)
+    else:
+      logging.warning("PreemptionGuard entered outside the main thread: signals are "
+                      "not intercepted; use request() to stop the loop.")
     return self
 
   def __exit__(self, *exc_info) -> None:
-    self.close()
+    for s, handler in self._previous.items():
+      signal.signal(s, handler)
+    self._previous.clear()

@@ -1,6 +1,10 @@
 """Tests of checkpoint saving, naming, pruning and restoring."""
 
+import datetime
 import os
+import signal
+import threading
+import time
 
 from absl.testing import absltest
 import flax.struct
@@ -120,6 +124,169 @@ class CheckpointerTest(absltest.TestCase):
     with self._checkpointer() as ckpt:
       restored = ckpt.restore(_abstract(_state(0)))
     np.testing.assert_array_equal(restored.state.params["w"], want)
+
+  def test_keep_period_preserves_multiples_beyond_max_to_keep(self):
+    ckpt = checkpoints.Checkpointer(
+        self.job_log_dir, save_interval_steps=1, max_to_keep=2, keep_period=4)
+    with ckpt:
+      for s in range(10):
+        ckpt.save(s, _state(s), {})
+    with self._checkpointer() as ckpt:
+      # Newest two (8, 9) plus every multiple of 4 that aged out (0, 4).
+      self.assertEqual(ckpt.all_steps(), [0, 4, 8, 9])
+
+  def test_keep_time_interval_preserves_old_checkpoints_spaced_in_time(self):
+    ckpt = checkpoints.Checkpointer(
+        self.job_log_dir, save_interval_steps=1, max_to_keep=1,
+        save_keep_interval_duration="1s")
+    with ckpt:
+      for s in range(6):
+        ckpt.save(s, _state(s), {})
+        ckpt.wait_until_finished()
+        time.sleep(0.4)
+    with self._checkpointer() as ckpt:
+      steps = ckpt.all_steps()
+    # Saved every ~0.4 s: an aged-out checkpoint survives when >= 1 s
+    # passed since the previous survivor, so about every third one, plus
+    # the newest (max_to_keep=1).
+    self.assertEqual(steps[0], 0)
+    self.assertEqual(steps[-1], 5)
+    self.assertLess(len(steps), 6)
+    self.assertGreater(len(steps), 2)
+    for a, b in zip(steps[:-2], steps[1:-1]):
+      self.assertGreaterEqual(b - a, 2)
+
+  def test_interrupted_save_is_never_latest_and_is_cleaned_up(self):
+    with self._checkpointer() as ckpt:
+      ckpt.save(5, _state(5), {})
+    directory = os.path.join(self.job_log_dir, "checkpoints")
+    # What a save killed mid-write leaves behind: Orbax's temporary directory.
+    tmp = os.path.join(directory, "checkpoint_00000010.orbax-checkpoint-tmp-1234")
+    os.makedirs(os.path.join(tmp, "state"))
+    with self._checkpointer() as ckpt:
+      self.assertEqual(ckpt.latest_step(), 5)
+      self.assertEqual(ckpt.all_steps(), [5])
+      self.assertEqual(ckpt.restore(_abstract(_state(0))).step, 5)
+    self.assertFalse(os.path.exists(tmp))
+
+  def test_wait_until_finished_makes_the_save_visible(self):
+    ckpt = self._checkpointer()
+    ckpt.save(0, _state(0), {})
+    ckpt.wait_until_finished()
+    other = self._checkpointer()
+    self.assertEqual(other.latest_step(), 0)
+    other.close()
+    ckpt.close()
+
+
+class ParseDurationTest(absltest.TestCase):
+
+  def test_units_numbers_and_errors(self):
+    self.assertEqual(checkpoints.parse_duration("12h"), datetime.timedelta(hours=12))
+    self.assertEqual(checkpoints.parse_duration("1h30m"), datetime.timedelta(minutes=90))
+    self.assertEqual(checkpoints.parse_duration(90), datetime.timedelta(seconds=90))
+    self.assertIsNone(checkpoints.parse_duration(None))
+    for bad in ("12 hours", "h", "10x", ""):
+      with self.assertRaisesRegex(ValueError, "duration"):
+        checkpoints.parse_duration(bad)
+    with self.assertRaisesRegex(ValueError, "whole seconds"):
+      checkpoints.Checkpointer(self.create_tempdir().full_path, save_interval_steps=1,
+                               max_to_keep=1, save_keep_interval_duration="0.5s")
+
+
+class TreeCheckpointerTest(absltest.TestCase):
+
+  def test_round_trip_of_mixed_tree_and_metadata(self):
+    directory = self.create_tempdir().full_path
+    tree = {
+        "params": {"w": jnp.arange(6.0).reshape(2, 3)},
+        "count": 7,                       # A Python int (flax TrainState.step).
+        "host": np.array([1, 2], np.int64),
+        "scalar": np.float32(2.5),
+        "empty": {},
+    }
+    with checkpoints.TreeCheckpointer(directory) as ckpt:
+      self.assertTrue(ckpt.save(3, tree, metadata={"accuracy": 0.75}))
+      self.assertFalse(ckpt.save(3, tree))  # Same step again: skipped.
+    self.assertEqual(os.listdir(directory), ["checkpoint_00000003"])
+    target = jax.tree.map(lambda x: x * 0, tree)
+    with checkpoints.TreeCheckpointer(directory) as ckpt:
+      restored = ckpt.restore(target)
+      self.assertEqual(ckpt.read_metadata(), {"accuracy": 0.75})
+    self.assertEqual(restored.step, 3)
+    self.assertEqual(restored.metadata, {"accuracy": 0.75})
+    self.assertEqual(restored.tree["count"], 7)
+    self.assertIsInstance(restored.tree["count"], int)
+    self.assertIsInstance(restored.tree["scalar"], np.float32)
+    self.assertIsInstance(restored.tree["params"]["w"], jax.Array)
+    self.assertIsInstance(restored.tree["host"], np.ndarray)
+    np.testing.assert_array_equal(restored.tree["params"]["w"], tree["params"]["w"])
+    np.testing.assert_array_equal(restored.tree["host"], [1, 2])
+
+  def test_empty_directory_restores_none(self):
+    with checkpoints.TreeCheckpointer(self.create_tempdir().full_path) as ckpt:
+      self.assertIsNone(ckpt.restore({"a": np.zeros(2)}))
+      self.assertIsNone(ckpt.read_metadata())
+
+  def test_max_to_keep(self):
+    directory = self.create_tempdir().full_path
+    with checkpoints.TreeCheckpointer(directory, max_to_keep=2) as ckpt:
+      for s in (1, 2, 3):
+        ckpt.save(s, {"a": np.full(2, s)}, metadata=s)
+      ckpt.wait_until_finished()
+      self.assertEqual(ckpt.all_steps(), [2, 3])
+      self.assertEqual(ckpt.read_metadata(2), 2)
+
+
+class PreemptionGuardTest(absltest.TestCase):
+
+  def test_sigterm_sets_the_flag_and_handlers_are_restored(self):
+    previous = signal.getsignal(signal.SIGTERM)
+    with checkpoints.PreemptionGuard() as guard:
+      self.assertFalse(guard.requested)
+      os.kill(os.getpid(), signal.SIGTERM)
+      # The handler runs at the next bytecode boundary of the main thread.
+      for _ in range(100):
+        if guard.requested:
+          break
+        time.sleep(0.01)
+      self.assertTrue(guard.requested)
+      self.assertTrue(guard.requested_on_any_process())
+    self.assertIs(signal.getsignal(signal.SIGTERM), previous)
+
+  def test_loop_saves_then_stops_and_resumes_from_that_step(self):
+    job_log_dir = self.create_tempdir().full_path
+    with checkpoints.Checkpointer(
+        job_log_dir, save_interval_steps=100, max_to_keep=3) as ckpt, \
+        checkpoints.PreemptionGuard() as guard:
+      step = 0
+      while step < 50:
+        ckpt.save(step, _state(step), {"pos": step})
+        step += 1
+        if step == 7:
+          os.kill(os.getpid(), signal.SIGTERM)
+          time.sleep(0.05)
+        if guard.requested:
+          ckpt.save(step, _state(step), {"pos": step}, force=True)
+          break
+    with checkpoints.Checkpointer(
+        job_log_dir, save_interval_steps=100, max_to_keep=3) as ckpt:
+      restored = ckpt.restore(_abstract(_state(0)))
+    self.assertEqual(restored.step, 7)
+    self.assertEqual(restored.input_state, {"pos": 7})
+
+  def test_outside_main_thread_request_still_works(self):
+    result = {}
+
+    def body():
+      with checkpoints.PreemptionGuard() as guard:
+        guard.request()
+        result["requested"] = guard.requested
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join()
+    self.assertTrue(result["requested"])
 
 
 if __name__ == "__main__":

@@ -2,8 +2,14 @@
 
 import glob
 import os
+import threading
+from unittest import mock
 
 from absl.testing import absltest
+from absl.testing import parameterized
+import jax
+import jax.numpy as jnp
+import numpy as np
 from tensorboard.backend.event_processing import event_accumulator
 from tensorboard.util import tensor_util
 
@@ -52,6 +58,177 @@ class SummaryWriterTest(absltest.TestCase):
     with summaries.SummaryWriter(job_log_dir, "train", enabled=False) as writer:
       writer.scalars(1, {"loss": 1.0})
     self.assertFalse(os.path.exists(os.path.join(job_log_dir, "summaries")))
+
+
+def _read_tags(directory):
+  accumulator = event_accumulator.EventAccumulator(
+      directory, size_guidance={event_accumulator.TENSORS: 0})
+  accumulator.Reload()
+  return sorted(accumulator.Tags()["tensors"])
+
+
+class EventFileWriterTest(absltest.TestCase):
+
+  def test_bobbin_style_methods_write_their_kinds(self):
+    log_dir = self.create_tempdir().full_path
+    with summaries.EventFileWriter(log_dir) as writer:
+      writer.scalar("a", jnp.float32(1.5), 3)
+      writer.image("img", np.zeros((4, 5)), 3)            # [H, W]
+      writer.image("imgs", np.zeros((2, 4, 5, 3)), 3)     # [B, H, W, C]
+      writer.text("t", "hello", 3)
+      writer.histogram("h", np.arange(10.0), 3)
+    self.assertEqual(_read_tags(log_dir), ["a", "h", "img", "imgs", "t"])
+    accumulator = event_accumulator.EventAccumulator(
+        log_dir, size_guidance={event_accumulator.TENSORS: 0})
+    accumulator.Reload()
+    (scalar,) = accumulator.Tensors("a")
+    self.assertEqual((scalar.step, float(tensor_util.make_ndarray(scalar.tensor_proto))),
+                     (3, 1.5))
+    (text,) = accumulator.Tensors("t")
+    self.assertEqual(tensor_util.make_ndarray(text.tensor_proto).item(), b"hello")
+
+  def test_bad_image_shape_says_what_is_expected(self):
+    with summaries.EventFileWriter(self.create_tempdir().full_path) as writer:
+      with self.assertRaisesRegex(ValueError, r"\[B, H, W, C\]"):
+        writer.image("x", np.zeros((1, 2, 3, 4, 5)), 0)
+
+
+class NullSummaryWriterTest(absltest.TestCase):
+
+  def test_accepts_everything(self):
+    writer = summaries.NullSummaryWriter()
+    writer.scalars(1, {"a": 1.0})
+    writer.scalar("a", 1.0, 1)
+    writer.image("i", np.zeros((2, 2)), 1)
+    writer.text("t", "x", 1)
+    writer.histogram("h", [1.0], 1)
+    writer.flush()
+    writer.close()
+
+
+class _Recorder:
+  """A base writer that records calls and the thread they ran in."""
+
+  def __init__(self, block: threading.Event | None = None):
+    self.calls = []
+    self.block = block
+
+  def __getattr__(self, name):
+    def record(*args):
+      if self.block is not None and name != "close":
+        self.block.wait(5)
+      self.calls.append((name, args, threading.current_thread().name))
+    return record
+
+
+class ThreadedSummaryWriterTest(parameterized.TestCase):
+
+  @parameterized.parameters(
+      ("scalar", ("loss", jnp.float32(2.0), 5)),
+      ("image", ("img", jnp.zeros((4, 4)), 5, 3)),
+      ("text", ("t", "hello", 5)),
+      ("histogram", ("h", jnp.arange(4.0), 5, None)),
+  )
+  def test_forwards_host_copies_from_a_background_thread(self, method, args):
+    base = _Recorder()
+    writer = summaries.ThreadedSummaryWriter(base)
+    getattr(writer, method)(*args)
+    writer.close()
+    self.assertEqual(base.calls[0][0], method)
+    forwarded = base.calls[0][1]
+    self.assertLen(forwarded, len(args))
+    for got, want in zip(forwarded, args):
+      self.assertNotIsInstance(got, jax.Array)
+      if isinstance(want, jax.Array):
+        np.testing.assert_array_equal(got, np.asarray(want))
+    self.assertStartsWith(base.calls[0][2], "summary_writer")
+    self.assertEqual(base.calls[-1][0], "close")
+
+  def test_returns_before_the_write_and_frees_device_buffers(self):
+    release = threading.Event()
+    base = _Recorder(block=release)
+    writer = summaries.ThreadedSummaryWriter(base)
+    value = jnp.arange(3.0)
+    writer.scalars(1, {"v": value})
+    # The write is blocked, yet the call returned and the buffer may go.
+    self.assertEqual(base.calls, [])
+    value.delete()
+    release.set()
+    writer.close()
+    name, (step, values), _ = base.calls[0]
+    self.assertEqual((name, step), ("scalars", 1))
+    np.testing.assert_array_equal(values["v"], [0.0, 1.0, 2.0])
+
+  def test_background_error_is_raised_by_a_later_call(self):
+    base = mock.Mock()
+    base.scalar.side_effect = RuntimeError("disk full")
+    writer = summaries.ThreadedSummaryWriter(base)
+    writer.scalar("a", 1.0, 1)
+    with self.assertRaisesRegex(RuntimeError, "disk full"):
+      writer.wait()
+    writer.close()
+
+  def test_writes_real_event_files_in_order(self):
+    log_dir = self.create_tempdir().full_path
+    with summaries.ThreadedSummaryWriter.open(log_dir) as writer:
+      for step in range(5):
+        writer.scalars(step, {"loss": jnp.float32(step * 0.5)})
+      writer.flush()
+      self.assertEqual(_read_scalars(log_dir)["loss"],
+                       [(s, s * 0.5) for s in range(5)])
+
+
+class MultiDirectorySummaryWriterTest(absltest.TestCase):
+
+  def test_routes_tag_prefix_to_sub_directory(self):
+    root = self.create_tempdir().full_path
+    with summaries.MultiDirectorySummaryWriter(root) as writer:
+      writer.scalar("dev/accuracy", 0.5, 10)
+      writer.scalars(20, {"dev/accuracy": 0.75, "test/accuracy": 0.25})
+    self.assertCountEqual(os.listdir(root), ["dev", "test"])
+    self.assertEqual(_read_scalars(os.path.join(root, "dev")),
+                     {"accuracy": [(10, 0.5), (20, 0.75)]})
+    self.assertEqual(_read_scalars(os.path.join(root, "test")),
+                     {"accuracy": [(20, 0.25)]})
+
+  def test_frozen_keys_and_untagged_names_fail_with_advice(self):
+    root = self.create_tempdir().full_path
+    with summaries.MultiDirectorySummaryWriter(
+        root, keys=["dev"], use_threaded_writer=False) as writer:
+      with self.assertRaisesRegex(KeyError, "keys="):
+        writer.scalar("tset/accuracy", 1.0, 1)
+      with self.assertRaisesRegex(ValueError, "dev/accuracy"):
+        writer.scalar("accuracy", 1.0, 1)
+
+  def test_only_leader_process_writes(self):
+    root = self.create_tempdir().full_path
+    with mock.patch.object(jax, "process_index", return_value=1):
+      with summaries.MultiDirectorySummaryWriter(root) as writer:
+        writer.scalar("dev/accuracy", 0.5, 10)
+        self.assertIsInstance(writer.writer_for("dev"), summaries.NullSummaryWriter)
+    self.assertEqual(os.listdir(root), [])
+    with mock.patch.object(jax, "process_index", return_value=1):
+      with summaries.MultiDirectorySummaryWriter(
+          root, only_from_leader_process=False) as writer:
+        writer.scalar("dev/accuracy", 0.5, 10)
+    self.assertEqual(os.listdir(root), ["dev"])
+
+  def test_as_result_processor_writes_one_directory_per_dataset(self):
+    root = self.create_tempdir().full_path
+
+    class Results:
+      def __init__(self, acc):
+        self.acc = acc
+
+      def write_to_tensorboard(self, train_state, writer):
+        writer.scalar("accuracy", self.acc, train_state["step"])
+
+    with summaries.MultiDirectorySummaryWriter(root) as writer:
+      process = writer.as_result_processor()
+      process({"dev": Results(0.5), "test": Results(0.25)}, {"step": 7})
+    self.assertEqual(_read_scalars(os.path.join(root, "dev")), {"accuracy": [(7, 0.5)]})
+    self.assertEqual(_read_scalars(os.path.join(root, "test")),
+                     {"accuracy": [(7, 0.25)]})
 
 
 if __name__ == "__main__":

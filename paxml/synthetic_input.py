@@ -41,6 +41,7 @@ class SyntheticLmInput:
       seed: int | None = None,
       infeed_host_index: int = 0,
       is_training: bool = True,
+      name: str | None = None,
   ):
     """Creates the input; no batches are generated yet.
 
@@ -56,6 +57,7 @@ class SyntheticLmInput:
         stream.
       infeed_host_index: this host's index; hosts get disjoint streams.
       is_training: marks the dataset the trainer trains on.
+      name: names the dataset's summaries and outputs (eval_test_<name>, decoder_out/<name>).
     """
     if batch_size < 1 or seq_len < 1:
       raise ValueError(
@@ -75,6 +77,7 @@ class SyntheticLmInput:
     self.max_stride = max_stride
     self.infeed_host_index = infeed_host_index
     self.is_training = is_training
+    self.name = name
     self._seed = np.random.SeedSequence().entropy if seed is None else seed
     self._num_batches = 0  # Batches returned so far; the next batch's index.
 

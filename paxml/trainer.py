@@ -1,159 +1,205 @@
 """The train loop: `train_and_evaluate(experiment, job_log_dir)`.
 
-Everything happens in this file, top to bottom: build the model, optimizer and
-input; restore the latest checkpoint or initialise; then one loop that calls a
-pure, jitted `train_step(state, batch, rng) -> (state, metrics)`, writes
-summaries and progress lines, and saves checkpoints.
+Everything happens in this file, top to bottom: build the inputs, mesh and model; restore the
+latest checkpoint or initialise; then one loop that calls a pure, jitted
+`train_step(state, batch, rng) -> (state, metrics)` and, on their triggers, writes summaries and
+progress lines, evaluates, decodes and saves checkpoints.
 
 Outputs in `job_log_dir` (Pax's layout):
+  model_params.txt, experiment_cls_vars.txt, post_init_model_params.txt, input_specs.json
   checkpoints/checkpoint_%08d/   train state and input position
-  summaries/train/               loss, accuracy, lr, grad_norm, Steps/sec
+  summaries/train/               loss, lr, grad norms, Steps/sec, tokens/sec, MFU, Metrics/<name>
+  summaries/eval_train/, summaries/eval_test_<name>/, summaries/decode_test_<name>/
+  decoder_out/<name>/
 """
 
 import functools
-import time
 from typing import Any
 
 from absl import logging
 import fiddle as fdl
-import flax.struct
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from paxml import base_experiment
 from paxml import checkpoints
+from paxml import eval_lib
+from paxml import job_files
+from paxml import partitioning
+from paxml import progress
 from paxml import summaries
 from paxml import tasks_lib
-from praxis import transformer_lm
+from paxml import train_states
+from paxml import triggers
+from praxis import pytypes
 
-Batch = dict[str, jax.Array]
 Metrics = dict[str, jax.Array]
 
 
-class TrainState(flax.struct.PyTreeNode):
-  """Everything a step reads and replaces; what a checkpoint stores."""
+def _loss_and_grads(params, batch, rng, model, num_microbatches):
+  """Gradient of the weighted-mean `total_loss`, accumulated over `num_microbatches`.
 
-  step: jax.Array  # int32 scalar: number of updates applied so far.
-  params: Any
-  opt_state: optax.OptState
+  Each microbatch m gives its loss l_m with weight w_m (e.g. its token count); the combined
+  gradient is sum_m w_m grad(l_m) / sum_m w_m, which is exactly the full batch's gradient of its
+  weighted mean. Metrics combine the same way: value = sum v_m w_m / sum w_m, weight = sum w_m.
+  """
 
+  def microbatch(mb, mb_rng):
+    def weighted_loss(p):
+      metrics, _ = model.apply({"params": p}, mb, rngs={"dropout": mb_rng})
+      loss, weight = metrics["total_loss"]
+      return loss * weight, metrics
 
-def make_optimizer(
-    task: tasks_lib.TaskConfig,
-) -> tuple[optax.GradientTransformation, optax.Schedule]:
-  """Returns (Adam with optional clipping, its learning-rate schedule)."""
-  schedule = optax.constant_schedule(task.learning_rate)
-  if task.warmup_steps:
-    schedule = optax.join_schedules(
-        [optax.linear_schedule(0.0, task.learning_rate, task.warmup_steps), schedule],
-        boundaries=[task.warmup_steps],
-    )
-  transforms = []
-  if task.clip_gradient_norm_to_value is not None:
-    transforms.append(optax.clip_by_global_norm(task.clip_gradient_norm_to_value))
-  transforms.append(optax.adam(schedule))
-  return optax.chain(*transforms), schedule
+    (_, metrics), grads = jax.value_and_grad(weighted_loss, has_aux=True)(params)
+    return grads, metrics
 
+  if num_microbatches == 1:
+    def mean_loss(p):
+      metrics, _ = model.apply({"params": p}, batch, rngs={"dropout": rng})
+      return metrics["total_loss"][0], metrics
+    (_, metrics), grads = jax.value_and_grad(mean_loss, has_aux=True)(params)
+    return grads, metrics
 
-def init_state(
-    model: transformer_lm.TransformerLm,
-    optimizer: optax.GradientTransformation,
-    rng: jax.Array,
-) -> TrainState:
-  """Returns the step-0 state: fresh parameters and optimizer moments."""
-  # Parameter shapes do not depend on batch size or length; one short row will do.
-  ids = jnp.zeros((1, 1), jnp.int32)
-  params = model.init(rng, ids)["params"]
-  return TrainState(
-      step=jnp.zeros((), jnp.int32), params=params, opt_state=optimizer.init(params)
-  )
+  # [B, ...] -> [M, B/M, ...], microbatch m = rows m, m+M, m+2M, ...: every device holds rows of
+  # every microbatch, so each one stays split over the batch shards.
+  def split(x):
+    x = x.reshape((x.shape[0] // num_microbatches, num_microbatches) + x.shape[1:])
+    return jnp.swapaxes(x, 0, 1)
+
+  microbatches = jax.tree.map(split, batch)
+
+  def accumulate(carry, inputs):
+    index, mb = inputs
+    grads, metrics = microbatch(mb, jax.random.fold_in(rng, index))
+    grad_sum, metric_sums = carry
+    grad_sum = jax.tree.map(jnp.add, grad_sum, grads)
+    metric_sums = {k: (s[0] + v * w, s[1] + w) for (k, (v, w)), s in
+                   zip(metrics.items(), metric_sums.values())}
+    return (grad_sum, metric_sums), None
+
+  zero_grads = jax.tree.map(jnp.zeros_like, params)
+  metric_shapes = jax.eval_shape(lambda: microbatch(
+      jax.tree.map(lambda x: x[0], microbatches), rng)[1])
+  zero_metrics = {k: (jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32))
+                  for k in metric_shapes}
+  (grad_sum, metric_sums), _ = jax.lax.scan(
+      accumulate, (zero_grads, zero_metrics),
+      (jnp.arange(num_microbatches), microbatches))
+  total_weight = jnp.maximum(metric_sums["total_loss"][1], 1e-8)
+  grads = jax.tree.map(lambda g: g / total_weight, grad_sum)
+  metrics = {k: (s / jnp.maximum(w, 1e-8), w) for k, (s, w) in metric_sums.items()}
+  return grads, metrics
 
 
 def train_step(
-    state: TrainState,
-    batch: Batch,
+    state: train_states.TrainState,
+    batch: pytypes.NestedMap,
     rng: jax.Array,
     *,
-    model: transformer_lm.TransformerLm,
+    model: Any,
     optimizer: optax.GradientTransformation,
     schedule: optax.Schedule,
-) -> tuple[TrainState, Metrics]:
-  """One update on `batch`; returns the new state and scalar metrics."""
+    clip_gradient_norm_to_value: float | None = None,
+    num_microbatches: int = 1,
+) -> tuple[train_states.TrainState, Metrics]:
+  """One update on `batch`; returns the new state and scalar metrics.
+
+  A step whose loss or gradient norm is NaN/Inf changes nothing but `step` and
+  `skipped_steps`: the weights and Adam's moments stay as they were.
+  """
   # The same base key every step, folded with the step: dropout masks differ
   # per step yet a resumed run reproduces them exactly.
   step_rng = jax.random.fold_in(rng, state.step)
+  grads, model_metrics = _loss_and_grads(
+      state.params, batch, step_rng, model, num_microbatches)
+  loss = model_metrics["total_loss"][0]
+  raw_norm = optax.global_norm(grads)
+  scale = jnp.ones((), jnp.float32)
+  if clip_gradient_norm_to_value is not None:
+    scale = jnp.minimum(1.0, clip_gradient_norm_to_value / jnp.maximum(raw_norm, 1e-12))
+  grads = jax.tree.map(lambda g: g * scale.astype(g.dtype), grads)
 
-  def loss_fn(params):
-    logits = model.apply(
-        {"params": params}, batch["ids"], batch["segment_pos"],
-        deterministic=False, rngs={"dropout": step_rng},
-    )  # [B, T, V]
-    return transformer_lm.lm_loss(logits, batch["labels"], batch["weights"])
-
-  (loss, accuracy), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
-  updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-  new_state = TrainState(
+  updates, new_opt_state = optimizer.update(grads, state.opt_state, state.params)
+  new_params = optax.apply_updates(state.params, updates)
+  valid = jnp.isfinite(loss) & jnp.isfinite(raw_norm)
+  keep_old = functools.partial(jax.tree.map, lambda new, old: jnp.where(valid, new, old))
+  new_state = train_states.TrainState(
       step=state.step + 1,
-      params=optax.apply_updates(state.params, updates),
-      opt_state=opt_state,
+      params=keep_old(new_params, state.params),
+      opt_state=keep_old(new_opt_state, state.opt_state),
+      skipped_steps=state.skipped_steps + (~valid).astype(jnp.int32),
   )
   metrics = {
       "loss": loss,
-      "accuracy": accuracy,
-      "grad_norm": optax.tree.norm(grads),  # Before clipping.
-      "lr": schedule(state.step),  # The rate this update used.
+      # The rate this update used: Adam's count is the number of updates applied.
+      "lr": schedule(state.step - state.skipped_steps),
+      "learning/raw_grad_norm": raw_norm,
+      "learning/clipped_grad_norm": raw_norm * scale,
+      "learning/is_valid_step": valid.astype(jnp.float32),
+      "learning/skipped_steps": new_state.skipped_steps,
   }
+  metrics.update({f"Metrics/{k}": v for k, (v, _) in model_metrics.items()})
   return new_state, metrics
 
 
 def train_and_evaluate(
-    experiment: base_experiment.BaseExperiment, job_log_dir: str, *, profiler=None
+    experiment: base_experiment.BaseExperiment, job_log_dir: str, *,
+    eval_on_test: bool = False, decode_during_train: bool = False, profiler=None,
 ) -> dict[str, float]:
   """Trains `experiment` up to its `num_train_steps`, resuming if possible.
 
-  `profiler`, if given, is told about each step (`before_step(step)`, `after_step(step, outputs)`)
-  and closed at the end: `pgle_collection.StepWindowProfiler` traces a window of steps.
+  `eval_on_test` also evaluates every eval dataset at eval steps; `decode_during_train`
+  decodes the decode datasets at decode steps. `profiler`, if given, is told about each step
+  (`before_step(step)`, `after_step(step, outputs)`) and closed at the end.
 
   Returns:
-    The last step's metrics plus `step`, the final step. When the checkpoint
-    is already at `num_train_steps`, only `step`.
+    The last summarised metrics plus `step`, the final step (and `preempted`: 1.0 when a
+    SIGTERM stopped the run after saving). When the checkpoint is already at
+    `num_train_steps`, only `step`.
   """
+  job_files.prepare(job_log_dir)
   task = experiment.task()
-  model = task.model
+  datasets = experiment.datasets()
+  job_files.write_config_files(job_log_dir, "train", experiment, datasets, task)
   train_input = fdl.build(experiment.train_dataset())
-  optimizer, schedule = make_optimizer(task)
+  partitioner = partitioning.for_experiment(experiment, task)
+  optimizer, schedule = train_states.make_optimizer(task)
   init_rng, train_rng = jax.random.split(jax.random.PRNGKey(task.random_seed))
 
-  # Data parallel over every device: the state is replicated and the batch is
-  # split along its leading (batch) axis.
-  mesh = jax.sharding.Mesh(np.array(jax.devices()), ("data",))
-  replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
-  batch_sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
-  init_fn = functools.partial(init_state, model, optimizer)
-  abstract_state = jax.eval_shape(init_fn, init_rng)
-  state_shardings = jax.tree.map(lambda _: replicated, abstract_state)
+  host_batch = eval_lib.peek(train_input)
+  global_batch_size = host_batch.ids.shape[0] * jax.process_count()
+  partitioner.check_global_batch(global_batch_size)
+  if global_batch_size % (partitioner.num_batch_shards * task.num_microbatches):
+    raise partitioning.MeshError(
+        f"num_microbatches={task.num_microbatches} does not split the global batch of "
+        f"{global_batch_size} rows into equal microbatches over {partitioner.num_batch_shards} "
+        "batch shards; pick a divisor")
+  layout = train_states.state_layout(task, optimizer, partitioner, host_batch, init_rng)
+  job_files.write_post_init_files(
+      job_log_dir, layout.boxed.params, layout.shardings.params, host_batch)
+  programs = eval_lib.Programs.create(
+      experiment, task.model, partitioner, layout.shardings.params, job_log_dir,
+      with_eval_test=eval_on_test, with_decode=decode_during_train)
 
   with checkpoints.Checkpointer(
       job_log_dir,
       save_interval_steps=task.save_interval_steps,
       max_to_keep=task.save_max_to_keep,
-  ) as checkpointer:
-    restored = checkpointer.restore(jax.tree.map(
-        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-        abstract_state, state_shardings,
-    ))
+      save_keep_interval_duration=task.save_keep_interval_duration,
+  ) as checkpointer, checkpoints.PreemptionGuard() as preemption, programs:
+    restored = checkpointer.restore(layout.abstract)
     if restored is not None:
       state = restored.state
       train_input.set_state(restored.input_state)
       logging.info("Restored checkpoint at step %d from %s; resuming",
                    restored.step, checkpointer.directory)
     else:
-      state = jax.jit(init_fn, out_shardings=state_shardings)(init_rng)
+      state = layout.initialize(init_rng)
       num_params = sum(x.size for x in jax.tree.leaves(state.params))
-      logging.info("No checkpoint in %s; initialised a new model with %d parameters",
-                   checkpointer.directory, num_params)
+      logging.info("No checkpoint in %s; initialised a new model with %d parameters on mesh %s",
+                   checkpointer.directory, num_params, dict(partitioner.mesh.shape))
 
     step = int(state.step)
     if step >= task.num_train_steps:
@@ -161,56 +207,90 @@ def train_and_evaluate(
                    step, task.num_train_steps)
       return {"step": float(step)}
 
-    # Compiled once; the state is donated so its buffers are reused for the
-    # new state instead of holding two copies of parameters and moments.
+    # Compiled once; the state is donated so its buffers are reused for the new state
+    # instead of holding two copies of parameters and moments.
     step_fn = jax.jit(
-        functools.partial(train_step, model=model, optimizer=optimizer,
-                          schedule=schedule),
-        in_shardings=(state_shardings, batch_sharding, replicated),
-        out_shardings=(state_shardings, replicated),
+        functools.partial(
+            train_step, model=task.model, optimizer=optimizer, schedule=schedule,
+            clip_gradient_norm_to_value=task.clip_gradient_norm_to_value,
+            num_microbatches=task.num_microbatches),
+        in_shardings=(layout.shardings, partitioner.batch_sharding(), partitioner.replicated()),
+        out_shardings=(layout.shardings, partitioner.replicated()),
         donate_argnums=0,
     )
-    # Leaving the `with` blocks flushes the summaries and waits for
-    # asynchronous checkpoint saves, even when training fails.
-    with summaries.SummaryWriter(
-        job_log_dir, "train", enabled=jax.process_index() == 0
-    ) as writer:
-      logging.info("Training from step %d to %d", step, task.num_train_steps)
+    last = task.num_train_steps
+    summary_due = triggers.StepInterval(task.summary_interval_steps) | triggers.AtSteps(last)
+    eval_due = triggers.AtSteps(last)
+    if task.eval_interval_steps:
+      eval_due |= triggers.StepInterval(task.eval_interval_steps)
+    decode_due = triggers.AtSteps(last)
+    if task.decode_interval_steps:
+      decode_due |= triggers.StepInterval(task.decode_interval_steps)
+    # Asking every process is a collective: once per step alone, once per summary with others.
+    preemption_check = triggers.StepInterval(
+        1 if jax.process_count() == 1 else task.summary_interval_steps)
+    meter = progress.ProgressMeter(
+        num_train_steps=last,
+        tokens_per_step=global_batch_size * host_batch.ids.shape[1],
+        flops_per_token=progress.flops_per_token(
+            _num_matmul_params(layout.boxed.params),
+            getattr(task.model, "transformer_dims", None), host_batch.ids.shape[1]),
+        num_devices=partitioner.mesh.size,
+        peak_flops_per_device=progress.peak_flops_per_device(jax.devices()[0]),
+        start_step=step)
+
+    # Leaving the `with` blocks flushes the summaries and waits for asynchronous
+    # checkpoint saves, even when training fails.
+    with eval_lib.open_writer(job_log_dir, "train") as writer, \
+        jax.set_mesh(partitioner.mesh), partitioner.rules_context():
+      logging.info("Training from step %d to %d", step, last)
       metrics: dict[str, float] = {}
-      interval_start_time, interval_start_step = time.perf_counter(), step
-      while step < task.num_train_steps:
+      while step < last:
         # Before the step, as in Pax: a fresh run saves its initial state, and
         # a state is saved before its buffers are donated to the next step.
         checkpointer.save(step, state, train_input.get_state())
+        if preemption_check.check(step) and preemption.requested_on_any_process():
+          checkpointer.save(step, state, train_input.get_state(), force=True)
+          logging.info("Stopping at step %d on SIGTERM; checkpoint saved in %s", step,
+                       checkpointer.directory)
+          return {"step": float(step), "preempted": 1.0, **metrics}
         # Each process feeds its own rows; together they form the global batch.
-        batch = jax.tree.map(
-            lambda x: jax.make_array_from_process_local_data(batch_sharding, x),
-            train_input.get_next(),
-        )
+        batch = partitioner.global_batch(pytypes.NestedMap(train_input.get_next()))
         if profiler:
           profiler.before_step(step)
         state, step_metrics = step_fn(state, batch, train_rng)
         step += 1
         if profiler:
           profiler.after_step(step, step_metrics)
-        if step % task.summary_interval_steps == 0 or step == task.num_train_steps:
-          # Fetching the metrics waits for the step; between summaries (and
-          # checkpoint saves) the host runs ahead and queues steps.
+        if summary_due.check(step):
+          # Fetching the metrics waits for the step; between summaries the host runs ahead.
           metrics = {k: float(v) for k, v in jax.device_get(step_metrics).items()}
-          now = time.perf_counter()
-          # The first interval includes compilation, as in Pax.
-          metrics["Steps/sec"] = (
-              (step - interval_start_step) / (now - interval_start_time))
-          interval_start_time, interval_start_step = now, step
+          rates = meter.update(step)
+          metrics.update({k: v for k, v in rates.items() if k != "eta_secs"})
           writer.scalars(step, metrics)
-          logging.info(
-              "step %d/%d loss %.4f accuracy %.3f lr %.2e grad_norm %.3f "
-              "steps/sec %.1f",
-              step, task.num_train_steps, metrics["loss"], metrics["accuracy"],
-              metrics["lr"], metrics["grad_norm"], metrics["Steps/sec"],
-          )
+          logging.info("%s lr %.2e grad_norm %.3f skipped %d",
+                       meter.line(step, metrics["loss"], rates), metrics["lr"],
+                       metrics["learning/raw_grad_norm"], metrics["learning/skipped_steps"])
+        if eval_due.check(step):
+          if not task.eval_skip_train:
+            programs.eval_train(state.params, step, eval_lib.peek(train_input))
+          programs.eval_test(state.params, step)
+        if decode_due.check(step):
+          programs.decode(state.params, step)
       checkpointer.save(step, state, train_input.get_state(), force=True)
       if profiler:
         profiler.close()
   logging.info("Finished at step %d; checkpoints in %s", step, checkpointer.directory)
   return {"step": float(step), **metrics}
+
+
+def _num_matmul_params(boxed_params: Any) -> int:
+  """Parameters that take part in matmuls: all but the position table (see progress.py)."""
+  specs = nn.get_partition_spec(boxed_params)
+  values = nn.unbox(boxed_params)
+  total = 0
+  for value, spec in zip(jax.tree.leaves(values), jax.tree.leaves(
+      specs, is_leaf=lambda x: isinstance(x, jax.sharding.PartitionSpec))):
+    if "position" not in tuple(spec):
+      total += value.size
+  return total

@@ -4,6 +4,7 @@ import math
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -36,7 +37,8 @@ def _random_params(model, ids, seed=0):
   LayerNorm scales start at 1 and biases at 0; with those values a reference
   that forgot them would still match, so the test randomises everything.
   """
-  params = model.init(jax.random.PRNGKey(seed), ids)["params"]
+  # Unboxed: the weights carry logical-axis metadata, which the numpy reference does not want.
+  params = nn.unbox(model.init(jax.random.PRNGKey(seed), ids)["params"])
   leaves, treedef = jax.tree.flatten(params)
   rng = np.random.default_rng(seed)
   noisy = [rng.normal(0.0, 0.5, size=x.shape).astype(np.float32) for x in leaves]
@@ -217,6 +219,61 @@ class LmLossTest(absltest.TestCase):
                                             np.zeros((1, 2)))
     self.assertEqual(float(loss), 0.0)
     self.assertEqual(float(accuracy), 0.0)
+
+
+class LmModelTest(absltest.TestCase):
+  """The trainer-facing wrapper: metrics as (value, weight), greedy decode, axis annotations."""
+
+  def setUp(self):
+    super().setUp()
+    self.lm = _model(num_layers=1)
+    self.model = transformer_lm.LmModel(lm=self.lm, decode_prefix_len=2)
+    rng = np.random.default_rng(6)
+    ids = rng.integers(0, _VOCAB, size=(2, 6)).astype(np.int32)
+    self.batch = transformer_lm.NestedMap(
+        ids=ids, labels=np.roll(ids, -1, axis=1),
+        weights=np.array([[1, 1, 1, 1, 1, 0], [1, 1, 1, 0, 1, 1]], np.float32),
+        paddings=np.zeros((2, 6), np.float32))
+    self.params = {"lm": _random_params(self.lm, ids)}
+
+  def test_metrics_match_lm_loss(self):
+    metrics, per_example = self.model.apply({"params": self.params}, self.batch)
+    logits = self.lm.apply({"params": self.params["lm"]}, self.batch.ids)
+    loss, accuracy = transformer_lm.lm_loss(logits, self.batch.labels, self.batch.weights)
+    self.assertAlmostEqual(float(metrics["total_loss"][0]), float(loss), places=5)
+    self.assertEqual(float(metrics["total_loss"][1]), 10.0)  # Sum of the weights.
+    self.assertAlmostEqual(float(metrics["fraction_of_correct_next_step_preds"][0]),
+                           float(accuracy), places=6)
+    self.assertEqual(float(metrics["num_predictions"][0]), 10.0)
+    # Per-token cross-entropies sum to loss * weight, and are 0 where the weight is.
+    self.assertAlmostEqual(float(per_example.per_token_xent.sum()), float(loss) * 10, places=4)
+    self.assertEqual(float(per_example.per_token_xent[0, 5]), 0.0)
+
+  def test_paddings_remove_positions(self):
+    padded = transformer_lm.NestedMap(self.batch, paddings=np.ones((2, 6), np.float32))
+    metrics, _ = self.model.apply({"params": self.params}, padded)
+    self.assertEqual(float(metrics["num_predictions"][0]), 0.0)
+    self.assertEqual(float(metrics["total_loss"][0]), 0.0)
+
+  def test_greedy_decode_matches_a_step_by_step_reference(self):
+    _, out = self.model.apply({"params": self.params}, self.batch, method="decode")
+    tokens = np.array(self.batch.ids[:, :2])
+    for _ in range(2, 6):
+      logits = self.lm.apply({"params": self.params["lm"]}, tokens)
+      tokens = np.concatenate([tokens, np.argmax(logits[:, -1], -1)[:, None]], axis=1)
+    np.testing.assert_array_equal(out.output_ids, tokens)
+    np.testing.assert_array_equal(out.prefix_ids, self.batch.ids[:, :2])
+
+  def test_weights_carry_logical_axes(self):
+    boxed = self.model.init(jax.random.PRNGKey(0), self.batch)["params"]
+    specs = nn.get_partition_spec(boxed)
+    self.assertEqual(tuple(specs["lm"]["embedding"]["embedding"]), ("vocab", "embed"))
+    self.assertEqual(tuple(specs["lm"]["block_0"]["attention"]["query"]),
+                     ("embed", "heads", "kv"))
+    self.assertEqual(tuple(specs["lm"]["block_0"]["mlp"]["wi"]["kernel"]), ("embed", "mlp"))
+    for name in jax.tree.leaves(specs, is_leaf=lambda x: isinstance(x, tuple)):
+      for axis in name:
+        self.assertIn(axis, transformer_lm.LOGICAL_AXES)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,326 @@
+"""Eval and decode: the programs the trainer runs on its triggers, and the standalone jobs.
+
+In training (trainer.py):
+  eval_train   the model's metrics on the next training batch -> summaries/eval_train
+  eval_test    each eval dataset (`is_training=False` in `datasets()`), with --eval_on_test
+               -> summaries/eval_test_<name>
+  decode       each of `decode_datasets()`, with --decode_during_train
+               -> summaries/decode_test_<name> and decoder_out/<name>/decoder_out_%08d.jsonl
+
+Standalone (`--mode=eval|decode|decode_once|infer`, `run_job`): the job follows the
+checkpoints in `<job_log_dir>/checkpoints`, read-only (it never deletes the trainer's files),
+runs its programs on each new one and stops after the one at `num_train_steps`. While waiting
+it says what for, at most once a minute. `decode_once` decodes one checkpoint and exits;
+`infer` does the same and writes to output/<name>/ instead of decoder_out/.
+
+Eval batches follow Pax: an input with `reset_for_eval=True` is reset and read to its end (one
+epoch); any other input gives `eval_loop_num_batches` (default 1) batches on a rolling basis.
+"""
+
+import dataclasses
+import json
+import os
+import time
+from typing import Any
+
+from absl import logging
+import fiddle as fdl
+import flax.linen as nn
+import jax
+from jax.experimental import multihost_utils
+import numpy as np
+import orbax.checkpoint as ocp
+
+from paxml import base_experiment
+from paxml import checkpoints
+from paxml import partitioning
+from paxml import summaries
+from paxml import train_states
+from paxml import triggers
+from praxis import pytypes
+
+WeightedScalars = dict[str, tuple[jax.Array, jax.Array]]
+
+
+def eval_step(params: Any, batch: pytypes.NestedMap, *, model: nn.Module) -> WeightedScalars:
+  """The model's metrics on `batch`, without dropout (no 'dropout' rng)."""
+  metrics, _ = model.apply({"params": params}, batch)
+  return metrics
+
+
+def decode_step(params: Any, batch: pytypes.NestedMap, *,
+                model: nn.Module) -> tuple[WeightedScalars, pytypes.NestedMap]:
+  return model.apply({"params": params}, batch, method="decode")
+
+
+def open_writer(job_log_dir: str, name: str) -> Any:
+  """summaries/<name>, written in a background thread; a no-op writer off process 0."""
+  if jax.process_index() != 0:
+    return summaries.NullSummaryWriter()
+  return summaries.ThreadedSummaryWriter(summaries.SummaryWriter(job_log_dir, name))
+
+
+def dataset_name(data: Any, index: int) -> str:
+  return getattr(data, "name", None) or f"{type(data).__name__}{index}"
+
+
+def eval_batches(data: Any):
+  """Pax's eval reading: a full epoch after `reset()` if `reset_for_eval`, else N batches."""
+  if getattr(data, "reset_for_eval", False):
+    data.reset()
+    while True:
+      try:
+        yield data.get_next()
+      except StopIteration:
+        return
+  else:
+    for _ in range(getattr(data, "eval_loop_num_batches", 1)):
+      yield data.get_next()
+
+
+class MetricSums:
+  """Combines (value, weight) metrics over batches: sum(v * w) / sum(w)."""
+
+  def __init__(self):
+    self._sums: dict[str, list[float]] = {}
+
+  def add(self, metrics: Any) -> None:
+    for name, (value, weight) in jax.device_get(metrics).items():
+      s = self._sums.setdefault(name, [0.0, 0.0])
+      s[0] += float(value) * float(weight)
+      s[1] += float(weight)
+
+  def result(self) -> dict[str, float]:
+    return {name: (s / w if w else 0.0) for name, (s, w) in self._sums.items()}
+
+
+def _host_value(x: Any) -> np.ndarray:
+  # A global array spans every process; each needs the whole of it to write the outputs.
+  if jax.process_count() > 1:
+    return multihost_utils.process_allgather(x, tiled=True)
+  return np.asarray(jax.device_get(x))
+
+
+@dataclasses.dataclass
+class Programs:
+  """Jitted eval/decode steps over one mesh, the inputs they read and their writers."""
+
+  model: nn.Module
+  partitioner: partitioning.Partitioner
+  param_shardings: Any
+  job_log_dir: str
+  eval_inputs: list[tuple[str, Any]]
+  decode_inputs: list[tuple[str, Any]]
+  decode_dir: str = "decoder_out"
+
+  @classmethod
+  def create(cls, experiment: base_experiment.BaseExperiment, model: nn.Module,
+             partitioner: partitioning.Partitioner, param_shardings: Any, job_log_dir: str,
+             *, with_eval_test: bool, with_decode: bool, decode_dir: str = "decoder_out"):
+    """Builds the eval datasets only if `with_eval_test`, the decode ones only if `with_decode`."""
+    eval_inputs, decode_inputs = [], []
+    if with_eval_test:
+      built = [fdl.build(c) for c in experiment.datasets() if not c.is_training]
+      eval_inputs = [(dataset_name(d, i), d) for i, d in enumerate(built)]
+    if with_decode:
+      if not hasattr(model, "decode"):
+        raise ValueError(f"{type(model).__name__} has no decode() method; decoding needs one")
+      built = [fdl.build(c) for c in experiment.decode_datasets()]
+      decode_inputs = [(dataset_name(d, i), d) for i, d in enumerate(built)]
+    return cls(model, partitioner, param_shardings, job_log_dir, eval_inputs, decode_inputs,
+               decode_dir)
+
+  def __post_init__(self):
+    batch = self.partitioner.batch_sharding()
+    replicated = self.partitioner.replicated()
+    self._eval_fn = jax.jit(
+        lambda p, b: eval_step(p, b, model=self.model),
+        in_shardings=(self.param_shardings, batch), out_shardings=replicated)
+    self._decode_fn = jax.jit(
+        lambda p, b: decode_step(p, b, model=self.model),
+        in_shardings=(self.param_shardings, batch), out_shardings=(replicated, batch))
+    self._writers: dict[str, Any] = {}
+
+  def _writer(self, name: str) -> Any:
+    if name not in self._writers:
+      self._writers[name] = open_writer(self.job_log_dir, name)
+    return self._writers[name]
+
+  def _evaluate(self, params: Any, batches) -> dict[str, float]:
+    sums = MetricSums()
+    with self.partitioner.rules_context():
+      for batch in batches:
+        sums.add(self._eval_fn(params, self.partitioner.global_batch(pytypes.NestedMap(batch))))
+    return sums.result()
+
+  def eval_train(self, params: Any, step: int, batch: Any) -> dict[str, float]:
+    """Metrics on one training batch (not trained on yet) -> summaries/eval_train."""
+    result = self._evaluate(params, [batch])
+    self._writer("eval_train").scalars(step, {f"Metrics/{k}": v for k, v in result.items()})
+    logging.info("eval_train at step %d: %s", step, _brief(result))
+    return result
+
+  def eval_test(self, params: Any, step: int) -> dict[str, dict[str, float]]:
+    """Every eval dataset -> summaries/eval_test_<name>; returns {name: metrics}."""
+    results = {}
+    for name, data in self.eval_inputs:
+      results[name] = self._evaluate(params, eval_batches(data))
+      self._writer(f"eval_test_{name}").scalars(
+          step, {f"Metrics/{k}": v for k, v in results[name].items()})
+      logging.info("eval_test_%s at step %d: %s", name, step, _brief(results[name]))
+    return results
+
+  def decode(self, params: Any, step: int, *, write_summaries: bool = True
+             ) -> dict[str, dict[str, float]]:
+    """Every decode dataset: metrics -> summaries/decode_test_<name>, outputs ->
+    <decode_dir>/<name>/decoder_out_%08d.jsonl (one JSON object per example)."""
+    results = {}
+    for name, data in self.decode_inputs:
+      sums = MetricSums()
+      rows = []
+      with self.partitioner.rules_context():
+        for batch in eval_batches(data):
+          metrics, out = self._decode_fn(
+              params, self.partitioner.global_batch(pytypes.NestedMap(batch)))
+          sums.add(metrics)
+          out = {k: _host_value(v) for k, v in out.items()}
+          rows.extend({k: v[i].tolist() for k, v in out.items()}
+                      for i in range(len(next(iter(out.values())))))
+      results[name] = sums.result()
+      if write_summaries:
+        self._writer(f"decode_test_{name}").scalars(
+            step, {f"Metrics/{k}": v for k, v in results[name].items()})
+      if jax.process_index() == 0:
+        out_dir = os.path.join(self.job_log_dir, self.decode_dir, name)
+        os.makedirs(out_dir, exist_ok=True)
+        with open(os.path.join(out_dir, f"decoder_out_{step:08d}.jsonl"), "w") as f:
+          f.writelines(json.dumps(r) + "\n" for r in rows)
+      logging.info("decode_test_%s at step %d (%d examples): %s", name, step, len(rows),
+                   _brief(results[name]))
+    return results
+
+  def __enter__(self) -> "Programs":
+    return self
+
+  def __exit__(self, *exc_info) -> None:
+    for writer in self._writers.values():
+      writer.close()
+
+
+def _brief(metrics: dict[str, float]) -> str:
+  return " ".join(f"{k}={v:.4f}" for k, v in sorted(metrics.items()))
+
+
+class CheckpointReader:
+  """Reads the trainer's checkpoints without ever writing or deleting anything there."""
+
+  def __init__(self, job_log_dir: str):
+    self.directory = checkpoints.checkpoint_dir(job_log_dir)
+    self._manager = ocp.CheckpointManager(
+        self.directory,
+        options=ocp.CheckpointManagerOptions(
+            read_only=True,
+            step_name_format=ocp.step.standard_name_format(
+                step_prefix="checkpoint", step_format_fixed_length=8)),
+        item_names=("state", "train_input"))
+
+  def latest_step(self) -> int | None:
+    self._manager.reload()  # See the trainer's new saves.
+    return self._manager.latest_step()
+
+  def restore_state(self, step: int, abstract_state: Any) -> Any:
+    return self._manager.restore(
+        step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state)))["state"]
+
+  def close(self) -> None:
+    self._manager.close()
+
+
+def wait_for_checkpoint(reader: CheckpointReader, after: int | None, *, poll_secs: float,
+                        timeout_secs: float | None, num_train_steps: int) -> int | None:
+  """The newest checkpoint step greater than `after` (None: any), or None on timeout.
+
+  Says what it waits for when it starts waiting and then at most once a minute.
+  """
+  say = triggers.TimeInterval(60.0)
+  start = time.monotonic()
+  while True:
+    latest = reader.latest_step()
+    if latest is not None and (after is None or latest > after):
+      return latest
+    if say.check(0):
+      logging.info(
+          "Waiting for a checkpoint %s in %s (the trainer saves up to step %d); checking every "
+          "%gs", "to appear" if after is None else f"newer than step {after}",
+          reader.directory, num_train_steps, poll_secs)
+    if timeout_secs is not None and time.monotonic() - start > timeout_secs:
+      return None
+    time.sleep(poll_secs)
+
+
+def peek(data: Any) -> pytypes.NestedMap:
+  """The input's next batch, without consuming it."""
+  position = data.get_state()
+  batch = data.get_next()
+  data.set_state(position)
+  return pytypes.NestedMap(batch)
+
+
+JOB_MODES = ("eval", "decode", "decode_once", "infer")
+
+
+def run_job(experiment: base_experiment.BaseExperiment, job_log_dir: str, mode: str, *,
+            restore_step: int | None = None, poll_secs: float = 10.0,
+            wait_timeout_secs: float | None = None) -> dict[str, Any]:
+  """A standalone eval/decode job on the checkpoints of `job_log_dir` (module docstring).
+
+  Returns {'steps': the checkpoint steps it processed, 'results': the last results}.
+  """
+  if mode not in JOB_MODES:
+    raise ValueError(f"mode {mode!r} is not one of {JOB_MODES}")
+  from paxml import job_files  # pylint: disable=g-import-not-at-top
+  job_files.prepare(job_log_dir)
+  task = experiment.task()
+  job_files.write_config_files(job_log_dir, mode, experiment, experiment.datasets(), task)
+  is_eval = mode == "eval"
+  partitioner = partitioning.for_experiment(experiment, task)
+  programs = Programs.create(
+      experiment, task.model, partitioner, None, job_log_dir,
+      with_eval_test=is_eval, with_decode=not is_eval,
+      decode_dir="output" if mode == "infer" else "decoder_out")
+  inputs = programs.eval_inputs if is_eval else programs.decode_inputs
+  if not inputs:
+    raise ValueError(
+        f"--mode={mode} has nothing to run: {type(experiment).__name__}."
+        f"{'datasets() has no is_training=False dataset' if is_eval else 'decode_datasets() is empty'}")
+  optimizer, _ = train_states.make_optimizer(task)
+  init_rng, _ = jax.random.split(jax.random.PRNGKey(task.random_seed))
+  layout = train_states.state_layout(task, optimizer, partitioner, peek(inputs[0][1]), init_rng)
+  programs = dataclasses.replace(programs, param_shardings=layout.shardings.params)
+
+  reader = CheckpointReader(job_log_dir)
+  done, results = [], {}
+  try:
+    with programs, jax.set_mesh(partitioner.mesh):
+      step = restore_step
+      while True:
+        if step is None:
+          step = wait_for_checkpoint(
+              reader, done[-1] if done else None, poll_secs=poll_secs,
+              timeout_secs=wait_timeout_secs, num_train_steps=task.num_train_steps)
+          if step is None:
+            logging.info("No new checkpoint within %ss; stopping", wait_timeout_secs)
+            break
+        state = reader.restore_state(step, layout.abstract)
+        logging.info("%s: restored checkpoint at step %d", mode, step)
+        if is_eval:
+          results = programs.eval_test(state.params, step)
+        else:
+          results = programs.decode(state.params, step, write_summaries=mode != "infer")
+        done.append(step)
+        if mode in ("decode_once", "infer") or step >= task.num_train_steps:
+          break
+        step = None
+  finally:
+    reader.close()
+  return {"steps": done, "results": results}
