@@ -20,7 +20,9 @@ from paxml import experiment_registry
 from paxml import user_paths
 # Registers the built-in experiments, so their short names (`demo.DemoLm`)
 # work on the command line without an import.
+from paxml.tasks.lm.params import c4  # pylint: disable=unused-import
 from paxml.tasks.lm.params import demo  # pylint: disable=unused-import
+from paxml.tasks.lm.params import lm_cloud  # pylint: disable=unused-import
 
 MODES = ("train", "eval", "decode", "decode_once", "infer")
 

@@ -1,0 +1,1 @@
+"""Benchmarks of the paxml trainer (`bazel run //paxml/benchmarks:trainer_overhead`)."""

@@ -1,0 +1,156 @@
+"""An experiment built abstractly: its task, input shapes and `jax.eval_shape` of the train state.
+
+Nothing is allocated and no device count is needed, so a 1T-parameter configuration builds on a
+laptop in seconds. The tools (model_analysis, validate_config) and tests/experiments_test.py use
+this one function:
+
+  built = abstract_build.build(experiment)
+  built.num_params                       # from the abstract weights
+  built.state_bytes_per_device()         # weights + optimizer state, sharded by the rules
+  built.flops_per_step()                 # 6 N + 12 L H Q T per token, times tokens per step
+
+The input's shapes come from the training dataset's config (`batch_size`, `seq_len`), not from
+building it, so experiments that read files (c4) build abstractly without their data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from paxml import base_experiment
+from paxml import partitioning
+from paxml import progress
+from paxml import tasks_lib
+from paxml import train_states
+from praxis import pytypes
+
+# The LM batch: name -> dtype; every field is [B, T].
+LM_BATCH_DTYPES = {
+    "ids": jnp.int32,
+    "labels": jnp.int32,
+    "paddings": jnp.float32,
+    "weights": jnp.float32,
+    "segment_ids": jnp.int32,
+    "segment_pos": jnp.int32,
+}
+
+
+def batch_spec(experiment: base_experiment.BaseExperiment) -> pytypes.NestedMap:
+  """ShapeDtypeStructs of one global training batch, from the train dataset's config.
+
+  The global batch is the config's per-host `batch_size` times its `num_infeed_hosts` (1 when
+  the config has none).
+  """
+  config = experiment.train_dataset()
+  missing = [f for f in ("batch_size", "seq_len") if getattr(config, f, None) is None]
+  if missing:
+    raise ValueError(
+        f"{type(experiment).__name__}: the training dataset config "
+        f"({getattr(config.__fn_or_cls__, '__name__', config)}) does not set {missing}; the "
+        "abstract build reads the batch shape from these fields")
+  rows = config.batch_size * (getattr(config, "num_infeed_hosts", None) or 1)
+  shape = (rows, config.seq_len)
+  return pytypes.NestedMap(
+      {k: jax.ShapeDtypeStruct(shape, dtype) for k, dtype in LM_BATCH_DTYPES.items()})
+
+
+def mesh_shape(task: tasks_lib.TaskConfig, num_devices: int | None = None) -> dict[str, int]:
+  """Axis name -> size of the task's ICI x DCN mesh (None ICI: `num_devices` on `data`)."""
+  dcn = tuple(task.dcn_mesh_shape or (1, 1, 1))
+  if task.ici_mesh_shape is None:
+    ici = (1, (num_devices or jax.device_count()) // math.prod(dcn), 1)
+  else:
+    ici = tuple(task.ici_mesh_shape)
+  return {name: i * d for name, i, d in zip(partitioning.MESH_AXIS_NAMES, ici, dcn)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Built:
+  """An experiment's task and abstract train state."""
+
+  experiment: base_experiment.BaseExperiment
+  task: tasks_lib.TaskConfig
+  batch: pytypes.NestedMap
+  """ShapeDtypeStructs of one global batch."""
+  boxed_state: train_states.TrainState
+  """`jax.eval_shape` of the initialisation; weights boxed with their logical axes."""
+  optimizer: Any
+  schedule: Any
+
+  @property
+  def num_params(self) -> int:
+    return sum(int(np.prod(x.shape)) for x in jax.tree.leaves(nn.unbox(self.boxed_state.params)))
+
+  @property
+  def tokens_per_step(self) -> int:
+    return int(np.prod(self.batch.ids.shape))
+
+  def rules(self) -> Any:
+    """The logical-axis rules the experiment's partitioner uses (the default table if it
+    declares none; building its partitioner would need its devices)."""
+    return getattr(self.experiment, "SHARDING_RULES", partitioning.LOGICAL_AXIS_RULES)
+
+  def state_bytes_per_device(self, num_devices: int | None = None) -> dict[str, float]:
+    """Bytes per device of the weights and of the optimizer state, each leaf divided by the
+    number of shards the rules give it on the declared mesh (counters are replicated)."""
+    mesh = mesh_shape(self.task, num_devices)
+    rules = self.rules()
+
+    def per_device(tree: Any) -> float:
+      specs = nn.get_partition_spec(tree)
+      total = 0.0
+      for value, spec in zip(
+          jax.tree.leaves(nn.unbox(tree)),
+          jax.tree.leaves(specs, is_leaf=lambda x: isinstance(x, jax.sharding.PartitionSpec))):
+        ways = 1
+        for axes in nn.logical_to_mesh_axes(tuple(spec), rules):
+          for axis in (axes,) if isinstance(axes, str) else (axes or ()):
+            ways *= mesh[axis]
+        total += np.prod(value.shape) * jnp.dtype(value.dtype).itemsize / ways
+      return total
+
+    return {"params": per_device(self.boxed_state.params),
+            "opt_state": per_device(self.boxed_state.opt_state)}
+
+  def flops_per_step(self) -> float:
+    """Model FLOPs of one train step, progress.py's 6 N + 12 L H Q T per token (remat not
+    counted). The position table (a lookup) is excluded from N."""
+    specs = nn.get_partition_spec(self.boxed_state.params)
+    matmul_params = sum(
+        int(np.prod(v.shape)) for v, s in zip(
+            jax.tree.leaves(nn.unbox(self.boxed_state.params)),
+            jax.tree.leaves(specs, is_leaf=lambda x: isinstance(x, jax.sharding.PartitionSpec)))
+        if "position" not in tuple(s))
+    dims = getattr(self.task.model, "transformer_dims", None)
+    if dims is None and hasattr(self.experiment, "NUM_LAYERS"):
+      from paxml.tasks.lm import model_params  # pylint: disable=g-import-not-at-top
+      dims = (self.experiment.NUM_LAYERS, model_params.num_heads(self.experiment),
+              model_params.dims_per_head(self.experiment))
+    seq_len = self.batch.ids.shape[1]
+    return progress.flops_per_token(matmul_params, dims, seq_len) * self.tokens_per_step
+
+
+def build(experiment: base_experiment.BaseExperiment, seed: int = 0) -> Built:
+  """Builds `experiment`'s task and abstract train state (see the module docstring).
+
+  An experiment that reads files from `DATA_DIR` builds without them: its input configs are
+  read for their shapes only, never built.
+  """
+  if hasattr(experiment, "DATA_DIR") and not experiment.DATA_DIR:
+    experiment.DATA_DIR = "<DATA_DIR: not read by an abstract build>"
+  task = experiment.task()
+  batch = batch_spec(experiment)
+  optimizer, schedule = train_states.make_optimizer(task)
+  boxed = jax.eval_shape(
+      functools.partial(train_states.init_state, task.model, optimizer, batch_spec=batch),
+      jax.random.PRNGKey(seed))
+  return Built(experiment=experiment, task=task, batch=batch, boxed_state=boxed,
+               optimizer=optimizer, schedule=schedule)
