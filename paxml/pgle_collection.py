@@ -12,6 +12,7 @@ from absl import logging
 import jax
 from jax._src import xla_bridge
 
+from paxml import trainer
 from profiling import conversion
 from profiling import flags as pgle_flags
 
@@ -70,6 +71,24 @@ class StepWindowProfiler:
         "PGLE: wrote %s (%d instructions from %s). Use it with --pgle_profile=%s",
         self.profile_path, len(result.entries), ", ".join(result.trace_files),
         self.profile_path)
+
+
+def collect(experiment, job_log_dir: str, *, start_step: int, num_steps: int) -> str:
+  """Trains `experiment` in `job_log_dir`, tracing steps [start_step, start_step + num_steps).
+
+  The library form of main's --pgle_collect_start_step/--pgle_collect_num_steps (`profiling.collect`
+  does the same for a plain step function). Training runs to the experiment's num_train_steps (or
+  resumes from its checkpoint, as main does); returns the path of the written profile.pb.
+  Raises RuntimeError when the run ended before the window, so no profile was written.
+  """
+  profiler = StepWindowProfiler(job_log_dir, start_step, num_steps)
+  trainer.train_and_evaluate(experiment, job_log_dir, profiler=profiler)
+  if not profiler.done:
+    raise RuntimeError(
+        f"PGLE: no profile written: the run in {job_log_dir} did not reach steps {start_step}.."
+        f"{start_step + num_steps - 1} (it stops at num_train_steps, or had already passed them "
+        "in an earlier run whose checkpoint it resumed)")
+  return profiler.profile_path
 
 
 def use_profile(path: str) -> str:

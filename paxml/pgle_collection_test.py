@@ -9,7 +9,6 @@ from absl.testing import absltest
 import jax
 
 from paxml import pgle_collection
-from paxml import trainer
 from paxml.tasks.lm.params import demo
 from profiling import _pgle
 from profiling import conversion
@@ -45,21 +44,22 @@ class StepWindowProfilerTest(absltest.TestCase):
 
   def test_training_writes_a_profile_of_the_window(self):
     job_log_dir = self.create_tempdir().full_path
-    profiler = pgle_collection.StepWindowProfiler(job_log_dir, start_step=3, num_steps=2)
-    trainer.train_and_evaluate(_TinyLm(), job_log_dir, profiler=profiler)
-    costs = conversion.read_profile(pgle_collection.profile_path(job_log_dir))
+    path = pgle_collection.collect(_TinyLm(), job_log_dir, start_step=3, num_steps=2)
+    self.assertEqual(path, pgle_collection.profile_path(job_log_dir))
+    costs = conversion.read_profile(path)
     # The train step's HLO: its matmuls (dot / fusions) must be among the costed instructions.
     self.assertGreater(len(costs), 5)
     self.assertTrue(all(cost > 0 for _, cost in costs))
     self.assertTrue(any("dot" in name or "fusion" in name for name, _ in costs), costs[:10])
-    traces = [f for _, _, files in os.walk(profiler.trace_dir) for f in files
+    trace_dir = os.path.join(job_log_dir, "pgle", "trace")
+    traces = [f for _, _, files in os.walk(trace_dir) for f in files
               if f.endswith("xplane.pb")]
     self.assertLen(traces, 1)
 
   def test_window_after_the_last_step_writes_nothing(self):
     job_log_dir = self.create_tempdir().full_path
-    profiler = pgle_collection.StepWindowProfiler(job_log_dir, start_step=50, num_steps=2)
-    trainer.train_and_evaluate(_TinyLm(), job_log_dir, profiler=profiler)
+    with self.assertRaisesRegex(RuntimeError, "did not reach steps 50..51"):
+      pgle_collection.collect(_TinyLm(), job_log_dir, start_step=50, num_steps=2)
     self.assertFalse(os.path.exists(os.path.join(job_log_dir, "pgle")))
 
   def test_rejects_an_empty_window(self):
