@@ -1,5 +1,7 @@
 #include "profiling/cc/xspace_events.h"
 
+#include <algorithm>
+
 #include "gtest/gtest.h"
 #include "profiling/cc/xspace_builder.h"
 
@@ -184,6 +186,53 @@ TEST(ExtractSpansTest, NumericAndMissingRefValuesAsXlaPrintsThem) {
   HostCosts costs = Costs(space);
   EXPECT_TRUE(costs.count("12"));
   EXPECT_TRUE(costs.count(""));
+}
+
+TEST(ExtractSpansTest, MetadataIdsFarFromOneTwoThreeWork) {
+  // Traces number metadata 1, 2, 3, ...; any int64 id is valid all the same.
+  XSpace space;
+  auto* plane = space.add_planes();
+  plane->set_name("/device:GPU:0");
+  const int64_t op_id = int64_t{1} << 40, module_id = -5, name_id = 70000, event_id = int64_t{1} << 50;
+  (*plane->mutable_stat_metadata())[op_id].set_name("hlo_op");
+  (*plane->mutable_stat_metadata())[module_id].set_name("hlo_module");
+  (*plane->mutable_stat_metadata())[name_id].set_name("fusion.9");
+  auto* metadata_stat = (*plane->mutable_event_metadata())[event_id].add_stats();
+  metadata_stat->set_metadata_id(module_id);
+  metadata_stat->set_str_value("m");
+  auto* event = plane->add_lines()->add_events();
+  event->set_metadata_id(event_id);
+  event->set_duration_ps(4 * kUs);
+  auto* op_stat = event->add_stats();
+  op_stat->set_metadata_id(op_id);
+  op_stat->set_ref_value(static_cast<uint64_t>(name_id));
+  HostCosts costs = Costs(space);
+  ASSERT_EQ(costs.size(), 1u);
+  EXPECT_DOUBLE_EQ(Mean(costs, "fusion.9"), 4.0);
+}
+
+TEST(ExtractSpansTest, InterleavedInstancesOfManyOpsMergeEachToItsOwn) {
+  // Fragments of one instance far apart in the trace, other ops' instances in between.
+  XSpace space;
+  PlaneBuilder gpu = AddPlane(&space, "/device:GPU:0");
+  auto* line = gpu.AddLine("Stream #1");
+  auto* other_line = gpu.AddLine("Stream #2");
+  for (int64_t instance = 0; instance < 50; ++instance) {
+    for (int op = 0; op < 3; ++op) {
+      testing::Stats stats = Hlo("op" + std::to_string(op));
+      stats.push_back({"scope_range_id", instance});
+      // A fragment of (1 + op) us at 100 us * instance, and one ending 1 us later on the other line.
+      gpu.AddEvent(line, "k", instance * 100 * kUs, (1 + op) * kUs, stats);
+      gpu.AddEvent(other_line, "k", instance * 100 * kUs + op * kUs, 2 * kUs, stats);
+    }
+  }
+  HostCosts costs = Costs(space);
+  ASSERT_EQ(costs.size(), 3u);
+  for (int op = 0; op < 3; ++op) {
+    const std::string name = "op" + std::to_string(op);
+    EXPECT_EQ(costs[name].count, 50);
+    EXPECT_DOUBLE_EQ(Mean(costs, name), std::max(1.0 + op, op + 2.0));
+  }
 }
 
 }  // namespace
