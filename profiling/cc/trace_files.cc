@@ -1,11 +1,11 @@
 #include "profiling/cc/trace_files.h"
 
 #include <algorithm>
-#include <climits>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <system_error>
+#include <utility>
 
 #include "profiling/cc/errors.h"
 
@@ -68,22 +68,11 @@ std::vector<std::string> ListTraceFiles(const std::string& run_dir) {
   return traces;
 }
 
-tensorflow::profiler::XSpace ParseXSpace(std::string_view bytes, const std::string& what) {
-  if (bytes.size() > static_cast<size_t>(INT_MAX)) {
-    throw TraceFormatError(what + " is " + std::to_string(bytes.size()) +
-                           " bytes; protobuf cannot parse messages over 2 GiB. Trace fewer steps.");
-  }
-  tensorflow::profiler::XSpace space;
-  if (!space.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    throw TraceFormatError(what + " is not a serialized XSpace (" + std::to_string(bytes.size()) +
-                           " bytes that protobuf could not parse): the file is truncated (was the "
-                           "trace still being written?) or is not a jax.profiler *.xplane.pb. "
-                           "Capture the trace again.");
-  }
-  return space;
+LazyXSpace ParseXSpace(std::string bytes, const std::string& what) {
+  return LazyXSpace::Parse(std::move(bytes), what);
 }
 
-tensorflow::profiler::XSpace ReadXSpaceFile(const std::string& path) {
+LazyXSpace ReadXSpaceFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw TraceNotFoundError("cannot open trace file '" + path + "'");
   // One read of the known size: traces reach hundreds of MB, where stream iterators are slow.
@@ -92,7 +81,7 @@ tensorflow::profiler::XSpace ReadXSpaceFile(const std::string& path) {
   if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) {
     throw TraceNotFoundError("error while reading trace file '" + path + "'");
   }
-  return ParseXSpace(bytes, "trace file '" + path + "'");
+  return ParseXSpace(std::move(bytes), "trace file '" + path + "'");
 }
 
 }  // namespace pgle

@@ -76,8 +76,8 @@ TEST(ReadXSpaceFileTest, ReadsPlanes) {
   fs::path dir = FreshDir("read");
   WriteFile(dir / "h.xplane.pb", SerializedSpace("/device:GPU:3"));
   auto space = ReadXSpaceFile((dir / "h.xplane.pb").string());
-  ASSERT_EQ(space.planes_size(), 1);
-  EXPECT_EQ(space.planes(0).name(), "/device:GPU:3");
+  ASSERT_EQ(space.headers().planes_size(), 1);
+  EXPECT_EQ(space.headers().planes(0).name(), "/device:GPU:3");
 }
 
 TEST(ReadXSpaceFileTest, TruncatedFileIsAFormatErrorNamingTheFile) {

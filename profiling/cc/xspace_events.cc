@@ -9,7 +9,6 @@
 namespace pgle {
 namespace {
 
-using ::tensorflow::profiler::XEventMetadata;
 using ::tensorflow::profiler::XPlane;
 using ::tensorflow::profiler::XSpace;
 using ::tensorflow::profiler::XStat;
@@ -134,7 +133,7 @@ void MergeFragments(std::vector<Span>* spans) {
 
 // A stat's value as text, as XLA's XStatVisitor::ToString gives it (for values that are not
 // stored as strings, which traces do not use for op and module names).
-std::string NonStringStatText(const XStat& stat) {
+std::string NonStringStatText(const StatView& stat) {
   switch (stat.value_case()) {
     case XStat::kInt64Value:
       return std::to_string(stat.int64_value());
@@ -152,7 +151,7 @@ std::string NonStringStatText(const XStat& stat) {
   }
 }
 
-int64_t StatInt(const XStat& stat) {
+int64_t StatInt(const StatView& stat) {
   switch (stat.value_case()) {
     case XStat::kInt64Value:
       return stat.int64_value();
@@ -163,30 +162,33 @@ int64_t StatInt(const XStat& stat) {
   }
 }
 
-// The planes XLA's converter reads from `space`, in trace order.
-std::vector<const XPlane*> SelectPlanes(const XSpace& space, PlaneSelection selection) {
-  std::vector<const XPlane*> planes;
+// The planes XLA's converter reads from `space`, by index in trace order.
+std::vector<int> SelectPlanes(const XSpace& space, PlaneSelection selection) {
+  std::vector<int> planes;
   for (std::string_view prefix : kDevicePlanePrefixes) {
-    for (const XPlane& plane : space.planes()) {
-      if (std::string_view(plane.name()).substr(0, prefix.size()) == prefix) planes.push_back(&plane);
+    for (int i = 0; i < space.planes_size(); ++i) {
+      if (std::string_view(space.planes(i).name()).substr(0, prefix.size()) == prefix) planes.push_back(i);
     }
     if (!planes.empty()) return planes;  // A trace never mixes GPU, TPU and custom devices.
   }
   if (selection == PlaneSelection::kDeviceElseHost) {
-    for (const XPlane& plane : space.planes()) {
-      if (plane.name() == kHostPlaneName) planes.push_back(&plane);
+    for (int i = 0; i < space.planes_size(); ++i) {
+      if (space.planes(i).name() == kHostPlaneName) planes.push_back(i);
     }
   }
   return planes;
 }
 
 // The stats of one event that the converter reads, from its metadata and then from the event.
+// A kind's value_case is VALUE_NOT_SET when the event has no such stat.
 struct EventStats {
-  const XStat* op = nullptr;
-  const XStat* module = nullptr;
-  const XStat* program_id = nullptr;
-  const XStat* scope_range_id = nullptr;
+  StatView op;
+  StatView module;
+  StatView program_id;
+  StatView scope_range_id;
 };
+
+bool Has(const StatView& stat) { return stat.value_case() != XStat::VALUE_NOT_SET; }
 
 }  // namespace
 
@@ -198,7 +200,7 @@ struct HostSpans::Impl {
   std::vector<std::string> planes_read;
   std::vector<std::string> planes_seen;
 
-  void AddPlane(const XPlane& plane);
+  void AddPlane(const XPlane& plane, const std::vector<std::string_view>& lines);
   uint32_t InstructionId(const InstructionKey& key);
 };
 
@@ -208,7 +210,8 @@ uint32_t HostSpans::Impl::InstructionId(const InstructionKey& key) {
   return it->second;
 }
 
-void HostSpans::Impl::AddPlane(const XPlane& plane) {
+// `plane` has no lines itself: they come serialized, as `lines`.
+void HostSpans::Impl::AddPlane(const XPlane& plane, const std::vector<std::string_view>& lines) {
   IdMap<StatKind> kinds;
   bool any_kind = false;
   for (const auto& [id, metadata] : plane.stat_metadata()) {
@@ -220,25 +223,23 @@ void HostSpans::Impl::AddPlane(const XPlane& plane) {
   }
   if (!any_kind) return;  // No stat named hlo_op, hlo_module: no event can count.
 
-  auto collect = [&kinds](const auto& stats, EventStats* found) {
-    for (const XStat& stat : stats) {
-      if (stat.value_case() == XStat::VALUE_NOT_SET) continue;
-      const StatKind* kind = kinds.Find(stat.metadata_id());
-      if (kind == nullptr) continue;
-      switch (*kind) {
-        case StatKind::kHloOp: found->op = &stat; break;
-        case StatKind::kHloModule: found->module = &stat; break;
-        case StatKind::kProgramId: found->program_id = &stat; break;
-        case StatKind::kScopeRangeId: found->scope_range_id = &stat; break;
-        case StatKind::kOther: break;
-      }
+  auto collect = [&kinds](const StatView& stat, EventStats* found) {
+    if (!Has(stat)) return;
+    const StatKind* kind = kinds.Find(stat.metadata_id());
+    if (kind == nullptr) return;
+    switch (*kind) {
+      case StatKind::kHloOp: found->op = stat; break;
+      case StatKind::kHloModule: found->module = stat; break;
+      case StatKind::kProgramId: found->program_id = stat; break;
+      case StatKind::kScopeRangeId: found->scope_range_id = stat; break;
+      case StatKind::kOther: break;
     }
   };
 
   // The interned text of a module or op stat. Reference values (how the tracer stores names) are
   // resolved once per referenced stat metadata, strings are interned without a copy.
   IdMap<uint32_t> ref_text;
-  auto text_id = [&](const XStat& stat) -> uint32_t {
+  auto text_id = [&](const StatView& stat) -> uint32_t {
     switch (stat.value_case()) {
       case XStat::kStrValue:
         return strings.Intern(stat.str_value());
@@ -260,26 +261,29 @@ void HostSpans::Impl::AddPlane(const XPlane& plane) {
     if (const EventStats* found = metadata_stats.Find(metadata_id)) return *found;
     EventStats found;
     auto metadata = plane.event_metadata().find(metadata_id);
-    if (metadata != plane.event_metadata().end()) collect(metadata->second.stats(), &found);
+    if (metadata != plane.event_metadata().end()) {
+      for (const XStat& stat : metadata->second.stats()) collect(StatView(stat), &found);
+    }
     return metadata_stats.Insert(metadata_id, found);
   };
 
-  for (const auto& line : plane.lines()) {
-    const std::string& shown = line.display_name().empty() ? line.name() : line.display_name();
+  for (std::string_view line : lines) {
+    LineHeader header;
+    DecodeLineHeader(line, &header);  // LazyXSpace checked every line.
+    const std::string_view shown = header.display_name.empty() ? header.name : header.display_name;
     if (shown == kAsyncOpsLineName) continue;
-    const int64_t line_start_ps = line.timestamp_ns() * 1000;
-    spans.reserve(spans.size() + line.events_size());
-    for (const auto& event : line.events()) {
-      EventStats found = stats_of_metadata(event.metadata_id());
-      collect(event.stats(), &found);  // After the metadata's: the event's own stats win.
-      if (found.op == nullptr || found.module == nullptr) continue;
+    const int64_t line_start_ps = header.timestamp_ns * 1000;
+    ForEachEvent(line, [&](const EventView& event) {
+      EventStats found = stats_of_metadata(event.metadata_id);
+      for (const StatView& stat : event.stats) collect(stat, &found);  // The event's own stats win.
+      if (!Has(found.op) || !Has(found.module)) return;
 
-      const int64_t start_ps = line_start_ps + event.offset_ps();
-      const InstructionKey key{text_id(*found.module), found.program_id != nullptr,
-                               found.program_id ? StatInt(*found.program_id) : 0, text_id(*found.op)};
-      spans.push_back({InstructionId(key), found.scope_range_id ? StatInt(*found.scope_range_id) : start_ps,
-                       start_ps, start_ps + event.duration_ps()});
-    }
+      const int64_t start_ps = line_start_ps + event.offset_ps;
+      const InstructionKey key{text_id(found.module), Has(found.program_id),
+                               Has(found.program_id) ? StatInt(found.program_id) : 0, text_id(found.op)};
+      spans.push_back({InstructionId(key), Has(found.scope_range_id) ? StatInt(found.scope_range_id) : start_ps,
+                       start_ps, start_ps + event.duration_ps});
+    });
   }
 }
 
@@ -329,12 +333,13 @@ HostCosts HostSpans::Resolve(const FingerprintMap& fingerprints) const {
   return costs;
 }
 
-HostSpans ExtractSpans(const XSpace& space, PlaneSelection selection) {
+HostSpans ExtractSpans(const LazyXSpace& space, PlaneSelection selection) {
   HostSpans result;
-  for (const XPlane& plane : space.planes()) result.impl_->planes_seen.push_back(plane.name());
-  for (const XPlane* plane : SelectPlanes(space, selection)) {
-    result.impl_->planes_read.push_back(plane->name());
-    result.impl_->AddPlane(*plane);
+  const XSpace& headers = space.headers();
+  for (const XPlane& plane : headers.planes()) result.impl_->planes_seen.push_back(plane.name());
+  for (int plane : SelectPlanes(headers, selection)) {
+    result.impl_->planes_read.push_back(headers.planes(plane).name());
+    result.impl_->AddPlane(headers.planes(plane), space.lines(plane));
   }
   // Fragments of one instance may lie on different lines and planes: merged once all are read.
   MergeFragments(&result.impl_->spans);

@@ -25,9 +25,13 @@ testing::Stats Hlo(const std::string& op, int64_t program_id = 1) {
   return {{"hlo_op", Ref{op}}, {"hlo_module", Ref{"jit_step"}}, {"program_id", program_id}};
 }
 
+HostSpans Extract(const XSpace& space, PlaneSelection selection) {
+  return ExtractSpans(LazyXSpace::Parse(space.SerializeAsString(), "test trace"), selection);
+}
+
 HostCosts Costs(const XSpace& space, PlaneSelection selection = PlaneSelection::kDevice,
                 const FingerprintMap& fingerprints = {}) {
-  return ExtractSpans(space, selection).Resolve(fingerprints);
+  return Extract(space, selection).Resolve(fingerprints);
 }
 
 double Mean(const HostCosts& costs, const std::string& name) {
@@ -122,7 +126,7 @@ TEST(ExtractSpansTest, GpuPlanesWinOverTpuAndCustom) {
     PlaneBuilder gpu = AddPlane(&space, name);
     gpu.AddEvent(gpu.AddLine("l"), "x", 0, kUs, Hlo(std::string("gpu_op") + name[12]));
   }
-  HostSpans spans = ExtractSpans(space, PlaneSelection::kDevice);
+  HostSpans spans = Extract(space, PlaneSelection::kDevice);
   EXPECT_EQ(spans.planes_read(), (std::vector<std::string>{"/device:GPU:0", "/device:GPU:1"}));
   HostCosts costs = spans.Resolve({});
   EXPECT_TRUE(costs.count("gpu_op0") && costs.count("gpu_op1"));
