@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <stdexcept>
 #include <string_view>
 #include <tuple>
 #include <utility>
@@ -200,7 +201,8 @@ struct HostSpans::Impl {
   std::vector<std::string> planes_read;
   std::vector<std::string> planes_seen;
 
-  void AddPlane(const XPlane& plane, const std::vector<std::string_view>& lines);
+  bool Read(const LazyXSpace& space, PlaneSelection selection);
+  bool AddPlane(const XPlane& plane, const std::vector<std::string_view>& lines);
   uint32_t InstructionId(const InstructionKey& key);
 };
 
@@ -210,8 +212,9 @@ uint32_t HostSpans::Impl::InstructionId(const InstructionKey& key) {
   return it->second;
 }
 
-// `plane` has no lines itself: they come serialized, as `lines`.
-void HostSpans::Impl::AddPlane(const XPlane& plane, const std::vector<std::string_view>& lines) {
+// `plane` has no lines itself: they come serialized, as `lines`. False if the fast reader refused
+// some of their bytes (see xspace_wire.h); the spans are then incomplete.
+bool HostSpans::Impl::AddPlane(const XPlane& plane, const std::vector<std::string_view>& lines) {
   IdMap<StatKind> kinds;
   bool any_kind = false;
   for (const auto& [id, metadata] : plane.stat_metadata()) {
@@ -221,7 +224,9 @@ void HostSpans::Impl::AddPlane(const XPlane& plane, const std::vector<std::strin
       any_kind = true;
     }
   }
-  if (!any_kind) return;  // No stat named hlo_op, hlo_module: no event can count.
+  if (!any_kind) {  // No stat named hlo_op, hlo_module: no event can count.
+    return std::all_of(lines.begin(), lines.end(), CheckLine);
+  }
 
   auto collect = [&kinds](const StatView& stat, EventStats* found) {
     if (!Has(stat)) return;
@@ -269,11 +274,14 @@ void HostSpans::Impl::AddPlane(const XPlane& plane, const std::vector<std::strin
 
   for (std::string_view line : lines) {
     LineHeader header;
-    DecodeLineHeader(line, &header);  // LazyXSpace checked every line.
+    if (!DecodeLineHeader(line, &header)) return false;
     const std::string_view shown = header.display_name.empty() ? header.name : header.display_name;
-    if (shown == kAsyncOpsLineName) continue;
+    if (shown == kAsyncOpsLineName) {
+      if (!CheckLine(line)) return false;
+      continue;
+    }
     const int64_t line_start_ps = header.timestamp_ns * 1000;
-    ForEachEvent(line, [&](const EventView& event) {
+    const bool accepted = ForEachEvent(line, [&](const EventView& event) {
       EventStats found = stats_of_metadata(event.metadata_id);
       for (const StatView& stat : event.stats) collect(stat, &found);  // The event's own stats win.
       if (!Has(found.op) || !Has(found.module)) return;
@@ -284,7 +292,9 @@ void HostSpans::Impl::AddPlane(const XPlane& plane, const std::vector<std::strin
       spans.push_back({InstructionId(key), Has(found.scope_range_id) ? StatInt(found.scope_range_id) : start_ps,
                        start_ps, start_ps + event.duration_ps});
     });
+    if (!accepted) return false;
   }
+  return true;
 }
 
 HostSpans::HostSpans() : impl_(std::make_unique<Impl>()) {}
@@ -333,13 +343,32 @@ HostCosts HostSpans::Resolve(const FingerprintMap& fingerprints) const {
   return costs;
 }
 
+// Reads the spans of `space`, and checks every line it does not use so that a damaged trace fails
+// as in protobuf. False if the fast reader refused some bytes.
+bool HostSpans::Impl::Read(const LazyXSpace& space, PlaneSelection selection) {
+  const XSpace& headers = space.headers();
+  for (const XPlane& plane : headers.planes()) planes_seen.push_back(plane.name());
+  const std::vector<int> selected = SelectPlanes(headers, selection);
+  for (int plane = 0; plane < headers.planes_size(); ++plane) {
+    const std::vector<std::string_view> lines = space.lines(plane);
+    if (std::find(selected.begin(), selected.end(), plane) == selected.end()) {
+      if (!std::all_of(lines.begin(), lines.end(), CheckLine)) return false;
+      continue;
+    }
+    planes_read.push_back(headers.planes(plane).name());
+    if (!AddPlane(headers.planes(plane), lines)) return false;
+  }
+  return true;
+}
+
 HostSpans ExtractSpans(const LazyXSpace& space, PlaneSelection selection) {
   HostSpans result;
-  const XSpace& headers = space.headers();
-  for (const XPlane& plane : headers.planes()) result.impl_->planes_seen.push_back(plane.name());
-  for (int plane : SelectPlanes(headers, selection)) {
-    result.impl_->planes_read.push_back(headers.planes(plane).name());
-    result.impl_->AddPlane(headers.planes(plane), space.lines(plane));
+  if (!result.impl_->Read(space, selection)) {
+    // Bytes that only protobuf reads exactly (or rejects): start again from its parse.
+    result = HostSpans();
+    if (!result.impl_->Read(space.Canonical(), selection)) {
+      throw std::logic_error("the converter refused protobuf's own serialization of a trace; please report this");
+    }
   }
   // Fragments of one instance may lie on different lines and planes: merged once all are read.
   MergeFragments(&result.impl_->spans);

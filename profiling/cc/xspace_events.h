@@ -66,6 +66,8 @@ class HostSpans {
   std::unique_ptr<Impl> impl_;
 };
 
+// Reads every line of `space` once (checking those it does not use). Throws TraceFormatError for a
+// trace that protobuf would not parse either.
 HostSpans ExtractSpans(const LazyXSpace& space, PlaneSelection selection);
 
 }  // namespace pgle

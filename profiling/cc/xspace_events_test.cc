@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "gtest/gtest.h"
+#include "profiling/cc/errors.h"
 #include "profiling/cc/xspace_builder.h"
 
 namespace pgle {
@@ -237,6 +238,37 @@ TEST(ExtractSpansTest, InterleavedInstancesOfManyOpsMergeEachToItsOwn) {
     EXPECT_EQ(costs[name].count, 50);
     EXPECT_DOUBLE_EQ(Mean(costs, name), std::max(1.0 + op, op + 2.0));
   }
+}
+
+TEST(ExtractSpansTest, ReadsThroughProtobufWhatTheFastReaderRefuses) {
+  XSpace space;
+  PlaneBuilder gpu = AddPlane(&space, "/device:GPU:0");
+  auto* line = gpu.AddLine("Stream #1");
+  gpu.AddEvent(line, "a", 0, 2 * kUs, Hlo("fusion.1"));
+  gpu.AddEvent(line, "a", 10 * kUs, 4 * kUs, Hlo("fusion.1"));
+  // An unknown group field (number 20, one varint inside) appended to the last event: protobuf
+  // skips it, the fast reader leaves it to protobuf. Its bytes: start tag, field 1 = 1, end tag.
+  const std::string group = "\xa3\x01\x08\x01\xa4\x01";
+  XSpace with_group = space;
+  auto* event = with_group.mutable_planes(0)->mutable_lines(0)->mutable_events(1);
+  ASSERT_TRUE(event->ParseFromString(event->SerializeAsString() + group));  // Kept as an unknown field.
+  ASSERT_FALSE(CheckLine(with_group.planes(0).lines(0).SerializeAsString()));
+  HostCosts costs = Costs(with_group);
+  EXPECT_EQ(costs["fusion.1"].count, 2);
+  EXPECT_DOUBLE_EQ(Mean(costs, "fusion.1"), 3.0);
+}
+
+TEST(ExtractSpansTest, DamageInALineNotReadIsStillAFormatError) {
+  XSpace space;
+  PlaneBuilder gpu = AddPlane(&space, "/device:GPU:0");
+  gpu.AddEvent(gpu.AddLine("Stream #1"), "a", 0, kUs, Hlo("fusion.1"));
+  PlaneBuilder host = AddPlane(&space, "/host:CPU");
+  host.AddEvent(host.AddLine("python"), "step", 0, kUs, {{"note", std::string("fine")}});
+  std::string bytes = space.SerializeAsString();
+  const size_t at = bytes.find("fine");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at] = '\xff';  // Invalid UTF-8 in a string stat of the host plane, which is not read.
+  EXPECT_THROW(ExtractSpans(LazyXSpace::Parse(bytes, "t"), PlaneSelection::kDevice), TraceFormatError);
 }
 
 }  // namespace

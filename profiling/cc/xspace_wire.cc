@@ -2,6 +2,7 @@
 
 #include <climits>
 #include <cstring>
+#include <stdexcept>
 #include <utility>
 
 #include "google/protobuf/stubs/common.h"
@@ -44,11 +45,6 @@ void AppendLengthDelimited(uint32_t number, std::string_view payload, std::strin
   AppendVarint((uint64_t{number} << 3) | wire::kLengthDelimited, out);
   AppendVarint(payload.size(), out);
   out->append(payload);
-}
-
-bool ValidLine(std::string_view bytes) {
-  LineHeader header;
-  return DecodeLineHeader(bytes, &header) && ForEachEvent(bytes, [](const EventView&) {});
 }
 
 }  // namespace
@@ -167,6 +163,11 @@ bool DecodeLineHeader(std::string_view bytes, LineHeader* header) {
   return true;
 }
 
+bool CheckLine(std::string_view bytes) {
+  LineHeader header;
+  return DecodeLineHeader(bytes, &header) && ForEachEvent(bytes, [](const EventView&) {});
+}
+
 std::vector<std::string_view> LazyXSpace::lines(int plane) const {
   std::vector<std::string_view> views;
   views.reserve(lines_[plane].size());
@@ -196,8 +197,6 @@ bool LazyXSpace::Split() {
       const char* plane_start = plane.position();
       if (!plane.Next(&plane_field)) return false;
       if (plane_field.number == kPlaneLines && plane_field.wire_type == wire::kLengthDelimited) {
-        // Every line is checked now, read or not, so that a damaged trace fails as in protobuf.
-        if (!ValidLine(plane_field.bytes)) return false;
         plane_lines.push_back({static_cast<size_t>(plane_field.bytes.data() - bytes_.data()), plane_field.bytes.size()});
       } else {
         plane_header.append(plane_start, plane.position());
@@ -215,25 +214,29 @@ LazyXSpace LazyXSpace::Parse(std::string bytes, const std::string& what) {
                            " bytes; protobuf cannot parse messages over 2 GiB. Trace fewer steps.");
   }
   LazyXSpace lazy;
+  lazy.what_ = what;
   lazy.bytes_ = std::move(bytes);
-  if (lazy.Split()) return lazy;
+  return lazy.Split() ? std::move(lazy) : lazy.Canonical();
+}
 
-  // Not for the fast reader: protobuf decides, and its canonical re-serialization (without the
-  // unknown fields, which are all the fast reader could still refuse) is read instead.
+LazyXSpace LazyXSpace::Canonical() const {
   tensorflow::profiler::XSpace full;
-  if (!full.ParseFromString(lazy.bytes_)) {
-    throw TraceFormatError(what + " is not a serialized XSpace (" + std::to_string(lazy.bytes_.size()) +
+  if (!full.ParseFromString(bytes_)) {
+    throw TraceFormatError(what_ + " is not a serialized XSpace (" + std::to_string(bytes_.size()) +
                            " bytes that protobuf could not parse): the file is truncated (was the "
                            "trace still being written?) or is not a jax.profiler *.xplane.pb. "
                            "Capture the trace again.");
   }
+  // Unknown fields are all that the fast reader could still refuse (groups among them).
   full.DiscardUnknownFields();
-  lazy.bytes_ = full.SerializeAsString();
-  if (!lazy.Split()) {
-    throw PgleError("internal error: the converter could not read protobuf's own serialization of " + what +
-                    "; please report this with the trace");
+  LazyXSpace canonical;
+  canonical.what_ = what_;
+  canonical.bytes_ = full.SerializeAsString();
+  if (!canonical.Split()) {
+    throw std::logic_error("the converter could not split protobuf's own serialization of " + what_ +
+                           "; please report this with the trace");
   }
-  return lazy;
+  return canonical;
 }
 
 }  // namespace pgle

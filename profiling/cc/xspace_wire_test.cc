@@ -163,16 +163,20 @@ TEST(DecodeTest, RejectsWhatItLeavesToProtobuf) {
   EXPECT_FALSE(DecodeLineHeader(LenField(2, "bad \xc3"), &header));                      // Invalid UTF-8.
 }
 
-TEST(LazyXSpaceTest, WhatTheFastReaderRefusesGoesThroughProtobuf) {
+TEST(LazyXSpaceTest, WhatTheFastReaderRefusesProtobufReadsInCanonical) {
   // A group inside an event: protobuf keeps it as an unknown field; the fast reader refuses it.
   const std::string event = VarintField(1, 4) + GroupField(20, VarintField(1, 1)) + VarintField(3, 6);
   const std::string line = VarintField(3, 2) + LenField(4, event);
   LazyXSpace lazy = LazyXSpace::Parse(SpaceWithLines({line}), "test");
-  ASSERT_EQ(lazy.headers().planes_size(), 1);
-  EXPECT_EQ(lazy.headers().planes(0).name(), "/device:GPU:0");
   ASSERT_EQ(lazy.lines(0).size(), 1u);
+  EXPECT_FALSE(CheckLine(lazy.lines(0)[0]));
+
+  LazyXSpace canonical = lazy.Canonical();
+  ASSERT_EQ(canonical.headers().planes_size(), 1);
+  EXPECT_EQ(canonical.headers().planes(0).name(), "/device:GPU:0");
+  ASSERT_EQ(canonical.lines(0).size(), 1u);
   int events = 0;
-  ASSERT_TRUE(ForEachEvent(lazy.lines(0)[0], [&](const EventView& e) {
+  ASSERT_TRUE(ForEachEvent(canonical.lines(0)[0], [&](const EventView& e) {
     EXPECT_EQ(e.metadata_id, 4);
     EXPECT_EQ(e.duration_ps, 6);
     ++events;
@@ -182,13 +186,20 @@ TEST(LazyXSpaceTest, WhatTheFastReaderRefusesGoesThroughProtobuf) {
 
 TEST(LazyXSpaceTest, BytesProtobufRejectsAreAFormatError) {
   const std::string valid = SpaceWithLines({LenField(4, VarintField(1, 4) + LenField(4, LenField(5, "op")))});
-  EXPECT_NO_THROW(LazyXSpace::Parse(valid, "test"));
+  EXPECT_NO_THROW(LazyXSpace::Parse(valid, "test").Canonical());
   EXPECT_THROW(LazyXSpace::Parse(valid.substr(0, valid.size() - 1), "test"), TraceFormatError);
-  // Invalid UTF-8 in a string stat, deep inside a line: protobuf refuses the whole trace.
-  const std::string bad = SpaceWithLines({LenField(4, LenField(4, LenField(5, "op\xff")))});
-  EXPECT_THROW(LazyXSpace::Parse(bad, "test"), TraceFormatError);
   // An unmatched end-group tag.
   EXPECT_THROW(LazyXSpace::Parse(valid + Tag(7, 4), "test"), TraceFormatError);
+  // Invalid UTF-8 in a string stat, deep inside a line: the line is refused when read, and
+  // protobuf refuses the whole trace.
+  LazyXSpace bad = LazyXSpace::Parse(SpaceWithLines({LenField(4, LenField(4, LenField(5, "op\xff")))}), "bad trace");
+  EXPECT_FALSE(CheckLine(bad.lines(0)[0]));
+  try {
+    bad.Canonical();
+    FAIL() << "invalid UTF-8 parsed";
+  } catch (const TraceFormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad trace"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
