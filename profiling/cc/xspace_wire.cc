@@ -197,7 +197,8 @@ bool LazyXSpace::Split() {
       const char* plane_start = plane.position();
       if (!plane.Next(&plane_field)) return false;
       if (plane_field.number == kPlaneLines && plane_field.wire_type == wire::kLengthDelimited) {
-        plane_lines.push_back({static_cast<size_t>(plane_field.bytes.data() - bytes_.data()), plane_field.bytes.size()});
+        const size_t offset = static_cast<size_t>(plane_field.bytes.data() - bytes_.data());
+        plane_lines.push_back({offset, plane_field.bytes.size()});
       } else {
         plane_header.append(plane_start, plane.position());
       }

@@ -125,8 +125,8 @@ struct Field {
   std::string_view bytes;       // Length-delimited payload.
 };
 
-// Reads the fields of one serialized message in order. Forced inline (~15% of a conversion): it runs for every field of
-// millions of events.
+// Reads the fields of one serialized message in order. Forced inline (GCC declines otherwise, and
+// it runs for every field of millions of events: ~15% of a conversion).
 class Reader {
  public:
   explicit Reader(std::string_view bytes) : p_(bytes.data()), end_(bytes.data() + bytes.size()) {}
