@@ -93,6 +93,17 @@ TEST(ReadXSpaceFileTest, TruncatedFileIsAFormatErrorNamingTheFile) {
   }
 }
 
+TEST(ReadXSpaceFileTest, EmptyFileIsATraceWithoutPlanes) {
+  // Nothing to map into memory: read the ordinary way. (Protobuf parses no bytes as an empty XSpace.)
+  fs::path dir = FreshDir("empty");
+  WriteFile(dir / "h.xplane.pb", "");
+  EXPECT_EQ(ReadXSpaceFile((dir / "h.xplane.pb").string()).headers().planes_size(), 0);
+}
+
+TEST(ReadXSpaceFileTest, MissingFileIsNotFound) {
+  EXPECT_THROW(ReadXSpaceFile((FreshDir("missing") / "h.xplane.pb").string()), TraceNotFoundError);
+}
+
 TEST(ParseXSpaceTest, TextIsNotAnXSpace) {
   EXPECT_THROW(ParseXSpace("{\"traceEvents\": []}", "json"), TraceFormatError);
 }

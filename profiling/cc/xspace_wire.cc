@@ -171,7 +171,7 @@ bool CheckLine(std::string_view bytes) {
 std::vector<std::string_view> LazyXSpace::lines(int plane) const {
   std::vector<std::string_view> views;
   views.reserve(lines_[plane].size());
-  for (const Range& range : lines_[plane]) views.emplace_back(bytes_.data() + range.offset, range.size);
+  for (const Range& range : lines_[plane]) views.push_back(bytes_.bytes.substr(range.offset, range.size));
   return views;
 }
 
@@ -180,7 +180,7 @@ bool LazyXSpace::Split() {
   lines_.clear();
   // The trace without lines, re-serialized for protobuf: every other field, in order.
   std::string header;
-  wire::Reader space(bytes_);
+  wire::Reader space(bytes_.bytes);
   Field field;
   while (!space.done()) {
     const char* start = space.position();
@@ -197,7 +197,7 @@ bool LazyXSpace::Split() {
       const char* plane_start = plane.position();
       if (!plane.Next(&plane_field)) return false;
       if (plane_field.number == kPlaneLines && plane_field.wire_type == wire::kLengthDelimited) {
-        const size_t offset = static_cast<size_t>(plane_field.bytes.data() - bytes_.data());
+        const size_t offset = static_cast<size_t>(plane_field.bytes.data() - bytes_.bytes.data());
         plane_lines.push_back({offset, plane_field.bytes.size()});
       } else {
         plane_header.append(plane_start, plane.position());
@@ -209,9 +209,9 @@ bool LazyXSpace::Split() {
   return headers_.ParseFromString(header) && static_cast<size_t>(headers_.planes_size()) == lines_.size();
 }
 
-LazyXSpace LazyXSpace::Parse(std::string bytes, const std::string& what) {
-  if (bytes.size() > static_cast<size_t>(INT_MAX)) {
-    throw TraceFormatError(what + " is " + std::to_string(bytes.size()) +
+LazyXSpace LazyXSpace::Parse(SharedBytes bytes, const std::string& what) {
+  if (bytes.bytes.size() > static_cast<size_t>(INT_MAX)) {
+    throw TraceFormatError(what + " is " + std::to_string(bytes.bytes.size()) +
                            " bytes; protobuf cannot parse messages over 2 GiB. Trace fewer steps.");
   }
   LazyXSpace lazy;
@@ -220,10 +220,16 @@ LazyXSpace LazyXSpace::Parse(std::string bytes, const std::string& what) {
   return lazy.Split() ? std::move(lazy) : lazy.Canonical();
 }
 
+LazyXSpace LazyXSpace::Parse(std::string bytes, const std::string& what) {
+  auto owner = std::make_shared<const std::string>(std::move(bytes));
+  const std::string_view view = *owner;
+  return Parse(SharedBytes{std::move(owner), view}, what);
+}
+
 LazyXSpace LazyXSpace::Canonical() const {
   tensorflow::profiler::XSpace full;
-  if (!full.ParseFromString(bytes_)) {
-    throw TraceFormatError(what_ + " is not a serialized XSpace (" + std::to_string(bytes_.size()) +
+  if (!full.ParseFromArray(bytes_.bytes.data(), static_cast<int>(bytes_.bytes.size()))) {
+    throw TraceFormatError(what_ + " is not a serialized XSpace (" + std::to_string(bytes_.bytes.size()) +
                            " bytes that protobuf could not parse): the file is truncated (was the "
                            "trace still being written?) or is not a jax.profiler *.xplane.pb. "
                            "Capture the trace again.");
@@ -232,7 +238,8 @@ LazyXSpace LazyXSpace::Canonical() const {
   full.DiscardUnknownFields();
   LazyXSpace canonical;
   canonical.what_ = what_;
-  canonical.bytes_ = full.SerializeAsString();
+  auto owner = std::make_shared<const std::string>(full.SerializeAsString());
+  canonical.bytes_ = {owner, *owner};
   if (!canonical.Split()) {
     throw std::logic_error("the converter could not split protobuf's own serialization of " + what_ +
                            "; please report this with the trace");

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -79,12 +80,19 @@ bool CheckLine(std::string_view bytes);
 template <typename OnEvent>
 bool ForEachEvent(std::string_view bytes, OnEvent&& on_event);
 
+// Bytes that stay where they are while `owner` lives: a std::string, or a file mapped into memory.
+struct SharedBytes {
+  std::shared_ptr<const void> owner;
+  std::string_view bytes;
+};
+
 // One host's trace: planes without their lines, and the lines as bytes (not yet checked).
 class LazyXSpace {
  public:
   // Splits `bytes` into planes and lines; parses all but the lines. Throws TraceFormatError
   // (naming `what`) for bytes that protobuf cannot parse as an XSpace, unless the damage is
   // inside a line: that shows when the line is read.
+  static LazyXSpace Parse(SharedBytes bytes, const std::string& what);
   static LazyXSpace Parse(std::string bytes, const std::string& what);
 
   // The same trace as protobuf parses it, re-serialized without unknown fields: every decoder
@@ -106,7 +114,7 @@ class LazyXSpace {
   bool Split();
 
   std::string what_;  // For messages.
-  std::string bytes_;
+  SharedBytes bytes_;
   tensorflow::profiler::XSpace headers_;
   std::vector<std::vector<Range>> lines_;  // By plane: where its lines are in bytes_.
 };
