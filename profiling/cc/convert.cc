@@ -99,8 +99,8 @@ ConvertResult ConvertRunDirs(const std::vector<std::string>& run_dirs, const Con
     for (const std::string& path : ListTraceFiles(run_dir)) {
       // Each trace is parsed, reduced to its spans and freed before the next: peak memory is one
       // trace, not all of them.
-      tensorflow::profiler::XSpace space = ReadXSpaceFile(path);
-      CollectFingerprints(space, &fingerprints);
+      const LazyXSpace space = ReadXSpaceFile(path);
+      CollectFingerprints(space.headers(), &fingerprints);
       const size_t group = options.group_by_host ? num_groups++ : num_groups;
       hosts.push_back({path, group, ExtractSpans(space, options.planes)});
       files_read.push_back(path);
@@ -119,8 +119,8 @@ ConvertResult ConvertXSpaces(const std::vector<std::string>& xspaces, const Conv
   FingerprintMap fingerprints;
   for (size_t i = 0; i < xspaces.size(); ++i) {
     const std::string label = "xspace #" + std::to_string(i);
-    tensorflow::profiler::XSpace space = ParseXSpace(xspaces[i], label);
-    CollectFingerprints(space, &fingerprints);
+    const LazyXSpace space = ParseXSpace(xspaces[i], label);
+    CollectFingerprints(space.headers(), &fingerprints);
     hosts.push_back({label, i, ExtractSpans(space, options.planes)});
   }
   return Finish(std::move(hosts), xspaces.size(), fingerprints, options);

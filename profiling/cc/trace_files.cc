@@ -1,11 +1,17 @@
 #include "profiling/cc/trace_files.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <climits>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <system_error>
+#include <utility>
 
 #include "profiling/cc/errors.h"
 
@@ -68,22 +74,38 @@ std::vector<std::string> ListTraceFiles(const std::string& run_dir) {
   return traces;
 }
 
-tensorflow::profiler::XSpace ParseXSpace(std::string_view bytes, const std::string& what) {
-  if (bytes.size() > static_cast<size_t>(INT_MAX)) {
-    throw TraceFormatError(what + " is " + std::to_string(bytes.size()) +
-                           " bytes; protobuf cannot parse messages over 2 GiB. Trace fewer steps.");
-  }
-  tensorflow::profiler::XSpace space;
-  if (!space.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    throw TraceFormatError(what + " is not a serialized XSpace (" + std::to_string(bytes.size()) +
-                           " bytes that protobuf could not parse): the file is truncated (was the "
-                           "trace still being written?) or is not a jax.profiler *.xplane.pb. "
-                           "Capture the trace again.");
-  }
-  return space;
+LazyXSpace ParseXSpace(std::string bytes, const std::string& what) {
+  return LazyXSpace::Parse(std::move(bytes), what);
 }
 
-tensorflow::profiler::XSpace ReadXSpaceFile(const std::string& path) {
+namespace {
+
+// The file at `path` mapped into memory, read-only: no copy of hundreds of MB, and pages come
+// straight from the page cache. Null bytes.owner if it cannot be mapped (an empty file, a file
+// system without mmap). jax.profiler writes each run's traces once, into a new directory, so a
+// file is not truncated while it is mapped (which would end the process with SIGBUS).
+SharedBytes MapFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  struct stat st;
+  void* data = MAP_FAILED;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    data = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+  }
+  close(fd);  // The mapping stays valid without the descriptor.
+  if (data == MAP_FAILED) return {};
+  const size_t size = static_cast<size_t>(st.st_size);
+  std::shared_ptr<const void> owner(data, [size](const void* p) { munmap(const_cast<void*>(p), size); });
+  return {std::move(owner), std::string_view(static_cast<const char*>(data), size)};
+}
+
+}  // namespace
+
+LazyXSpace ReadXSpaceFile(const std::string& path) {
+  const std::string what = "trace file '" + path + "'";
+  SharedBytes mapped = MapFile(path);
+  if (mapped.owner) return LazyXSpace::Parse(std::move(mapped), what);
+
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw TraceNotFoundError("cannot open trace file '" + path + "'");
   // One read of the known size: traces reach hundreds of MB, where stream iterators are slow.
@@ -92,7 +114,7 @@ tensorflow::profiler::XSpace ReadXSpaceFile(const std::string& path) {
   if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) {
     throw TraceNotFoundError("error while reading trace file '" + path + "'");
   }
-  return ParseXSpace(bytes, "trace file '" + path + "'");
+  return LazyXSpace::Parse(std::move(bytes), what);
 }
 
 }  // namespace pgle

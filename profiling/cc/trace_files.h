@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "profiling/cc/xplane.pb.h"
+#include "profiling/cc/xspace_wire.h"
 
 namespace pgle {
 
@@ -18,13 +18,13 @@ namespace pgle {
 // directory, or holds no such file; the message lists what it does hold.
 std::vector<std::string> ListTraceFiles(const std::string& run_dir);
 
-// Parses one serialized XSpace. `what` names the source in error messages. Throws TraceFormatError
-// for bytes protobuf cannot parse (truncated files, other formats).
-tensorflow::profiler::XSpace ParseXSpace(std::string_view bytes, const std::string& what);
+// Parses one serialized XSpace (lazily: see LazyXSpace). `what` names the source in error messages.
+// Throws TraceFormatError for bytes protobuf cannot parse (truncated files, other formats).
+LazyXSpace ParseXSpace(std::string bytes, const std::string& what);
 
 // Reads and parses one trace file. Throws TraceNotFoundError if it cannot be read, TraceFormatError
 // like ParseXSpace.
-tensorflow::profiler::XSpace ReadXSpaceFile(const std::string& path);
+LazyXSpace ReadXSpaceFile(const std::string& path);
 
 }  // namespace pgle
 

@@ -76,8 +76,8 @@ TEST(ReadXSpaceFileTest, ReadsPlanes) {
   fs::path dir = FreshDir("read");
   WriteFile(dir / "h.xplane.pb", SerializedSpace("/device:GPU:3"));
   auto space = ReadXSpaceFile((dir / "h.xplane.pb").string());
-  ASSERT_EQ(space.planes_size(), 1);
-  EXPECT_EQ(space.planes(0).name(), "/device:GPU:3");
+  ASSERT_EQ(space.headers().planes_size(), 1);
+  EXPECT_EQ(space.headers().planes(0).name(), "/device:GPU:3");
 }
 
 TEST(ReadXSpaceFileTest, TruncatedFileIsAFormatErrorNamingTheFile) {
@@ -91,6 +91,17 @@ TEST(ReadXSpaceFileTest, TruncatedFileIsAFormatErrorNamingTheFile) {
     EXPECT_NE(std::string(e.what()).find("h.xplane.pb"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
   }
+}
+
+TEST(ReadXSpaceFileTest, EmptyFileIsATraceWithoutPlanes) {
+  // Nothing to map into memory: read the ordinary way. (Protobuf parses no bytes as an empty XSpace.)
+  fs::path dir = FreshDir("empty");
+  WriteFile(dir / "h.xplane.pb", "");
+  EXPECT_EQ(ReadXSpaceFile((dir / "h.xplane.pb").string()).headers().planes_size(), 0);
+}
+
+TEST(ReadXSpaceFileTest, MissingFileIsNotFound) {
+  EXPECT_THROW(ReadXSpaceFile((FreshDir("missing") / "h.xplane.pb").string()), TraceNotFoundError);
 }
 
 TEST(ParseXSpaceTest, TextIsNotAnXSpace) {

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "profiling/cc/module_fingerprints.h"
-#include "profiling/cc/xplane.pb.h"
+#include "profiling/cc/xspace_wire.h"
 
 namespace pgle {
 
@@ -61,12 +61,14 @@ class HostSpans {
   HostCosts Resolve(const FingerprintMap& fingerprints) const;
 
  private:
-  friend HostSpans ExtractSpans(const tensorflow::profiler::XSpace&, PlaneSelection);
+  friend HostSpans ExtractSpans(const LazyXSpace&, PlaneSelection);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
-HostSpans ExtractSpans(const tensorflow::profiler::XSpace& space, PlaneSelection selection);
+// Reads every line of `space` once (checking those it does not use). Throws TraceFormatError for a
+// trace that protobuf would not parse either.
+HostSpans ExtractSpans(const LazyXSpace& space, PlaneSelection selection);
 
 }  // namespace pgle
 

@@ -1,6 +1,9 @@
 #include "profiling/cc/xspace_events.h"
 
+#include <algorithm>
+
 #include "gtest/gtest.h"
+#include "profiling/cc/errors.h"
 #include "profiling/cc/xspace_builder.h"
 
 namespace pgle {
@@ -23,9 +26,13 @@ testing::Stats Hlo(const std::string& op, int64_t program_id = 1) {
   return {{"hlo_op", Ref{op}}, {"hlo_module", Ref{"jit_step"}}, {"program_id", program_id}};
 }
 
+HostSpans Extract(const XSpace& space, PlaneSelection selection) {
+  return ExtractSpans(LazyXSpace::Parse(space.SerializeAsString(), "test trace"), selection);
+}
+
 HostCosts Costs(const XSpace& space, PlaneSelection selection = PlaneSelection::kDevice,
                 const FingerprintMap& fingerprints = {}) {
-  return ExtractSpans(space, selection).Resolve(fingerprints);
+  return Extract(space, selection).Resolve(fingerprints);
 }
 
 double Mean(const HostCosts& costs, const std::string& name) {
@@ -120,7 +127,7 @@ TEST(ExtractSpansTest, GpuPlanesWinOverTpuAndCustom) {
     PlaneBuilder gpu = AddPlane(&space, name);
     gpu.AddEvent(gpu.AddLine("l"), "x", 0, kUs, Hlo(std::string("gpu_op") + name[12]));
   }
-  HostSpans spans = ExtractSpans(space, PlaneSelection::kDevice);
+  HostSpans spans = Extract(space, PlaneSelection::kDevice);
   EXPECT_EQ(spans.planes_read(), (std::vector<std::string>{"/device:GPU:0", "/device:GPU:1"}));
   HostCosts costs = spans.Resolve({});
   EXPECT_TRUE(costs.count("gpu_op0") && costs.count("gpu_op1"));
@@ -184,6 +191,84 @@ TEST(ExtractSpansTest, NumericAndMissingRefValuesAsXlaPrintsThem) {
   HostCosts costs = Costs(space);
   EXPECT_TRUE(costs.count("12"));
   EXPECT_TRUE(costs.count(""));
+}
+
+TEST(ExtractSpansTest, MetadataIdsFarFromOneTwoThreeWork) {
+  // Traces number metadata 1, 2, 3, ...; any int64 id is valid all the same.
+  XSpace space;
+  auto* plane = space.add_planes();
+  plane->set_name("/device:GPU:0");
+  const int64_t op_id = int64_t{1} << 40, module_id = -5, name_id = 70000, event_id = int64_t{1} << 50;
+  (*plane->mutable_stat_metadata())[op_id].set_name("hlo_op");
+  (*plane->mutable_stat_metadata())[module_id].set_name("hlo_module");
+  (*plane->mutable_stat_metadata())[name_id].set_name("fusion.9");
+  auto* metadata_stat = (*plane->mutable_event_metadata())[event_id].add_stats();
+  metadata_stat->set_metadata_id(module_id);
+  metadata_stat->set_str_value("m");
+  auto* event = plane->add_lines()->add_events();
+  event->set_metadata_id(event_id);
+  event->set_duration_ps(4 * kUs);
+  auto* op_stat = event->add_stats();
+  op_stat->set_metadata_id(op_id);
+  op_stat->set_ref_value(static_cast<uint64_t>(name_id));
+  HostCosts costs = Costs(space);
+  ASSERT_EQ(costs.size(), 1u);
+  EXPECT_DOUBLE_EQ(Mean(costs, "fusion.9"), 4.0);
+}
+
+TEST(ExtractSpansTest, InterleavedInstancesOfManyOpsMergeEachToItsOwn) {
+  // Fragments of one instance far apart in the trace, other ops' instances in between.
+  XSpace space;
+  PlaneBuilder gpu = AddPlane(&space, "/device:GPU:0");
+  auto* line = gpu.AddLine("Stream #1");
+  auto* other_line = gpu.AddLine("Stream #2");
+  for (int64_t instance = 0; instance < 50; ++instance) {
+    for (int op = 0; op < 3; ++op) {
+      testing::Stats stats = Hlo("op" + std::to_string(op));
+      stats.push_back({"scope_range_id", instance});
+      // A fragment of (1 + op) us at 100 us * instance, and one ending 1 us later on the other line.
+      gpu.AddEvent(line, "k", instance * 100 * kUs, (1 + op) * kUs, stats);
+      gpu.AddEvent(other_line, "k", instance * 100 * kUs + op * kUs, 2 * kUs, stats);
+    }
+  }
+  HostCosts costs = Costs(space);
+  ASSERT_EQ(costs.size(), 3u);
+  for (int op = 0; op < 3; ++op) {
+    const std::string name = "op" + std::to_string(op);
+    EXPECT_EQ(costs[name].count, 50);
+    EXPECT_DOUBLE_EQ(Mean(costs, name), std::max(1.0 + op, op + 2.0));
+  }
+}
+
+TEST(ExtractSpansTest, ReadsThroughProtobufWhatTheFastReaderRefuses) {
+  XSpace space;
+  PlaneBuilder gpu = AddPlane(&space, "/device:GPU:0");
+  auto* line = gpu.AddLine("Stream #1");
+  gpu.AddEvent(line, "a", 0, 2 * kUs, Hlo("fusion.1"));
+  gpu.AddEvent(line, "a", 10 * kUs, 4 * kUs, Hlo("fusion.1"));
+  // An unknown group field (number 20, one varint inside) appended to the last event: protobuf
+  // skips it, the fast reader leaves it to protobuf. Its bytes: start tag, field 1 = 1, end tag.
+  const std::string group = "\xa3\x01\x08\x01\xa4\x01";
+  XSpace with_group = space;
+  auto* event = with_group.mutable_planes(0)->mutable_lines(0)->mutable_events(1);
+  ASSERT_TRUE(event->ParseFromString(event->SerializeAsString() + group));  // Kept as an unknown field.
+  ASSERT_FALSE(CheckLine(with_group.planes(0).lines(0).SerializeAsString()));
+  HostCosts costs = Costs(with_group);
+  EXPECT_EQ(costs["fusion.1"].count, 2);
+  EXPECT_DOUBLE_EQ(Mean(costs, "fusion.1"), 3.0);
+}
+
+TEST(ExtractSpansTest, DamageInALineNotReadIsStillAFormatError) {
+  XSpace space;
+  PlaneBuilder gpu = AddPlane(&space, "/device:GPU:0");
+  gpu.AddEvent(gpu.AddLine("Stream #1"), "a", 0, kUs, Hlo("fusion.1"));
+  PlaneBuilder host = AddPlane(&space, "/host:CPU");
+  host.AddEvent(host.AddLine("python"), "step", 0, kUs, {{"note", std::string("fine")}});
+  std::string bytes = space.SerializeAsString();
+  const size_t at = bytes.find("fine");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at] = '\xff';  // Invalid UTF-8 in a string stat of the host plane, which is not read.
+  EXPECT_THROW(ExtractSpans(LazyXSpace::Parse(bytes, "t"), PlaneSelection::kDevice), TraceFormatError);
 }
 
 }  // namespace
