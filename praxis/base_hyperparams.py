@@ -168,13 +168,13 @@ def _to_lines(value: Any, path: str, lines: list[str]) -> None:
     kind = "partial" if isinstance(value, fdl.Partial) else "cls"
     lines.append(f"{path or '(root)'} : {kind}/{_qualname(target)}")
     for name, arg in sorted(_arguments_with_defaults(value).items()):
-      if name in ("parent", "name"):  # Flax's bookkeeping fields, not hyperparameters
+      if _is_flax_bookkeeping(target, name):
         continue
       _to_lines(arg, f"{path}.{name}" if path else name, lines)
   elif dataclasses.is_dataclass(value) and not isinstance(value, type):
     lines.append(f"{path} : {_qualname(type(value))}")
     for field in dataclasses.fields(value):
-      if field.name in ("parent", "name"):
+      if _is_flax_bookkeeping(type(value), field.name):
         continue
       _to_lines(getattr(value, field.name), f"{path}.{field.name}", lines)
   elif isinstance(value, dict) and value:
@@ -185,6 +185,13 @@ def _to_lines(value: Any, path: str, lines: list[str]) -> None:
       _to_lines(item, f"{path}[{index}]", lines)
   else:
     lines.append(f"{path} : {_leaf_text(value)}")
+
+
+def _is_flax_bookkeeping(target: Any, name: str) -> bool:
+  """Flax modules' `parent` and `name` fields are wiring, not hyperparameters; other classes'
+  `name` (an input's, say) is a real setting and is printed."""
+  return (name in ("parent", "name") and isinstance(target, type) and
+          any(c.__module__.startswith("flax.") and c.__name__ == "Module" for c in target.__mro__))
 
 
 def _arguments_with_defaults(cfg: fdl.Buildable) -> dict[str, Any]:

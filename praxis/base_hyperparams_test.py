@@ -120,6 +120,16 @@ class BaseHyperparamsTest(absltest.TestCase):
         "other : float16",
     ])
 
+  def test_text_keeps_a_plain_class_name_field_but_not_flax_wiring(self):
+
+    @dataclasses.dataclass
+    class Named(bh.HParamsMixin):
+      name: str = "train"
+
+    self.assertIn("name : 'eval'", bh.nested_struct_to_text(Named.HParams(name="eval")))
+    self.assertNotIn("parent", bh.nested_struct_to_text(Scale.HParams(dims=1)))
+    self.assertNotIn("\nname", bh.nested_struct_to_text(Scale.HParams(dims=1)))
+
 
 if __name__ == "__main__":
   absltest.main()
