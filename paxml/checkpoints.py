@@ -102,9 +102,42 @@ def checkpoint_dir(job_log_dir: str) -> str:
 
 
 class _ManagerOwner:
-  """The step listing, waiting and closing both checkpointers share."""
+  """What both checkpointers share: an Orbax manager of two items, the `state`
+  pytree and one JSON item (named `json_item`), with saving, restoring, step
+  listing, waiting and closing."""
 
-  _manager: ocp.CheckpointManager
+  def __init__(self, directory: str, json_item: str, options: ocp.CheckpointManagerOptions):
+    self.directory = directory
+    self._json_item = json_item
+    self._manager = ocp.CheckpointManager(directory, options=options,
+                                          item_names=(_STATE, json_item))
+
+  def _save(self, step: int, state: Any, json_value: Any, *, force: bool) -> bool:
+    return self._manager.save(
+        step,
+        args=ocp.args.Composite(**{
+            _STATE: ocp.args.StandardSave(state),
+            self._json_item: ocp.args.JsonSave(json_value),
+        }),
+        force=force,
+    )
+
+  def _restore(self, step: int | None, state_target: Any = None
+               ) -> tuple[int, Any, Any] | None:
+    """Reads checkpoint `step` (None: the latest) as (step, state, JSON item).
+
+    With `state_target` None only the JSON item is read (state is None).
+    Returns None when there is no checkpoint.
+    """
+    step = self.latest_step() if step is None else step
+    if step is None:
+      return None
+    args = {self._json_item: ocp.args.JsonRestore()}
+    if state_target is not None:
+      args[_STATE] = ocp.args.StandardRestore(state_target)
+    restored = self._manager.restore(step, args=ocp.args.Composite(**args))
+    state = restored[_STATE] if state_target is not None else None
+    return step, state, restored[self._json_item]
 
   def latest_step(self) -> int | None:
     """Returns the newest finished checkpoint's step, or None if there is none."""
@@ -140,15 +173,11 @@ class Checkpointer(_ManagerOwner):
   def __init__(self, job_log_dir: str, *, save_interval_steps: int, max_to_keep: int,
                save_keep_interval_duration: Duration | None = None,
                keep_period: int | None = None):
-    self.directory = checkpoint_dir(job_log_dir)
-    self._manager = ocp.CheckpointManager(
-        self.directory,
-        options=_options(
-            save_interval_steps=save_interval_steps, max_to_keep=max_to_keep,
-            keep_period=keep_period,
-            save_keep_interval_duration=save_keep_interval_duration, async_save=True),
-        item_names=(_STATE, _TRAIN_INPUT),
-    )
+    super().__init__(
+        checkpoint_dir(job_log_dir), _TRAIN_INPUT,
+        _options(save_interval_steps=save_interval_steps, max_to_keep=max_to_keep,
+                 keep_period=keep_period,
+                 save_keep_interval_duration=save_keep_interval_duration, async_save=True))
 
   def save(
       self, step: int, state: Any, input_state: dict[str, Any], *, force: bool = False
@@ -162,14 +191,7 @@ class Checkpointer(_ManagerOwner):
     The arrays are copied before this returns, so the caller may donate or
     overwrite `state` right after.
     """
-    return self._manager.save(
-        step,
-        args=ocp.args.Composite(**{
-            _STATE: ocp.args.StandardSave(state),
-            _TRAIN_INPUT: ocp.args.JsonSave(input_state),
-        }),
-        force=force,
-    )
+    return self._save(step, state, input_state, force=force)
 
   def restore(self, abstract_state: Any, step: int | None = None) -> Restored | None:
     """Reads checkpoint `step` (default: the latest) into `abstract_state`'s structure.
@@ -182,17 +204,11 @@ class Checkpointer(_ManagerOwner):
     Returns:
       The checkpoint, or None when there is none to restore.
     """
-    step = self.latest_step() if step is None else step
-    if step is None:
+    restored = self._restore(step, abstract_state)
+    if restored is None:
       return None
-    restored = self._manager.restore(
-        step,
-        args=ocp.args.Composite(**{
-            _STATE: ocp.args.StandardRestore(abstract_state),
-            _TRAIN_INPUT: ocp.args.JsonRestore(),
-        }),
-    )
-    return Restored(step=step, state=restored[_STATE], input_state=restored[_TRAIN_INPUT])
+    step, state, input_state = restored
+    return Restored(step=step, state=state, input_state=input_state)
 
 
 # Leaves Orbax stores as arrays; Python and NumPy scalars become 0-d arrays on
@@ -248,16 +264,12 @@ class TreeCheckpointer(_ManagerOwner):
     """See the class docstring; `cleanup_tmp_directories=False` is for readers
     of a directory another thread or process writes to: cleaning up would
     delete that writer's in-progress (temporary) checkpoint."""
-    self.directory = str(directory)
-    self._manager = ocp.CheckpointManager(
-        self.directory,
-        options=_options(
-            save_interval_steps=save_interval_steps, max_to_keep=max_to_keep,
-            keep_period=keep_period,
-            save_keep_interval_duration=save_keep_interval_duration,
-            async_save=async_save, cleanup_tmp_directories=cleanup_tmp_directories),
-        item_names=(_STATE, _METADATA),
-    )
+    super().__init__(
+        str(directory), _METADATA,
+        _options(save_interval_steps=save_interval_steps, max_to_keep=max_to_keep,
+                 keep_period=keep_period,
+                 save_keep_interval_duration=save_keep_interval_duration,
+                 async_save=async_save, cleanup_tmp_directories=cleanup_tmp_directories))
 
   def save(self, step: int, tree: Any, *, metadata: Any = None,
            force: bool = True) -> bool:
@@ -270,14 +282,7 @@ class TreeCheckpointer(_ManagerOwner):
     if step in self._manager.all_steps():
       # Orbax would raise; JAXline saves "latest" again after the last step.
       return False
-    return self._manager.save(
-        int(step),
-        args=ocp.args.Composite(**{
-            _STATE: ocp.args.StandardSave(_to_savable(tree)),
-            _METADATA: ocp.args.JsonSave({"value": metadata}),
-        }),
-        force=force,
-    )
+    return self._save(int(step), _to_savable(tree), {"value": metadata}, force=force)
 
   def restore(self, target: Any, step: int | None = None) -> RestoredTree | None:
     """Reads checkpoint `step` (default: the latest) shaped like `target`.
@@ -290,27 +295,16 @@ class TreeCheckpointer(_ManagerOwner):
     Returns:
       The checkpoint, or None when there is none to restore.
     """
-    step = self.latest_step() if step is None else step
-    if step is None:
+    restored = self._restore(step, _to_restore_target(target))
+    if restored is None:
       return None
-    restored = self._manager.restore(
-        step,
-        args=ocp.args.Composite(**{
-            _STATE: ocp.args.StandardRestore(_to_restore_target(target)),
-            _METADATA: ocp.args.JsonRestore(),
-        }),
-    )
-    return RestoredTree(step=step, tree=_like_target(restored[_STATE], target),
-                        metadata=restored[_METADATA]["value"])
+    step, tree, metadata = restored
+    return RestoredTree(step=step, tree=_like_target(tree, target), metadata=metadata["value"])
 
   def read_metadata(self, step: int | None = None) -> Any:
     """Returns only the JSON metadata of `step` (default latest), or None."""
-    step = self.latest_step() if step is None else step
-    if step is None:
-      return None
-    restored = self._manager.restore(
-        step, args=ocp.args.Composite(**{_METADATA: ocp.args.JsonRestore()}))
-    return restored[_METADATA]["value"]
+    restored = self._restore(step)
+    return None if restored is None else restored[2]["value"]
 
 
 class PreemptionGuard:

@@ -45,9 +45,21 @@ class DigitsTest(absltest.TestCase):
     self.assertGreater(len(np.unique(labels)), 9)
     self.assertFalse(np.array_equal(labels[:20], np.sort(labels[:20])))
 
+  def test_dev_and_test_halve_eval(self):
+    def images(split):
+      inp = digits.DigitsInput(split=split, batch_size=1, num_eval_examples=301,
+                               is_training=False, reset_for_eval=True)
+      return [_key(b.image[0]) for b in inp]
+    dev, test, held_out = images("dev"), images("test"), images("eval")
+    self.assertEqual((len(dev), len(test)), (150, 151))  # 301 // 2, and the rest
+    # dev is the first half of eval, test the rest (eval and train partition the data: above).
+    self.assertEqual(dev + test, held_out)
+
   def test_bad_split(self):
-    with self.assertRaisesRegex(ValueError, "split must be 'train' or 'eval'"):
-      digits.DigitsInput(split="test")
+    with self.assertRaisesRegex(ValueError, "split must be one of 'train', 'eval', 'dev', 'test'"):
+      digits.DigitsInput(split="validation")
+    with self.assertRaisesRegex(ValueError, r"num_eval_examples must lie in \[2, 1797\)"):
+      digits.DigitsInput(split="dev", num_eval_examples=1)
 
 
 if __name__ == "__main__":

@@ -25,9 +25,9 @@ import flax.struct
 import jax
 import numpy as np
 
-from paxml import checkpoints
 from paxml import summaries
 from paxml.toolkit import pmap_utils
+from paxml.toolkit import training
 from paxml.toolkit import var_utils
 
 BatchGen = Callable[[], Iterable[Any]]
@@ -91,12 +91,8 @@ def _any_process_active(active: bool) -> bool:
 def _reduce_across_processes(results: EvalResults) -> EvalResults:
   if jax.process_count() == 1:
     return results
-  stacked = pmap_utils.gather_from_jax_processes(results)
-  per_process = pmap_utils.unshard(stacked)
-  merged = per_process[0]
-  for r in per_process[1:]:
-    merged = merged.reduce(r)
-  return merged
+  # One result per process along a new leading axis, folded like per-device results.
+  return pmap_utils.gather_from_jax_processes(results).unshard_and_reduce()
 
 
 def eval_batches(eval_task: EvalTask, dataset_name: str, batches: Iterable[Any],
@@ -219,16 +215,15 @@ class RunEvalKeepBest:
     self.run_eval = run_eval
     self.tune_on = tune_on
     self.dest_path = dest_path
-    self._checkpointer = None
     self.best_results: EvalResults | None = None
-    if summaries.is_leader_process():
-      self._checkpointer = checkpoints.TreeCheckpointer(dest_path, max_to_keep=1)
-      saved = self._checkpointer.read_metadata()
-      if saved is not None:
-        template = run_eval.eval_task.create_eval_results(tune_on)
-        self.best_results = var_utils.parse_pytree_json(saved, template)
-        logging.info("Best %s results so far (from %s): %s", tune_on, dest_path,
-                     self.best_results.to_log_message())
+    # A leader-only saver: the other processes keep their best results in memory.
+    self._saver = training.SaveCheckpoint(dest_path, max_to_keep=1)
+    saved = self._saver.read_metadata()
+    if saved is not None:
+      template = run_eval.eval_task.create_eval_results(tune_on)
+      self.best_results = var_utils.parse_pytree_json(saved, template)
+      logging.info("Best %s results so far (from %s): %s", tune_on, dest_path,
+                   self.best_results.to_log_message())
 
   def __call__(self, train_state: Any, *args, **kwargs) -> KeepBestOutcome:
     results = self.run_eval(train_state, *args, **kwargs)
@@ -236,15 +231,11 @@ class RunEvalKeepBest:
     is_new_best = self.best_results is None or current.is_better_than(self.best_results)
     if is_new_best:
       self.best_results = current
-      if self._checkpointer is not None:
-        self._checkpointer.save(int(np.asarray(train_state.step)), train_state,
-                                metadata=var_utils.dump_pytree_json(current))
+      self._saver.save(train_state, metadata=var_utils.dump_pytree_json(current))
     return KeepBestOutcome(results=results, is_new_best=bool(is_new_best))
 
   def wait_until_finished(self) -> None:
-    if self._checkpointer is not None:
-      self._checkpointer.wait_until_finished()
+    self._saver.wait_until_finished()
 
   def close(self) -> None:
-    if self._checkpointer is not None:
-      self._checkpointer.close()
+    self._saver.close()

@@ -95,9 +95,22 @@ class SaveCheckpoint:
 
   def __call__(self, train_state: TrainState, *args, **kwargs) -> bool:
     del args, kwargs
+    return self.save(train_state)
+
+  def save(self, train_state: TrainState, *, metadata: Any = None) -> bool:
+    """Saves `train_state` (and JSON-serialisable `metadata`) as its step.
+
+    Returns whether it saved: False in a process that does no I/O, or when
+    the step is already saved.
+    """
     if self._checkpointer is None:
       return False
-    return self._checkpointer.save(int(np.asarray(train_state.step)), train_state)
+    return self._checkpointer.save(int(np.asarray(train_state.step)), train_state,
+                                   metadata=metadata)
+
+  def read_metadata(self) -> Any:
+    """The newest checkpoint's metadata; None without one, or in a process that does no I/O."""
+    return None if self._checkpointer is None else self._checkpointer.read_metadata()
 
   def wait_until_finished(self) -> None:
     if self._checkpointer is not None:

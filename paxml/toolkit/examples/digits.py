@@ -5,7 +5,9 @@
 It shows, in order: a model that sows a summary and has BatchNorm; EvalResults
 and an EvalTask; a TrainTask; a CronTab with a checkpoint saver, a log
 writer, a progress publisher and eval with keep-best; and the loop, which is
-yours. Outputs in --log_dir_path: all_ckpts/ (resume from here),
+yours. The data come from paxml.data.digits (scikit-learn's 8x8 digits, no
+download): 1,297 train images, and 500 held out as dev (250) and test (250).
+Outputs in --log_dir_path: all_ckpts/ (resume from here),
 best_ckpts/ (best dev accuracy, with its results as JSON), tensorboard/{train,
 dev,test}. Run it again with a larger --max_steps to continue training.
 """
@@ -24,11 +26,15 @@ import numpy as np
 import optax
 
 from paxml import toolkit
-from paxml.toolkit.examples import digits_data
+from paxml.data import digits as digits_input
 
 _LOG_DIR = flags.DEFINE_string("log_dir_path", "/tmp/toolkit_digits", "Output directory.")
 _MAX_STEPS = flags.DEFINE_integer("max_steps", 600, "Train until this step.")
 _EVAL_INTERVAL = flags.DEFINE_integer("eval_interval", 200, "Steps between evaluations.")
+
+# Images held out of training: the first half is dev (keep-best tunes on it), the rest test.
+_NUM_HELD_OUT = 500
+_EVAL_BATCH_SIZE = 125
 
 
 # --- The model: BatchNorm statistics live in extra_vars["batch_stats"]; the
@@ -37,7 +43,8 @@ class Mlp(nn.Module):
   hidden: int = 128
 
   @nn.compact
-  def __call__(self, x, *, train: bool):  # x: [B, 64]
+  def __call__(self, x, *, train: bool):  # x: [B, 8, 8, 1]
+    x = x.reshape(x.shape[0], -1)  # [B, 64]
     x = nn.Dense(self.hidden)(x)  # [B, H]
     x = nn.BatchNorm(use_running_average=not train)(x)
     x = nn.relu(x)
@@ -46,11 +53,12 @@ class Mlp(nn.Module):
     return nn.Dense(10)(x)  # [B, 10] logits
 
 
-# --- Eval results: a monoid (reduce adds counts), ranked by accuracy.
+# --- Eval results: a monoid (reduce adds counts), ranked by accuracy. The counts
+# are sums of example weights: the last eval batch is padded with weight-0 rows.
 class DigitsResults(toolkit.EvalResults):
-  correct: jax.Array
-  count: jax.Array
-  loss_sum: jax.Array
+  correct: jax.Array  # weighted number of correct predictions
+  count: jax.Array  # weighted number of examples
+  loss_sum: jax.Array  # weighted sum of cross-entropies
 
   def reduce(self, other):
     return DigitsResults(self.correct + other.correct, self.count + other.count,
@@ -80,23 +88,25 @@ class DigitsEvalTask(toolkit.EvalTask):
 
   def create_eval_results(self, dataset_name):
     del dataset_name
-    return DigitsResults(jnp.int32(0), jnp.int32(0), jnp.float32(0))
+    return DigitsResults(jnp.float32(0), jnp.float32(0), jnp.float32(0))
 
   def evaluate(self, batch, model_vars):
     logits = self._apply(model_vars, batch["image"])  # [B, 10]
-    xent = optax.softmax_cross_entropy_with_integer_labels(logits, batch["label"])
-    return DigitsResults(jnp.sum(logits.argmax(-1) == batch["label"]).astype(jnp.int32),
-                         jnp.int32(len(batch["label"])), jnp.sum(xent))
+    xent = optax.softmax_cross_entropy_with_integer_labels(logits, batch["label"])  # [B]
+    w = batch["weights"]  # [B]
+    return DigitsResults(jnp.sum((logits.argmax(-1) == batch["label"]) * w), jnp.sum(w),
+                         jnp.sum(xent * w))
 
 
 # --- The train task: the loss, and which mutable collections come back.
 class DigitsTrainTask(toolkit.TrainTask):
 
   def __init__(self, model):
-    super().__init__(model, example_args=(jnp.zeros((1, 64)),),
+    super().__init__(model, example_args=(jnp.zeros((1, 8, 8, 1)),),
                      example_kwargs={"train": False}, required_rngs=("dropout",))
 
   def compute_loss(self, params, batch, *, extra_vars, prng_key, step):
+    """Mean cross-entropy over this device's slice of the batch."""
     del step
     logits, mutated = self.model.apply(
         {**extra_vars, "params": params, "tensorboard": {}}, batch["image"], train=True,
@@ -105,10 +115,21 @@ class DigitsTrainTask(toolkit.TrainTask):
     return loss, (mutated, None)
 
 
+def _eval_input(split: str) -> digits_input.DigitsInput:
+  return digits_input.DigitsInput(
+      split=split, batch_size=_EVAL_BATCH_SIZE, num_eval_examples=_NUM_HELD_OUT,
+      is_training=False, reset_for_eval=True, name=split)
+
+
+def _eval_pass(eval_input: digits_input.DigitsInput):
+  """A fresh pass over the whole split: RunEval calls this before each evaluation."""
+  eval_input.reset()
+  return iter(eval_input)
+
+
 def run(log_dir: str, *, max_steps: int, eval_interval: int, batch_size: int = 64,
         learning_rate: float = 3e-3, seed: int = 0) -> dict[str, float]:
   """Trains to `max_steps` (resuming from log_dir); returns the last eval accuracies."""
-  splits = digits_data.load_splits()
   model = Mlp()
   task = DigitsTrainTask(model)
   state = task.initialize_train_state(
@@ -121,8 +142,7 @@ def run(log_dir: str, *, max_steps: int, eval_interval: int, batch_size: int = 6
   step_fn = task.make_training_step_fn().pmap("batch")
 
   eval_task = DigitsEvalTask(model)
-  eval_gens = {name: functools.partial(digits_data.eval_batches, splits[name], 125)
-               for name in ("dev", "test")}
+  eval_gens = {name: functools.partial(_eval_pass, _eval_input(name)) for name in ("dev", "test")}
   run_eval = eval_task.make_cron_action(
       eval_gens, tensorboard_root_path=os.path.join(log_dir, "tensorboard"))
   keep_best = run_eval.keep_best_checkpoint("dev", os.path.join(log_dir, "best_ckpts"))
@@ -135,12 +155,17 @@ def run(log_dir: str, *, max_steps: int, eval_interval: int, batch_size: int = 6
   crontab.schedule(task.make_log_writer(), time_interval=10.0, at_first_steps_of_process=3)
   crontab.schedule(task.make_training_progress_publisher(train_writer), step_interval=50)
 
-  batches = digits_data.train_batches(splits["train"], batch_size, seed=seed + start_step)
+  train_input = digits_input.DigitsInput(
+      split="train", batch_size=batch_size, num_eval_examples=_NUM_HELD_OUT,
+      input_random_seed=seed)
+  # One batch per step, and batch i depends only on (seed, i): a resumed run continues
+  # with the batches it has not yet trained on.
+  train_input.set_state({**train_input.get_state(), "num_batches": start_step})
   rng = jax.random.PRNGKey(seed + 1)
   last_eval = {}
   for step in range(start_step, max_steps):
     rng, step_rng = jax.random.split(jax.random.fold_in(rng, step))
-    state, step_info = step_fn(state, next(batches), step_rng)
+    state, step_info = step_fn(state, train_input.get_next(), step_rng)
     results = crontab.run(state, step_info=step_info)
     if "eval" in results:
       last_eval = {name: r.accuracy for name, r in results["eval"].results.items()}
