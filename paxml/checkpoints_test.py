@@ -119,7 +119,9 @@ class CheckpointerTest(absltest.TestCase):
     with self._checkpointer() as ckpt:
       ckpt.save(5, state, {})
       new_state = overwrite(state)
-      self.assertTrue(state.params["w"].is_deleted())
+      # Whether XLA could reuse the buffer depends on whether Orbax's background copy still
+      # holds it at this moment (it varies run to run), so it is not asserted; when it did
+      # reuse it, the buffer now holds -7s and only a copy made by save() keeps `want`.
       del new_state
     with self._checkpointer() as ckpt:
       restored = ckpt.restore(_abstract(_state(0)))
