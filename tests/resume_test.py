@@ -18,25 +18,15 @@ from tensorboard.backend.event_processing import event_accumulator
 from tensorboard.util import tensor_util
 
 from paxml import trainer
-from paxml.tasks.lm.params import demo
+from tests import tiny_lm
 
 _STEPS = 8
 
 
-class _TinyLm(demo.DemoLm):
+class _TinyLm(tiny_lm.TinyLm):
   """A few seconds of training; a checkpoint every 2 steps and a loss summary every step."""
 
-  VOCAB_SIZE = 16
-  SEQ_LEN = 16
-  BATCH_SIZE = 8
-  MAX_STRIDE = 2
   INPUT_SEED = 7
-  MODEL_DIMS = 32
-  NUM_LAYERS = 1
-  NUM_HEADS = 2
-  HIDDEN_DIMS = 64
-  LEARNING_RATE = 1e-2
-  WARMUP_STEPS = 0
   NUM_TRAIN_STEPS = _STEPS
   SAVE_INTERVAL_STEPS = 2
   SAVE_MAX_TO_KEEP = 10
