@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 from absl.testing import absltest
@@ -70,7 +71,9 @@ class ResumeTest(absltest.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.reference_dir = absltest.get_default_test_tmpdir() + "/reference"
+    # A new directory: the default test tmpdir outlives runs (outside Bazel it is shared), and a
+    # stale checkpoint there would be resumed instead of trained.
+    cls.reference_dir = tempfile.mkdtemp(dir=absltest.get_default_test_tmpdir())
     trainer.train_and_evaluate(_TinyLm(), cls.reference_dir)
     (cls.reference,) = _losses_by_file(cls.reference_dir)
     assert sorted(cls.reference) == list(range(1, _STEPS + 1)), cls.reference

@@ -12,6 +12,7 @@ from paxml import base_experiment
 from paxml import synthetic_input
 from paxml import tasks_lib
 from praxis import base_hyperparams
+from praxis import base_layer
 from praxis.layers import models
 from praxis.layers import sample_decode
 from praxis.layers import transformer_models
@@ -20,7 +21,7 @@ from praxis.layers import transformers
 
 def language_model(*, vocab_size: int, model_dims: int, num_layers: int, num_heads: int,
                    hidden_dims: int, decode_seqlen: int) -> models.LanguageModel:
-  """A pre-LN praxis LanguageModel with tied embeddings and sinusoidal positions; greedy
+  """A pre-LN praxis LanguageModel with tied, scaled embeddings and sinusoidal positions; greedy
   decoding up to `decode_seqlen` tokens, no EOS."""
   layer = transformers.Transformer.HParams.config()
   layer.tr_atten_tpl.use_bias = False
@@ -29,6 +30,10 @@ def language_model(*, vocab_size: int, model_dims: int, num_layers: int, num_hea
       transformer_layer_params_tpl=layer)
   lm = transformer_models.TransformerLm.HParams.config(
       model_dims=model_dims, vocab_size=vocab_size, stacked_transformer_tpl=stack)
+  # As the reference experiments (model_params.language_model_config): embeddings N(0, 1/D)
+  # scaled by sqrt(D) on lookup, so tokens are as loud as the sinusoidal positions.
+  lm.softmax_tpl.scale_sqrt_depth = True
+  lm.softmax_tpl.params_init = base_layer.WeightInit.Gaussian(model_dims**-0.5)
   return base_hyperparams.instantiate(models.LanguageModel.HParams.config(
       lm_tpl=lm, decoder_tpl=sample_decode.DecoderHParams(seqlen=decode_seqlen, eos_id=None)))
 
