@@ -6,7 +6,8 @@ Public modules (import them directly; this file imports nothing, so
   base_experiment: `BaseExperiment`, what every experiment implements.
   tasks_lib: `TaskConfig` (`SingleTask`), what `BaseExperiment.task()` returns.
   partitioning: the (replica, data, mdl) mesh, the logical-axis rules, state/batch shardings.
-  train_states: `TrainState`, the optimizer, sharded initialisation (`state_layout`).
+  train_states: `TrainState`, the praxis optimizer built (`make_optimizer`), sharded
+    initialisation (`state_layout`).
   progress: steps/s, tokens/s, MFU (FLOPs formula and peak table) and ETA.
   job_files: model_params.txt, experiment_cls_vars.txt, post_init_model_params.txt,
     input_specs.json in job_log_dir.

@@ -2,18 +2,20 @@
 
 The experiment owns the mesh shape (Pax's `ICI_MESH_SHAPE` x `DCN_MESH_SHAPE`, axes
 `replica, data, mdl`) and one rules table; layers only name logical axes on their weights and
-activations (see praxis/transformer_lm.py). One function turns an abstract train state into
-`NamedSharding`s: `jax.eval_shape` of the initialisation keeps the weights' logical names, the
-rules map each name to mesh axes.
+activations (praxis/base_layer.py lists the names). The table is praxis.sharding's
+`LOGICAL_AXIS_RULES`, Pax's `set_sharding_params_v1`: weights over `data` x `mdl` (FSDP x tensor
+parallel), activations' batch over `data` x `replica` and their model dims over `mdl`.
 
   mesh = create_mesh(ici_mesh_shape=(1, 4, 2))
   partitioner = Partitioner(mesh)
-  shardings = partitioner.state_shardings(jax.eval_shape(init_fn, rng))
+  shardings = partitioner.state_shardings(jax.eval_shape(init_fn, rng))   # boxed -> unboxed
   batch_sharding = partitioner.batch_sharding()
+  with partitioner.rules_context():      # trace jitted steps here: maybe_shard constraints apply
+    ...
 
-Pax's rules (`set_sharding_params_v1`): weights are sharded over `data` x `mdl` (their model
-dims over `data`, FSDP-style, and their hidden/head/vocab dims over `mdl`), activations' batch
-over (`replica`, `data`) and their model dims over `mdl`; `replica` only replicates.
+The batch is split over (data, replica), not Pax's (replica, data): both give the same blocks and
+collectives, but XLA in jax 0.10.2 miscompiles Pax's order on a mesh with all three axes > 1
+(praxis/sharding.py explains and tests it).
 """
 
 from collections.abc import Sequence
@@ -26,32 +28,16 @@ import jax
 from jax.experimental import mesh_utils
 import numpy as np
 
-MESH_AXIS_NAMES = ("replica", "data", "mdl")
+from praxis import sharding
+
+MESH_AXIS_NAMES = sharding.MESH_AXIS_NAMES
 """Pax's mesh axes: pure data-parallel replicas, data (batch + FSDP), model (tensor) parallel."""
 
-BATCH_AXES = ("replica", "data")
-"""The mesh axes an input batch's leading dimension is split over."""
+BATCH_AXES = sharding.BATCH_AXES
+"""The mesh axes an input batch's leading dimension is split over, major first."""
 
-# Logical name -> mesh axes. A name missing here is replicated. A local copy of Pax's v1 table
-# until praxis/sharding.py provides the shared one; the names are praxis/transformer_lm.py's.
-LOGICAL_AXIS_RULES: tuple[tuple[str, Any], ...] = (
-    # Weights.
-    ("vocab", "mdl"),
-    ("embed", "data"),
-    ("mlp", "mdl"),
-    ("heads", "mdl"),
-    ("kv", None),
-    ("norm", None),
-    ("position", None),
-    # Activations.
-    ("activation_batch", BATCH_AXES),
-    ("activation_length", None),
-    ("activation_embed", "mdl"),
-    ("activation_mlp", "mdl"),
-    ("activation_heads", "mdl"),
-    ("activation_kv", None),
-    ("activation_vocab", "mdl"),
-)
+LOGICAL_AXIS_RULES = sharding.LOGICAL_AXIS_RULES
+"""Logical name -> mesh axes (praxis.sharding.pax_v1_rules()); a name missing here is replicated."""
 
 
 class MeshError(ValueError):
@@ -117,30 +103,26 @@ class Partitioner:
   def state_shardings(self, abstract_tree: Any) -> Any:
     """Maps a (boxed) abstract tree to NamedShardings, with the boxes removed.
 
-    `abstract_tree` is typically `jax.eval_shape(init_fn, rng)`; leaves boxed with
-    `nn.with_logical_partitioning` are sharded by the rules, other leaves (counters,
-    optimizer step counts) are replicated. The result has the structure of
-    `nn.unbox(abstract_tree)`.
+    `abstract_tree` is typically `jax.eval_shape(init_fn, rng)`; leaves boxed with logical names
+    (weights, and the optimizer moments and EMA built from them) are sharded by the rules,
+    other leaves (counters, Adafactor's factored statistics) are replicated. The result has the
+    structure of `nn.unbox(abstract_tree)`.
+
+    Raises:
+      MeshError: a sharded dim does not divide over its mesh axes (the message names the
+        array's path).
     """
-    specs = self.logical_specs(abstract_tree)
-    shardings = nn.logical_to_mesh_sharding(specs, self.mesh, self.rules)
-    # Divisibility is checked here, where the names are known, not deep inside XLA.
-    flat_values, _ = jax.tree_util.tree_flatten_with_path(nn.unbox(abstract_tree))
-    for (path, value), sharding in zip(flat_values, jax.tree.leaves(shardings)):
-      for dim, axes in zip(value.shape, sharding.spec):
-        ways = self._ways(axes)
-        if dim % ways:
-          raise MeshError(
-              f"{jax.tree_util.keystr(path)} of shape {value.shape} cannot be split {ways} "
-              f"ways over mesh axes {axes} (mesh {dict(self.mesh.shape)}); change the model "
-              "dims or the mesh shape so that each sharded dim divides evenly")
-    return shardings
+    try:
+      return sharding.logical_to_shardings(abstract_tree, self.mesh, self.rules)
+    except ValueError as e:
+      raise MeshError(f"{e} (mesh {dict(self.mesh.shape)}); change the model dims or the mesh "
+                      "shape") from None
 
   def replicated(self) -> jax.sharding.NamedSharding:
     return jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
 
   def batch_sharding(self) -> jax.sharding.NamedSharding:
-    """Leading (batch) dim over (`replica`, `data`); other dims replicated."""
+    """Leading (batch) dim over `BATCH_AXES`; other dims replicated (the rules' `batch`)."""
     return jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec(BATCH_AXES))
 
   def check_global_batch(self, global_batch_size: int) -> None:
@@ -152,20 +134,17 @@ class Partitioner:
 
   def global_batch(self, host_batch: Any) -> Any:
     """Makes this host's rows (numpy) part of one global, batch-sharded jax.Array per leaf."""
-    sharding = self.batch_sharding()
+    placement = self.batch_sharding()
     return jax.tree.map(
-        lambda x: jax.make_array_from_process_local_data(sharding, np.asarray(x)), host_batch)
+        lambda x: jax.make_array_from_process_local_data(placement, np.asarray(x)), host_batch)
 
   def rules_context(self):
-    """The context under which `nn.with_logical_constraint` in layers takes effect."""
-    return nn.logical_axis_rules(self.rules)
+    """The mesh and rules under which the layers' `maybe_shard` constraints take effect.
 
-  def _ways(self, axes: Any) -> int:
-    if axes is None:
-      return 1
-    if isinstance(axes, str):
-      return self.mesh.shape[axes]
-    return math.prod(self.mesh.shape[a] for a in axes)
+    They are read while a function is traced and are not part of jit's cache key, so the first
+    call of a jitted step must happen inside this context.
+    """
+    return sharding.activate(self.mesh, self.rules)
 
 
 def for_experiment(experiment: Any, task: Any) -> Partitioner:

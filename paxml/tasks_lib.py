@@ -4,16 +4,37 @@ Pax nests these in `SingleTask.train`; this version keeps one flat, frozen recor
 names are Pax's `train.*` names. A misspelt field is a `TypeError` at construction, which `main`
 reports in one line.
 
-The model is any Flax module with the trainer's model interface:
-  `model(input_batch) -> (metrics, per_example_out)`, metrics a dict name -> (value, weight)
-  with 'total_loss' (the training loss); optionally `model.decode(input_batch) ->
-  (metrics, decode_out)`; optionally a `transformer_dims` property (layers, heads, dims per head)
-  for the attention term of the FLOPs count. `praxis.transformer_lm.LmModel` is one.
+The model is a Flax module with the praxis model interface (`praxis.layers.models`):
+  train:  `model.apply(variables, batch, rngs={"dropout": key}, mutable=["aux_loss"])
+          -> ((metrics, per_example_out), collections)`, metrics a dict name -> (value, weight)
+          with 'total_loss' (the training loss, aux losses included);
+  eval:   `model.apply(variables, batch) -> (metrics, per_example_out)`;
+  decode: `model.apply(variables, batch, method="decode", ...) -> (metrics, decode_out)`
+          (optional). `praxis.layers.models.LanguageModel` is one.
+
+The optimizer is a praxis optimizer config (`praxis.optimizers`: Adam, AdamW, Adafactor, Sgd,
+Lion with their learning rate, schedule, gradient clipping, weight decay and EMA), e.g. Pax's
+`set_default_adam`:
+
+    optimizers.Adam.HParams.config(
+        learning_rate=2.5e-4, beta1=0.9, beta2=0.99, epsilon=1e-6, weight_decay=1e-3,
+        clip_gradient_norm_to_value=5.0,
+        lr_schedule=schedules.LinearRampupExponentialDecay.HParams.config(
+            warmup_steps=4000, decay_start=4001, decay_end=300000, min_ratio=0.1, max=1.0))
+
+A shorthand for small experiments: leave `optimizer` None and give `learning_rate` (plus
+`warmup_steps` and `clip_gradient_norm_to_value`); that is Adam with a linear warm-up from 0 and
+then a constant rate (`optimizer_config()` spells it out).
 """
 
 from collections.abc import Sequence
 import dataclasses
+from typing import Any
+
 import flax.linen as nn
+
+from praxis import optimizers
+from praxis import schedules
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,14 +43,18 @@ class TaskConfig:
 
   model: nn.Module
   """The (unbound) model: its fields are the architecture (see the module docstring)."""
-  learning_rate: float
-  """Adam's peak learning rate, reached after `warmup_steps`."""
   num_train_steps: int
   """Training stops once the train state reaches this step."""
+  optimizer: Any = None
+  """A praxis optimizer config (module docstring); None: Adam from `learning_rate`."""
+  learning_rate: float | None = None
+  """Shorthand (only with optimizer=None): Adam's peak learning rate, reached after
+  `warmup_steps`."""
   warmup_steps: int = 0
-  """Steps of linear learning-rate warmup from 0; then it stays constant."""
+  """Shorthand (only with optimizer=None): steps of linear warm-up from 0; then constant."""
   clip_gradient_norm_to_value: float | None = 5.0
-  """Rescales gradients whose global norm exceeds this (Pax's default); None disables."""
+  """Shorthand (only with optimizer=None): clip the gradients' global norm to this (Pax's
+  default); None or 0 disables. With `optimizer`, its own field decides."""
   num_microbatches: int = 1
   """Gradient accumulation: each step's batch is split into this many microbatches, run one
   after another, and their gradients combined into one update (same result, less memory)."""
@@ -67,8 +92,44 @@ class TaskConfig:
         raise ValueError(f"TaskConfig.{name} must be None or at least 1, got {value}")
     if self.warmup_steps < 0:
       raise ValueError(f"TaskConfig.warmup_steps must be >= 0, got {self.warmup_steps}")
-    if self.learning_rate <= 0:
-      raise ValueError(f"TaskConfig.learning_rate must be positive, got {self.learning_rate}")
+    if self.optimizer is None:
+      if self.learning_rate is None or self.learning_rate <= 0:
+        raise ValueError(
+            "TaskConfig needs an optimizer: set `optimizer` to a praxis.optimizers config "
+            "(e.g. optimizers.Adam.HParams.config(learning_rate=1e-3)) or give a positive "
+            f"`learning_rate` for plain Adam; got optimizer=None, learning_rate="
+            f"{self.learning_rate}")
+    elif self.learning_rate is not None or self.warmup_steps:
+      raise ValueError(
+          "TaskConfig: `learning_rate` and `warmup_steps` are the shorthand for optimizer=None; "
+          "with an optimizer config set its `learning_rate` and `lr_schedule` instead")
+
+  def optimizer_config(self) -> Any:
+    """The praxis optimizer config this task trains with (the shorthand spelt out)."""
+    if self.optimizer is not None:
+      return self.optimizer
+    schedule = schedules.Constant.HParams.config(value=1.0, warmup_steps=self.warmup_steps)
+    return optimizers.Adam.HParams.config(
+        learning_rate=self.learning_rate, lr_schedule=schedule,
+        clip_gradient_norm_to_value=self.clip_gradient_norm_to_value or 0.0,
+        # Plain Adam, as the shorthand promises: no per-tensor update capping.
+        clip_threshold=0.0)
+
+
+def transformer_dims(model: Any) -> tuple[int, int, int] | None:
+  """(layers, heads, dims per head) of a praxis LanguageModel's stack, for the attention term of
+  the FLOPs count (paxml/progress.py); None for a model without one."""
+  lm = getattr(model, "lm_tpl", None)
+  stack = getattr(lm, "stacked_transformer_tpl", None)
+  if stack is None:
+    return None
+  layers = 1
+  if hasattr(stack, "block"):  # StackedTransformerRepeated: x_times blocks of num_layers.
+    layers, stack = stack.x_times, stack.block
+  layers *= stack.num_layers
+  heads = stack.num_heads
+  # TransformerLm sets the stack's model_dims when it builds it; the config may leave it 0.
+  return layers, heads, stack.dim_per_head or (stack.model_dims or lm.model_dims) // heads
 
 
 # Pax's name for the task record.

@@ -4,12 +4,14 @@ Shared by the train loop (trainer.py) and the eval/decode jobs (eval_lib.py), wh
 same checkpoints.
 
 `StateLayout` is the one place where an abstract train state (`jax.eval_shape` of the
-initialisation, weights boxed with their logical axis names) becomes shardings.
+initialisation, weights boxed with their logical axis names) becomes shardings. The optimizer
+state is initialised from the *boxed* weights, so Adam's moments and the parameter EMA keep
+their weights' logical names and are sharded like them (praxis.sharding.logical_to_shardings).
 """
 
 import dataclasses
 import functools
-from typing import Any
+from typing import Any, Callable
 
 import flax.linen as nn
 import flax.struct
@@ -19,6 +21,7 @@ import optax
 
 from paxml import partitioning
 from paxml import tasks_lib
+from praxis import optimizers
 from praxis import pytypes
 
 
@@ -33,18 +36,44 @@ class TrainState(flax.struct.PyTreeNode):
   """int32 scalar: steps whose loss or gradient was NaN/Inf, so no update was applied."""
 
 
-def make_optimizer(
-    task: tasks_lib.TaskConfig,
-) -> tuple[optax.GradientTransformation, optax.Schedule]:
-  """Returns (Adam, its learning-rate schedule). Clipping is the train step's (it reports both
-  the raw and the clipped gradient norm)."""
-  schedule = optax.constant_schedule(task.learning_rate)
-  if task.warmup_steps:
-    schedule = optax.join_schedules(
-        [optax.linear_schedule(0.0, task.learning_rate, task.warmup_steps), schedule],
-        boundaries=[task.warmup_steps],
-    )
-  return optax.adam(schedule), schedule
+@dataclasses.dataclass(frozen=True)
+class Optimizer:
+  """A praxis optimizer config built once: its optax transformation and what summaries need.
+
+  `init` / `update` are the transformation's (so this can stand in for it); `update` always
+  takes the parameters (weight decay, EMA and update capping read them).
+  """
+
+  config: Any
+  """The praxis optimizer config (praxis.optimizers)."""
+  tx: optax.GradientTransformation
+  """clip -> scale (Adam, ...) -> weight decay -> learning rate -> EMA; see praxis.optimizers."""
+  clip_gradient_norm_to_value: float
+  """The global-norm clip inside `tx` (0: none); the step reports the clipped norm with it."""
+
+  def init(self, params: Any) -> optax.OptState:
+    return self.tx.init(params)
+
+  def update(self, grads: Any, state: optax.OptState, params: Any) -> tuple[Any, Any]:
+    return self.tx.update(grads, state, params)
+
+  def learning_rate(self, opt_state: optax.OptState) -> jax.Array:
+    """The learning rate of the next update (base rate x schedule at the update count)."""
+    return optimizers.current_learning_rate(self.config, opt_state)
+
+
+def make_optimizer(task: tasks_lib.TaskConfig,
+                   params: Any = None) -> tuple[Optimizer, Callable[[Any], jax.Array]]:
+  """Returns (the task's optimizer, its learning rate as a function of the update count).
+
+  `params` (optional, e.g. the abstract weights) lets the builder log which weights the
+  weight-decay exclusion pattern matches.
+  """
+  config = task.optimizer_config()
+  tx = optimizers.build(config, params)
+  # A Fiddle config reads an unset field as its default, as the built optimizer does.
+  clip = float(config.clip_gradient_norm_to_value or 0.0)
+  return Optimizer(config, tx, clip), optimizers.learning_rate_fn(config)
 
 
 def sample_batch(spec: Any) -> Any:
@@ -52,12 +81,12 @@ def sample_batch(spec: Any) -> Any:
   return jax.tree.map(lambda x: jnp.zeros((1,) + tuple(x.shape[1:]), x.dtype), spec)
 
 
-def init_state(model: nn.Module, optimizer: optax.GradientTransformation, rng: jax.Array,
-               batch_spec: Any) -> TrainState:
+def init_state(model: nn.Module, optimizer: Optimizer | optax.GradientTransformation,
+               rng: jax.Array, batch_spec: Any) -> TrainState:
   """The step-0 state, weights still boxed with their logical axes (`nn.unbox` removes them).
 
-  Adam's moments are built from the boxed weights, so they carry the same axis names and are
-  sharded like the weights they follow.
+  The optimizer state is built from the boxed weights, so Adam's moments (and an EMA) carry the
+  same axis names and are sharded like the weights they follow.
   """
   params = model.init(rng, pytypes.NestedMap(sample_batch(batch_spec)))["params"]
   return TrainState(
@@ -91,7 +120,7 @@ class StateLayout:
     return jax.jit(self.init_fn, out_shardings=self.shardings)(rng)
 
 
-def state_layout(task: tasks_lib.TaskConfig, optimizer: optax.GradientTransformation,
+def state_layout(task: tasks_lib.TaskConfig, optimizer: Optimizer | optax.GradientTransformation,
                  partitioner: partitioning.Partitioner, batch_spec: Any,
                  rng: jax.Array) -> StateLayout:
   boxed_init = functools.partial(init_state, task.model, optimizer, batch_spec=batch_spec)

@@ -33,9 +33,23 @@ from paxml import summaries
 from paxml import tasks_lib
 from paxml import train_states
 from paxml import triggers
+from praxis import base_layer
 from praxis import pytypes
 
 Metrics = dict[str, jax.Array]
+
+
+def _apply_for_training(model: Any, params: Any, batch: pytypes.NestedMap,
+                        rng: jax.Array) -> dict[str, tuple[jax.Array, jax.Array]]:
+  """The model's metrics on `batch` with dropout on and the sown aux losses in `total_loss`.
+
+  praxis' convention (praxis/layers/models.py): a "dropout" rng turns dropout on, and a mutable
+  "aux_loss" collection lets the model add every layer's `add_aux_loss` into total_loss. The
+  collection itself is discarded: it is per step, not state.
+  """
+  (metrics, _), _ = model.apply({"params": params}, batch, rngs={"dropout": rng},
+                                mutable=[base_layer.AUX_LOSS])
+  return metrics
 
 
 def _loss_and_grads(params, batch, rng, model, num_microbatches):
@@ -48,7 +62,7 @@ def _loss_and_grads(params, batch, rng, model, num_microbatches):
 
   def microbatch(mb, mb_rng):
     def weighted_loss(p):
-      metrics, _ = model.apply({"params": p}, mb, rngs={"dropout": mb_rng})
+      metrics = _apply_for_training(model, p, mb, mb_rng)
       loss, weight = metrics["total_loss"]
       return loss * weight, metrics
 
@@ -57,7 +71,7 @@ def _loss_and_grads(params, batch, rng, model, num_microbatches):
 
   if num_microbatches == 1:
     def mean_loss(p):
-      metrics, _ = model.apply({"params": p}, batch, rngs={"dropout": rng})
+      metrics = _apply_for_training(model, p, batch, rng)
       return metrics["total_loss"][0], metrics
     (_, metrics), grads = jax.value_and_grad(mean_loss, has_aux=True)(params)
     return grads, metrics
@@ -99,15 +113,15 @@ def train_step(
     rng: jax.Array,
     *,
     model: Any,
-    optimizer: optax.GradientTransformation,
-    schedule: optax.Schedule,
-    clip_gradient_norm_to_value: float | None = None,
+    optimizer: train_states.Optimizer,
     num_microbatches: int = 1,
 ) -> tuple[train_states.TrainState, Metrics]:
   """One update on `batch`; returns the new state and scalar metrics.
 
-  A step whose loss or gradient norm is NaN/Inf changes nothing but `step` and
-  `skipped_steps`: the weights and Adam's moments stay as they were.
+  The optimizer (a praxis optimizer, train_states.make_optimizer) does all of the update:
+  global-norm clipping, its scaling, weight decay, the learning-rate schedule and an EMA. A
+  step whose loss or gradient norm is NaN/Inf changes nothing but `step` and `skipped_steps`:
+  the weights and the optimizer state (its update count included) stay as they were.
   """
   # The same base key every step, folded with the step: dropout masks differ
   # per step yet a resumed run reproduces them exactly.
@@ -116,11 +130,6 @@ def train_step(
       state.params, batch, step_rng, model, num_microbatches)
   loss = model_metrics["total_loss"][0]
   raw_norm = optax.global_norm(grads)
-  scale = jnp.ones((), jnp.float32)
-  if clip_gradient_norm_to_value is not None:
-    scale = jnp.minimum(1.0, clip_gradient_norm_to_value / jnp.maximum(raw_norm, 1e-12))
-  grads = jax.tree.map(lambda g: g * scale.astype(g.dtype), grads)
-
   updates, new_opt_state = optimizer.update(grads, state.opt_state, state.params)
   new_params = optax.apply_updates(state.params, updates)
   valid = jnp.isfinite(loss) & jnp.isfinite(raw_norm)
@@ -131,12 +140,16 @@ def train_step(
       opt_state=keep_old(new_opt_state, state.opt_state),
       skipped_steps=state.skipped_steps + (~valid).astype(jnp.int32),
   )
+  clipped_norm = raw_norm
+  if optimizer.clip_gradient_norm_to_value > 0:
+    # What the optimizer's clip_by_global_norm leaves: g * min(1, c / |g|) has norm min(|g|, c).
+    clipped_norm = jnp.minimum(raw_norm, optimizer.clip_gradient_norm_to_value)
   metrics = {
       "loss": loss,
-      # The rate this update used: Adam's count is the number of updates applied.
-      "lr": schedule(state.step - state.skipped_steps),
+      # The rate this update used, from the optimizer's count of updates applied so far.
+      "lr": optimizer.learning_rate(state.opt_state),
       "learning/raw_grad_norm": raw_norm,
-      "learning/clipped_grad_norm": raw_norm * scale,
+      "learning/clipped_grad_norm": clipped_norm,
       "learning/is_valid_step": valid.astype(jnp.float32),
       "learning/skipped_steps": new_state.skipped_steps,
   }
@@ -165,7 +178,6 @@ def train_and_evaluate(
   job_files.write_config_files(job_log_dir, "train", experiment, datasets, task)
   train_input = fdl.build(experiment.train_dataset())
   partitioner = partitioning.for_experiment(experiment, task)
-  optimizer, schedule = train_states.make_optimizer(task)
   init_rng, train_rng = jax.random.split(jax.random.PRNGKey(task.random_seed))
 
   host_batch = eval_lib.peek(train_input)
@@ -176,6 +188,7 @@ def train_and_evaluate(
         f"num_microbatches={task.num_microbatches} does not split the global batch of "
         f"{global_batch_size} rows into equal microbatches over {partitioner.num_batch_shards} "
         "batch shards; pick a divisor")
+  optimizer, _ = train_states.make_optimizer(task)
   layout = train_states.state_layout(task, optimizer, partitioner, host_batch, init_rng)
   job_files.write_post_init_files(
       job_log_dir, layout.boxed.params, layout.shardings.params, host_batch)
@@ -211,8 +224,7 @@ def train_and_evaluate(
     # instead of holding two copies of parameters and moments.
     step_fn = jax.jit(
         functools.partial(
-            train_step, model=task.model, optimizer=optimizer, schedule=schedule,
-            clip_gradient_norm_to_value=task.clip_gradient_norm_to_value,
+            train_step, model=task.model, optimizer=optimizer,
             num_microbatches=task.num_microbatches),
         in_shardings=(layout.shardings, partitioner.batch_sharding(), partitioner.replicated()),
         out_shardings=(layout.shardings, partitioner.replicated()),
@@ -233,16 +245,16 @@ def train_and_evaluate(
         num_train_steps=last,
         tokens_per_step=global_batch_size * host_batch.ids.shape[1],
         flops_per_token=progress.flops_per_token(
-            _num_matmul_params(layout.boxed.params),
-            getattr(task.model, "transformer_dims", None), host_batch.ids.shape[1]),
+            _num_matmul_params(layout.boxed.params), tasks_lib.transformer_dims(task.model),
+            host_batch.ids.shape[1]),
         num_devices=partitioner.mesh.size,
         peak_flops_per_device=progress.peak_flops_per_device(jax.devices()[0]),
         start_step=step)
 
     # Leaving the `with` blocks flushes the summaries and waits for asynchronous
     # checkpoint saves, even when training fails.
-    with eval_lib.open_writer(job_log_dir, "train") as writer, \
-        jax.set_mesh(partitioner.mesh), partitioner.rules_context():
+    # The layers' sharding constraints apply when the step is first traced, inside this context.
+    with eval_lib.open_writer(job_log_dir, "train") as writer, partitioner.rules_context():
       logging.info("Training from step %d to %d", step, last)
       metrics: dict[str, float] = {}
       while step < last:
@@ -286,12 +298,10 @@ def train_and_evaluate(
 
 
 def _num_matmul_params(boxed_params: Any) -> int:
-  """Parameters that take part in matmuls: all but the position table (see progress.py)."""
-  specs = nn.get_partition_spec(boxed_params)
-  values = nn.unbox(boxed_params)
+  """Parameters that take part in matmuls: all but a learned position table (a lookup; see
+  progress.py)."""
   total = 0
-  for value, spec in zip(jax.tree.leaves(values), jax.tree.leaves(
-      specs, is_leaf=lambda x: isinstance(x, jax.sharding.PartitionSpec))):
-    if "position" not in tuple(spec):
+  for path, value in jax.tree_util.tree_flatten_with_path(nn.unbox(boxed_params))[0]:
+    if "position_emb" not in jax.tree_util.keystr(path):
       total += value.size
   return total

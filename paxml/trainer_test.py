@@ -9,7 +9,9 @@ from absl.testing import absltest
 import fiddle as fdl
 import flax.linen as nn
 import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
 from tensorboard.backend.event_processing import event_accumulator
 from tensorboard.util import tensor_util
 
@@ -18,8 +20,26 @@ from paxml import synthetic_input
 from paxml import tasks_lib
 from paxml import train_states
 from paxml import trainer
+from praxis import base_hyperparams
+from praxis import optimizers
 from praxis import pytypes
-from praxis import transformer_lm
+from praxis.layers import models
+from praxis.layers import transformer_models
+from praxis.layers import transformers
+
+
+def tiny_language_model(z_loss_weight: float = 0.0) -> models.LanguageModel:
+  """A one-layer, 32-wide praxis LanguageModel over 16 tokens."""
+  lm = transformer_models.TransformerLm.HParams.config(
+      model_dims=32, vocab_size=16,
+      stacked_transformer_tpl=transformers.StackedTransformer.HParams.config(
+          num_layers=1, num_heads=2, hidden_dims=64))
+  # No attention biases, as in Pax's LMs: the key bias has a zero gradient (softmax ignores a
+  # shift shared by all keys), and Adam would turn its rounding noise into full-size updates.
+  layer = lm.stacked_transformer_tpl.transformer_layer_params_tpl
+  layer.tr_atten_tpl.use_bias = False
+  lm.softmax_tpl.z_loss_weight = z_loss_weight
+  return base_hyperparams.instantiate(models.LanguageModel.HParams.config(lm_tpl=lm))
 
 
 class _TinyLm(base_experiment.BaseExperiment):
@@ -35,10 +55,7 @@ class _TinyLm(base_experiment.BaseExperiment):
 
   def task(self):
     return tasks_lib.TaskConfig(
-        model=transformer_lm.LmModel(lm=transformer_lm.TransformerLm(
-            vocab_size=16, model_dims=32, num_layers=1, num_heads=2,
-            hidden_dims=64, max_seq_len=16,
-        )),
+        model=tiny_language_model(),
         learning_rate=1e-2,
         num_train_steps=self.NUM_TRAIN_STEPS,
         save_interval_steps=10,
@@ -141,24 +158,41 @@ def _batch(batch_size=4, seed=0):
       batch_size=batch_size, seq_len=16, vocab_size=16, seed=seed).get_next())
 
 
+def _sgd(**kwargs) -> train_states.Optimizer:
+  task = tasks_lib.TaskConfig(model=tiny_language_model(), num_train_steps=1,
+                              optimizer=optimizers.Sgd.HParams.config(**kwargs))
+  return train_states.make_optimizer(task)[0]
+
+
+def _xent(logits, labels, weights):
+  """Weighted mean cross-entropy in numpy: the reference for the model's total_loss."""
+  logits = np.asarray(logits, np.float64)
+  log_probs = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(
+      -1, keepdims=True)) - logits.max(-1, keepdims=True)
+  picked = np.take_along_axis(log_probs, np.asarray(labels)[..., None], -1)[..., 0]
+  return float(-(picked * weights).sum() / weights.sum())
+
+
 class TrainStepTest(absltest.TestCase):
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
     cls.task = _TinyLm().task()
-    cls.optimizer, schedule = train_states.make_optimizer(cls.task)
-    # A staticmethod, or attribute access would bind the test case as the step.
-    cls.schedule = staticmethod(schedule)
+    cls.optimizer, cls.learning_rate_fn = train_states.make_optimizer(cls.task)
     cls.batch = _batch()
     # Jitted: op-by-op (eager) execution of these takes several seconds.
     cls.state = jax.jit(lambda r: nn.unbox(train_states.init_state(
         cls.task.model, cls.optimizer, r, cls.batch)))(jax.random.PRNGKey(0))
 
-  def _step_fn(self, **kwargs):
-    return jax.jit(functools.partial(
-        trainer.train_step, model=self.task.model, optimizer=self.optimizer,
-        schedule=self.schedule, **kwargs))
+  def _step_fn(self, model=None, **kwargs):
+    kwargs.setdefault("optimizer", self.optimizer)
+    return jax.jit(functools.partial(trainer.train_step, model=model or self.task.model,
+                                     **kwargs))
+
+  def _state(self, optimizer):
+    return jax.jit(lambda r: nn.unbox(train_states.init_state(
+        self.task.model, optimizer, r, self.batch)))(jax.random.PRNGKey(0))
 
   def _step(self, state, batch=None, **kwargs):
     return self._step_fn(**kwargs)(state, self.batch if batch is None else batch,
@@ -170,11 +204,20 @@ class TrainStepTest(absltest.TestCase):
     moved = jax.tree.map(lambda a, b: float(np.abs(a - b).max()),
                          new_state.params, self.state.params)
     self.assertTrue(all(d > 0 for d in jax.tree.leaves(moved)))
-    logits = jax.jit(self.task.model.lm.apply)(
-        {"params": self.state.params["lm"]}, self.batch["ids"])
-    loss, _ = transformer_lm.lm_loss(logits, self.batch["labels"], self.batch["weights"])
-    self.assertAlmostEqual(float(metrics["loss"]), float(loss), places=5)
-    self.assertAlmostEqual(float(metrics["Metrics/total_loss"]), float(loss), places=5)
+    logits = jax.jit(lambda p, b: self.task.model.apply(
+        {"params": p}, b.ids, b.paddings, method=lambda m, i, pad: m.lm(i, pad).logits))(
+            self.state.params, self.batch)
+    loss = _xent(logits, self.batch["labels"], self.batch["weights"])
+    self.assertAlmostEqual(float(metrics["loss"]), loss, places=5)
+    self.assertAlmostEqual(float(metrics["Metrics/total_loss"]), loss, places=5)
+
+  def test_sown_aux_losses_are_part_of_the_training_loss(self):
+    model = tiny_language_model(z_loss_weight=0.5)
+    _, metrics = self._step(self.state, model=model)
+    aux = float(metrics["Metrics/aux_loss"])
+    self.assertGreater(aux, 0.0)
+    self.assertAlmostEqual(float(metrics["loss"]), float(metrics["Metrics/avg_xent"]) + aux,
+                           places=5)
 
   def test_step_is_a_pure_function(self):
     _, a = self._step(self.state)
@@ -182,13 +225,35 @@ class TrainStepTest(absltest.TestCase):
     self.assertEqual(float(a["loss"]), float(b["loss"]))
     self.assertEqual(float(a["learning/raw_grad_norm"]), float(b["learning/raw_grad_norm"]))
 
-  def test_clipping_reports_raw_and_clipped_norms(self):
-    _, metrics = self._step(self.state, clip_gradient_norm_to_value=1e-3)
+  def test_the_optimizer_clips_and_the_step_reports_raw_and_clipped_norms(self):
+    # SGD with learning rate 1: the update is minus the (clipped) gradient, so the weights move
+    # by exactly the clipped norm.
+    sgd = _sgd(learning_rate=1.0, clip_gradient_norm_to_value=1e-3)
+    new_state, metrics = self._step(self._state(sgd), optimizer=sgd)
     raw = float(metrics["learning/raw_grad_norm"])
     self.assertGreater(raw, 1e-3)
     self.assertAlmostEqual(float(metrics["learning/clipped_grad_norm"]), 1e-3, places=7)
-    _, unclipped = self._step(self.state, clip_gradient_norm_to_value=None)
+    moved = optax.global_norm(jax.tree.map(jnp.subtract, new_state.params, self.state.params))
+    self.assertAlmostEqual(float(moved), 1e-3, places=6)
+    sgd = _sgd(learning_rate=1.0)
+    new_state, unclipped = self._step(self._state(sgd), optimizer=sgd)
     self.assertAlmostEqual(float(unclipped["learning/clipped_grad_norm"]), raw, places=5)
+    moved = optax.global_norm(jax.tree.map(jnp.subtract, new_state.params, self.state.params))
+    self.assertAlmostEqual(float(moved), raw, places=4)
+
+  def test_weight_decay_follows_the_optimizer_config(self):
+    # Zero gradients (all weights 0) leave only the decay: w -= lr * wd * w.
+    batch = pytypes.NestedMap(self.batch, weights=np.zeros_like(self.batch.weights))
+    sgd = _sgd(learning_rate=0.5, weight_decay=0.1,
+               weight_decay_exclude=optimizers.EXCLUDE_BIASES_AND_NORMS)
+    new_state, _ = self._step(self._state(sgd), batch, optimizer=sgd)
+    for path, new in jax.tree_util.tree_flatten_with_path(new_state.params)[0]:
+      old = self.state.params
+      for key in path:
+        old = old[key.key]
+      name = jax.tree_util.keystr(path)
+      expected = old if name.endswith(("['b']", "['bias']", "['scale']")) else old * 0.95
+      np.testing.assert_allclose(new, expected, rtol=1e-6, atol=1e-8, err_msg=name)
 
   def test_microbatches_give_the_full_batch_update(self):
     batch = _batch(batch_size=8, seed=3)
@@ -201,8 +266,11 @@ class TrainStepTest(absltest.TestCase):
                            float(whole["learning/raw_grad_norm"]), places=5)
     self.assertAlmostEqual(float(micro["Metrics/num_predictions"]),
                            float(whole["Metrics/num_predictions"]) / 4, places=3)
+    # Adam's first step is lr * g / (|g| + 1e-6): for a weight whose gradient is near 1e-6 the
+    # summation-order rounding of g is amplified ~lr / (4 * 1e-6) times, so a few weights differ
+    # by ~1e-5; a wrong combination of microbatches would move them by ~lr = 1e-2.
     for a, b in zip(jax.tree.leaves(micro_state.params), jax.tree.leaves(whole_state.params)):
-      np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+      np.testing.assert_allclose(a, b, rtol=1e-5, atol=3e-5)
 
   def test_nan_loss_skips_the_update_and_counts_it(self):
     bad = pytypes.NestedMap(self.batch, weights=np.full_like(self.batch.weights, np.nan))
@@ -218,15 +286,30 @@ class TrainStepTest(absltest.TestCase):
     fresh, first = self._step(self.state)
     self.assertEqual(int(after.skipped_steps), 1)
     self.assertAlmostEqual(float(good["loss"]), float(first["loss"]), places=6)
+    self.assertEqual(float(good["lr"]), float(first["lr"]))
     for a, b in zip(jax.tree.leaves(after.params), jax.tree.leaves(fresh.params)):
       np.testing.assert_allclose(a, b, rtol=1e-6)
 
-  def test_warmup_schedule(self):
+  def test_warmup_shorthand_and_the_lr_summary(self):
     task = tasks_lib.TaskConfig(model=self.task.model, learning_rate=0.1,
                                 num_train_steps=10, warmup_steps=4)
-    _, schedule = train_states.make_optimizer(task)
+    optimizer, learning_rate_fn = train_states.make_optimizer(task)
     np.testing.assert_allclose(
-        [float(schedule(s)) for s in (0, 2, 4, 9)], [0.0, 0.05, 0.1, 0.1], atol=1e-7)
+        [float(learning_rate_fn(s)) for s in (0, 2, 4, 9)], [0.0, 0.05, 0.1, 0.1], atol=1e-7)
+    state = self._state(optimizer)
+    step = self._step_fn(optimizer=optimizer)
+    lrs = []
+    for _ in range(3):
+      state, metrics = step(state, self.batch, jax.random.PRNGKey(1))
+      lrs.append(float(metrics["lr"]))
+    np.testing.assert_allclose(lrs, [0.0, 0.025, 0.05], atol=1e-7)
+
+  def test_task_needs_an_optimizer(self):
+    with self.assertRaisesRegex(ValueError, "needs an optimizer"):
+      tasks_lib.TaskConfig(model=self.task.model, num_train_steps=1)
+    with self.assertRaisesRegex(ValueError, "shorthand"):
+      tasks_lib.TaskConfig(model=self.task.model, num_train_steps=1, learning_rate=0.1,
+                           optimizer=optimizers.Sgd.HParams.config())
 
 
 if __name__ == "__main__":

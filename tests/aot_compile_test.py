@@ -1,5 +1,8 @@
 """LmCloudSpmd2B's train step compiles ahead of time for its declared mesh [1, 4, 1].
 
+The model is what the experiment declares: praxis LanguageModel with StackedTransformerRepeated
+(18 scanned layers, SAVE_NOTHING remat), bfloat16 activations, praxis Adam.
+
 Runs on 4 fake CPU devices (XLA_FLAGS=--xla_force_host_platform_device_count=4, set by the
 py_test): `jax.jit(train_step, shardings).lower(abstract state, batch).compile()` with the same
 shardings the trainer uses, so a sharding rule, mesh or shape error in the 2B configuration shows
@@ -33,16 +36,15 @@ class AotCompileTest(absltest.TestCase):
     state_shardings = partitioner.state_shardings(built.boxed_state)
     batch_sharding = partitioner.batch_sharding()
     step = jax.jit(
-        functools.partial(trainer.train_step, model=task.model, optimizer=built.optimizer,
-                          schedule=built.schedule,
-                          clip_gradient_norm_to_value=task.clip_gradient_norm_to_value),
+        functools.partial(trainer.train_step, model=task.model, optimizer=built.optimizer),
         in_shardings=(state_shardings, batch_sharding, partitioner.replicated()),
         out_shardings=(state_shardings, partitioner.replicated()),
         donate_argnums=0)
     abstract_state = jax.tree.map(
         lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
         nn.unbox(built.boxed_state), state_shardings)
-    with jax.set_mesh(partitioner.mesh), partitioner.rules_context():
+    # As in the trainer: the layers' sharding constraints apply while the step is traced.
+    with partitioner.rules_context():
       compiled = step.lower(abstract_state, built.batch, jax.random.PRNGKey(0)).compile()
 
     # FSDP over `data`: each device holds a quarter of the 2.1B float32 weights, and the
@@ -53,10 +55,16 @@ class AotCompileTest(absltest.TestCase):
       self.assertGreater(memory.argument_size_in_bytes, 2.9 * per_device_weights)
       self.assertLess(memory.argument_size_in_bytes, 3.2 * per_device_weights)
     out_state_shardings = compiled.output_shardings[0]
-    embedding = [s for p, s in jax.tree_util.tree_flatten_with_path(out_state_shardings.params)[0]
-                 if "embedding" in jax.tree_util.keystr(p)]
-    self.assertTrue(embedding)
-    self.assertIn("data", str(embedding[0].spec))  # The [V, D] table is sharded, not replicated.
+    by_path = {jax.tree_util.keystr(p): s for p, s in
+               jax.tree_util.tree_flatten_with_path(out_state_shardings.params)[0]}
+    # The tied [D, V] softmax/embedding table: D over `data` (Pax's w_vd), V over `mdl` (size 1).
+    table = [s for p, s in by_path.items() if "softmax" in p and p.endswith("['w']")]
+    self.assertLen(table, 1)
+    self.assertEqual(table[0].spec[0], "data")
+    # The repeated layers' weights carry the [18] layer axis, unsharded, then [D, ...] on data.
+    qkv = [s for p, s in by_path.items() if "combined_qkv" in p]
+    self.assertLen(qkv, 1)
+    self.assertEqual(tuple(qkv[0].spec)[:3], (None, None, "data"))  # [L, 3, D, N, H]
 
 
 if __name__ == "__main__":

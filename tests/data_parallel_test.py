@@ -16,32 +16,23 @@ import fiddle as fdl
 import flax.linen as nn
 import jax
 import numpy as np
+import optax
 from tensorboard.backend.event_processing import event_accumulator
 from tensorboard.util import tensor_util
 
 from paxml import partitioning
 from paxml import train_states
 from paxml import trainer
-from paxml.tasks.lm.params import demo
 from praxis import pytypes
+from tests import tiny_lm
 
 _STEPS = 6
 
 
-class _TinyLm(demo.DemoLm):
-  """DemoLm shrunk to a few seconds; every sharded dim divides by 4 (data) and 2 (mdl)."""
+class _TinyLm(tiny_lm.TinyLm):
+  """A few seconds of training; every sharded dim divides by 4 (data) and 2 (mdl)."""
 
-  VOCAB_SIZE = 16
-  SEQ_LEN = 16
-  BATCH_SIZE = 8
-  MAX_STRIDE = 2
   INPUT_SEED = 3
-  MODEL_DIMS = 32
-  NUM_LAYERS = 1
-  NUM_HEADS = 2
-  HIDDEN_DIMS = 64
-  LEARNING_RATE = 1e-2
-  WARMUP_STEPS = 0
   NUM_TRAIN_STEPS = _STEPS
   SAVE_INTERVAL_STEPS = 100
   SAVE_MAX_TO_KEEP = 2
@@ -62,7 +53,7 @@ def _single_device_losses(experiment):
   """Per-step losses of the same model, data and keys, all on device 0 with no sharding."""
   task = experiment.task()
   data = fdl.build(experiment.train_dataset())
-  optimizer, schedule = train_states.make_optimizer(task)
+  optimizer, _ = train_states.make_optimizer(task)
   # The trainer's key derivation: split the seed into (init, train).
   init_rng, train_rng = jax.random.split(jax.random.PRNGKey(task.random_seed))
   device = jax.devices()[0]
@@ -71,8 +62,7 @@ def _single_device_losses(experiment):
   state = jax.device_put(nn.unbox(train_states.init_state(
       task.model, optimizer, init_rng, first)), device)
   step_fn = jax.jit(functools.partial(
-      trainer.train_step, model=task.model, optimizer=optimizer, schedule=schedule,
-      clip_gradient_norm_to_value=task.clip_gradient_norm_to_value))
+      trainer.train_step, model=task.model, optimizer=optimizer))
   losses = []
   for _ in range(_STEPS):
     batch = jax.device_put(pytypes.NestedMap(data.get_next()), device)
@@ -96,8 +86,10 @@ class ShardedTrainingTest(absltest.TestCase):
     # The weights really were split: the text file records each variable's sharding.
     with open(os.path.join(job_log_dir, "post_init_model_params.txt")) as f:
       lines = {line.split()[0]: line for line in f if not line.startswith("#")}
-    self.assertIn("sharding=('mdl', 'data')", lines["lm/embedding/embedding"])
-    self.assertIn("sharding=('data', 'mdl')", lines["lm/block_0/mlp/wi/kernel"])
+    # The tied [D, V] table: D over data, V over mdl (Pax's w_vd, transposed).
+    self.assertIn("sharding=('data', 'mdl')", lines["lm/softmax/logits_ffn/linear/w"])
+    self.assertIn("sharding=('data', 'mdl')",
+                  lines["lm/transformer/x_layers_0/ff_layer/ffn_layer1/linear/w"])
 
   def test_state_shardings_follow_the_rules(self):
     task = _TinyLm().task()
@@ -107,12 +99,18 @@ class ShardedTrainingTest(absltest.TestCase):
     layout = train_states.state_layout(task, optimizer, partitioner, batch,
                                        jax.random.PRNGKey(0))
     state = layout.initialize(jax.random.PRNGKey(0))
-    query = state.params["lm"]["block_0"]["attention"]["query"]  # [D=32, N=2, H=16]
+    attention = state.params["lm"]["transformer"]["x_layers_0"]["self_attention"]
+    query = attention["query"]["w"]  # [D=32, N=2, H=16]
     # D over data (4 ways) and N over mdl (2 ways): each device holds [8, 1, 16].
     self.assertEqual(query.addressable_shards[0].data.shape, (8, 1, 16))
-    # Adam's first moment of that weight is sharded like the weight.
-    mu = state.opt_state[0].mu["lm"]["block_0"]["attention"]["query"]
-    self.assertEqual(mu.sharding.spec, query.sharding.spec)
+    # Adam's moments of that weight are sharded like the weight.
+    (adam,) = [s for s in jax.tree.leaves(
+        state.opt_state, is_leaf=lambda x: isinstance(x, optax.ScaleByAdamState))
+               if isinstance(s, optax.ScaleByAdamState)]
+    for moment in (adam.mu, adam.nu):
+      self.assertEqual(
+          moment["lm"]["transformer"]["x_layers_0"]["self_attention"]["query"]["w"].sharding,
+          query.sharding)
     self.assertEqual(state.step.sharding.spec, jax.sharding.PartitionSpec())
 
   def test_mesh_that_does_not_fit_names_both_shapes_and_the_device_count(self):
@@ -129,7 +127,8 @@ class ShardedTrainingTest(absltest.TestCase):
     partitioner = partitioning.Partitioner(partitioning.create_mesh((1, 1, 8)))
     batch = pytypes.NestedMap(fdl.build(Odd().train_dataset()).get_next())
     with self.assertRaisesRegex(
-        partitioning.MeshError, r"\['attention'\]\['key'\] of shape \(32, 2, 16\) cannot be split 8 ways"):
+        partitioning.MeshError,
+        r"\['self_attention'\]\['key'\]\['w'\]: dim 1 of shape \(32, 2, 16\) has size 2"):
       train_states.state_layout(task, optimizer, partitioner, batch, jax.random.PRNGKey(0))
 
 

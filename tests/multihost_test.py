@@ -21,7 +21,7 @@ from tensorboard.backend.event_processing import event_accumulator
 from tensorboard.util import tensor_util
 
 from paxml import synthetic_input
-from paxml.tasks.lm.params import demo
+from tests import tiny_lm
 
 
 class GlobalSliceInput(synthetic_input.SyntheticLmInput):
@@ -39,18 +39,9 @@ class GlobalSliceInput(synthetic_input.SyntheticLmInput):
     return {k: v[start:start + rows] for k, v in batch.items()}
 
 
-class MultihostLm(demo.DemoLm):
-  VOCAB_SIZE = 16
-  SEQ_LEN = 16
+class MultihostLm(tiny_lm.TinyLm):
   BATCH_SIZE = 8  # Global rows; each of 2 processes feeds 4.
-  MAX_STRIDE = 2
   INPUT_SEED = 11
-  MODEL_DIMS = 32
-  NUM_LAYERS = 1
-  NUM_HEADS = 2
-  HIDDEN_DIMS = 64
-  LEARNING_RATE = 1e-2
-  WARMUP_STEPS = 0
   NUM_TRAIN_STEPS = 4
   SAVE_INTERVAL_STEPS = 2
   SUMMARY_INTERVAL_STEPS = 1

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 from absl.testing import absltest
@@ -18,25 +19,15 @@ from tensorboard.backend.event_processing import event_accumulator
 from tensorboard.util import tensor_util
 
 from paxml import trainer
-from paxml.tasks.lm.params import demo
+from tests import tiny_lm
 
 _STEPS = 8
 
 
-class _TinyLm(demo.DemoLm):
+class _TinyLm(tiny_lm.TinyLm):
   """A few seconds of training; a checkpoint every 2 steps and a loss summary every step."""
 
-  VOCAB_SIZE = 16
-  SEQ_LEN = 16
-  BATCH_SIZE = 8
-  MAX_STRIDE = 2
   INPUT_SEED = 7
-  MODEL_DIMS = 32
-  NUM_LAYERS = 1
-  NUM_HEADS = 2
-  HIDDEN_DIMS = 64
-  LEARNING_RATE = 1e-2
-  WARMUP_STEPS = 0
   NUM_TRAIN_STEPS = _STEPS
   SAVE_INTERVAL_STEPS = 2
   SAVE_MAX_TO_KEEP = 10
@@ -80,7 +71,9 @@ class ResumeTest(absltest.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.reference_dir = absltest.get_default_test_tmpdir() + "/reference"
+    # A new directory: the default test tmpdir outlives runs (outside Bazel it is shared), and a
+    # stale checkpoint there would be resumed instead of trained.
+    cls.reference_dir = tempfile.mkdtemp(dir=absltest.get_default_test_tmpdir())
     trainer.train_and_evaluate(_TinyLm(), cls.reference_dir)
     (cls.reference,) = _losses_by_file(cls.reference_dir)
     assert sorted(cls.reference) == list(range(1, _STEPS + 1)), cls.reference

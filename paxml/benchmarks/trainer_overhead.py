@@ -10,8 +10,9 @@ counts, so start-up, compilation, the initial and final checkpoint and the final
 cancel out and what remains is the loop's steady state (input, step dispatch, summaries).
 Checkpoints fall only on the first and last step (save interval set beyond the run).
 
-Bare: the same model and batch, `jax.jit(step, donate_argnums=0)` with `optax.adam`, timed the
-same way (two loop lengths), with one `block_until_ready` at the end of each.
+Bare: the same model, batch and optax transformation (the task's praxis optimizer, built),
+`jax.jit(step, donate_argnums=0)`, timed the same way (two loop lengths), with one
+`block_until_ready` at the end of each.
 
 Checkpoint stall: `checkpoints.Checkpointer.save` of the trained state; the time `save` blocks
 the loop (device-to-host copy) and the time until the background write finishes.
@@ -37,6 +38,7 @@ import optax
 from paxml import base_experiment
 from paxml import checkpoints
 from paxml import experiment_registry
+from paxml import train_states
 from paxml import trainer
 from paxml.tasks.lm.params import demo  # pylint: disable=unused-import
 from paxml.tasks.lm.params import lm_cloud  # pylint: disable=unused-import
@@ -80,7 +82,7 @@ def bare_loop(experiment_cls):
   task = experiment.task()
   batch = pytypes.NestedMap(fdl.build(experiment.train_dataset()).get_next())
   batch = jax.tree.map(jax.numpy.asarray, batch)
-  optimizer = optax.adam(task.learning_rate)
+  optimizer = train_states.make_optimizer(task)[0].tx  # The same optax chain the trainer runs.
 
   def init(rng):
     params = nn.unbox(task.model.init(rng, batch)["params"])

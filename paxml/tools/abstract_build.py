@@ -82,8 +82,9 @@ class Built:
   """ShapeDtypeStructs of one global batch."""
   boxed_state: train_states.TrainState
   """`jax.eval_shape` of the initialisation; weights boxed with their logical axes."""
-  optimizer: Any
-  schedule: Any
+  optimizer: train_states.Optimizer
+  learning_rate_fn: Any
+  """Update count -> learning rate."""
 
   @property
   def num_params(self) -> int:
@@ -122,14 +123,12 @@ class Built:
 
   def flops_per_step(self) -> float:
     """Model FLOPs of one train step, progress.py's 6 N + 12 L H Q T per token (remat not
-    counted). The position table (a lookup) is excluded from N."""
-    specs = nn.get_partition_spec(self.boxed_state.params)
+    counted). A learned position table (a lookup) is excluded from N."""
     matmul_params = sum(
-        int(np.prod(v.shape)) for v, s in zip(
-            jax.tree.leaves(nn.unbox(self.boxed_state.params)),
-            jax.tree.leaves(specs, is_leaf=lambda x: isinstance(x, jax.sharding.PartitionSpec)))
-        if "position" not in tuple(s))
-    dims = getattr(self.task.model, "transformer_dims", None)
+        int(np.prod(v.shape)) for path, v in jax.tree_util.tree_flatten_with_path(
+            nn.unbox(self.boxed_state.params))[0]
+        if "position_emb" not in jax.tree_util.keystr(path))
+    dims = tasks_lib.transformer_dims(self.task.model)
     if dims is None and hasattr(self.experiment, "NUM_LAYERS"):
       from paxml.tasks.lm import model_params  # pylint: disable=g-import-not-at-top
       dims = (self.experiment.NUM_LAYERS, model_params.num_heads(self.experiment),
@@ -148,9 +147,9 @@ def build(experiment: base_experiment.BaseExperiment, seed: int = 0) -> Built:
     experiment.DATA_DIR = "<DATA_DIR: not read by an abstract build>"
   task = experiment.task()
   batch = batch_spec(experiment)
-  optimizer, schedule = train_states.make_optimizer(task)
+  optimizer, learning_rate_fn = train_states.make_optimizer(task)
   boxed = jax.eval_shape(
       functools.partial(train_states.init_state, task.model, optimizer, batch_spec=batch),
       jax.random.PRNGKey(seed))
   return Built(experiment=experiment, task=task, batch=batch, boxed_state=boxed,
-               optimizer=optimizer, schedule=schedule)
+               optimizer=optimizer, learning_rate_fn=learning_rate_fn)

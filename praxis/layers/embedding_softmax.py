@@ -131,6 +131,9 @@ class FullSoftmax(base_layer.BaseLayer):
         linears.FeedForward.HParams(
             input_dims=self.input_dims, output_dims=self.num_classes, has_bias=self.has_bias,
             weight_axes=self.weight_axes,
+            # The softmax's params_init is its weight's (e.g. Pax's N(0, 1/D) for a tied
+            # embedding); children do not inherit it otherwise.
+            linear_tpl=linears.Linear.HParams(params_init=self.params_init),
             bias_tpl=linears.Bias.HParams(bias_init=self.bias_init),
             activation_tpl=activations.Identity.HParams()))
 

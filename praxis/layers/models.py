@@ -187,7 +187,9 @@ class LanguageModel(base_layer.BaseLayer):
 
     # The loop carries the cache as a plain pytree, so the LM runs as a pure function: an unbound
     # copy applied to this model's variables.
-    lm = self.lm.clone(parent=None)
+    # Unpacked: each row is one prompt, and the prefill passes no segment ids (packing changes
+    # the masks only, not the weights).
+    lm = self.lm.clone(parent=None, packed_input=False)
     lm_variables = {k: v for k, v in self.lm.variables.items()
                     if k not in (attentions.DECODER_CACHE, base_layer.AUX_LOSS,
                                  base_layer.SUMMARIES)}

@@ -77,6 +77,11 @@ class C4SpmdAdam(model_params.TransformerLmSpmdAdam):
     return [self._input(self.TRAIN_FILES, True, "train"),
             self._input(self.EVAL_FILES, False, "C4Validation")]
 
+  def decode_datasets(self) -> list[fdl.Config]:
+    # Pax's C4 experiments configure a decoder (eos_id=1, seqlen=MAX_SEQ_LEN; the base class's
+    # DECODE_* fields) but no decode data; the base's synthetic prompts would be meaningless.
+    return []
+
 
 @experiment_registry.register
 class C4Spmd1BAdam4Replicas(C4SpmdAdam):
