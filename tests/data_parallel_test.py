@@ -28,7 +28,7 @@ from praxis import pytypes
 _STEPS = 6
 
 
-class _TinyLm(demo.DemoLm):
+class _TinyLm(demo.SyntheticDemoLm):
   """DemoLm shrunk to a few seconds; every sharded dim divides by 4 (data) and 2 (mdl)."""
 
   VOCAB_SIZE = 16

@@ -22,6 +22,7 @@ from paxml.tasks.lm.params import c4  # pylint: disable=unused-import
 from paxml.tasks.lm.params import demo  # pylint: disable=unused-import
 from paxml.tasks.lm.params import lm_cloud  # pylint: disable=unused-import
 from praxis import transformer_lm
+from praxis.layers import models
 
 _NAMES = experiment_registry.canonical_names()
 # Tracing a train step of the unrolled 32B..1024B models takes minutes on two shared cores; they
@@ -59,6 +60,14 @@ def expected_param_count(experiment) -> int:
     return lm_param_count(vocab=lm.vocab_size, dims=lm.model_dims, layers=lm.num_layers,
                           heads=lm.num_heads, dims_per_head=lm.model_dims // lm.num_heads,
                           hidden=lm.hidden_dims, position_table=lm.max_seq_len if learned else 0)
+  if isinstance(model, models.LanguageModel):
+    # praxis.layers defaults: biased Q/K/V/post projections and MLP, a tied softmax with a
+    # bias, sinusoidal positions (a learned table is not counted here).
+    lm = model.lm_tpl
+    stack = lm.stacked_transformer_tpl
+    return lm_param_count(vocab=lm.vocab_size, dims=lm.model_dims, layers=stack.num_layers,
+                          heads=stack.num_heads, dims_per_head=stack.dim_per_head,
+                          hidden=stack.hidden_dims, attention_bias=True, softmax_bias=True)
   raise AssertionError(f"{type(experiment).__name__}: no parameter formula for a "
                        f"{type(model).__name__}; add one to expected_param_count")
 

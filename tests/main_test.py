@@ -14,7 +14,7 @@ from paxml.tasks.lm.params import demo
 
 
 @experiment_registry.register
-class TinyDemoLm(demo.DemoLm):
+class TinyDemoLm(demo.SyntheticDemoLm):
   """DemoLm cut down to seconds: a narrower model, 20 steps."""
 
   MODEL_DIMS = 32

@@ -39,7 +39,7 @@ class GlobalSliceInput(synthetic_input.SyntheticLmInput):
     return {k: v[start:start + rows] for k, v in batch.items()}
 
 
-class MultihostLm(demo.DemoLm):
+class MultihostLm(demo.SyntheticDemoLm):
   VOCAB_SIZE = 16
   SEQ_LEN = 16
   BATCH_SIZE = 8  # Global rows; each of 2 processes feeds 4.

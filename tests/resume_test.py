@@ -23,7 +23,7 @@ from paxml.tasks.lm.params import demo
 _STEPS = 8
 
 
-class _TinyLm(demo.DemoLm):
+class _TinyLm(demo.SyntheticDemoLm):
   """A few seconds of training; a checkpoint every 2 steps and a loss summary every step."""
 
   VOCAB_SIZE = 16
