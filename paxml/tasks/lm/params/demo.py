@@ -3,17 +3,19 @@
   ./bazelw run //paxml:main -- --exp=tasks.lm.params.demo.DemoLm --job_log_dir=/tmp/pax_demo
 
 `DemoLm` trains praxis' `LanguageModel` (TransformerLm -> StackedTransformer) on the KJV. The
-first run prepares the data (SentencePiece model + TFRecord shards, ~10 s) into a cache directory
-and logs where (paxml/data/demo_data.py); later runs reuse it. The log ends with the eval
-log-perplexity on the held-out chapters (eval_test_kjv_eval: log_pplx) next to the corpus'
-unigram entropy (5.87 nats/token: what a model that ignores context reaches), and with greedy
-continuations of held-out prompts, also in decoder_out/kjv_prompts/decoder_out_<step>.jsonl.
-Add --eval_on_test / --decode_during_train to do both every EVAL_INTERVAL_STEPS /
-DECODE_INTERVAL_STEPS while training; run the same command again and it resumes. The same
-directory then serves the other modes:
+first run prepares the data (SentencePiece model + TFRecord shards, ~5 s) into a cache directory
+and logs where and the corpus' unigram entropy (5.43 nats/token at 1024 pieces: what a model that
+ignores context reaches); later runs reuse it. Training logs eval_train (a batch not yet trained
+on) at steps 200, 400, ...; the held-out chapters and greedy continuations of held-out prompts
+come from the same directory afterwards, seconds each:
 
   ./bazelw run //paxml:main -- --exp=demo.DemoLm --job_log_dir=/tmp/pax_demo --mode=eval
+      -> summaries/eval_test_kjv_eval, log line "eval_test_kjv_eval at step 800: ... log_pplx="
   ./bazelw run //paxml:main -- --exp=demo.DemoLm --job_log_dir=/tmp/pax_demo --mode=decode
+      -> decoder_out/kjv_prompts/decoder_out_00000800.jsonl (ids and "prefix"/"decoded" text)
+
+or during training with Pax's --eval_on_test / --decode_during_train (every
+EVAL_INTERVAL_STEPS / DECODE_INTERVAL_STEPS). Run the train command again and it resumes.
 
 `SyntheticDemoLm` is the earlier demo: a tiny LM on arithmetic progressions that needs no data
 and trains in seconds; tests subclass it.
@@ -36,7 +38,7 @@ from praxis.layers import transformers
 
 @experiment_registry.register
 class DemoLm(base_experiment.BaseExperiment):
-  """A 2-layer, 128-wide Transformer LM on the KJV: 400 steps of Adam, a few minutes on CPU."""
+  """A 2-layer, 128-wide Transformer LM on the KJV: 800 steps of Adam, ~2 minutes on 2 CPU cores."""
 
   # Data. None: the @corpus//:kjv runfile, prepared into the cache (see demo_data.py).
   CORPUS_PATH = None
@@ -66,12 +68,12 @@ class DemoLm(base_experiment.BaseExperiment):
 
   LEARNING_RATE = 3e-3
   WARMUP_STEPS = 30
-  NUM_TRAIN_STEPS = 400
+  NUM_TRAIN_STEPS = 800
   ICI_MESH_SHAPE = None  # All devices on the data axis.
   DCN_MESH_SHAPE = None
   SAVE_INTERVAL_STEPS = 200
   SAVE_MAX_TO_KEEP = 3
-  SUMMARY_INTERVAL_STEPS = 40
+  SUMMARY_INTERVAL_STEPS = 50
   EVAL_INTERVAL_STEPS = 200
   DECODE_INTERVAL_STEPS = 200
 
