@@ -25,12 +25,12 @@ import hashlib
 import json
 import os
 import time
-from typing import Any, Iterator
+from typing import Any, Iterator, TYPE_CHECKING
 
 from absl import logging
 
-from paxml.data import prepare
-from paxml.data import text_pipeline
+if TYPE_CHECKING:
+  from paxml.data import text_pipeline  # For the annotation only: it imports TensorFlow.
 
 SPLITS = ("train", "eval")
 # Bump when prepare's output format changes, so that old caches are not read.
@@ -119,6 +119,9 @@ def ensure_prepared(data_dir: str | None = None, corpus_path: str | None = None,
     logging.info("Preparing the demo data (first use; about 10 s): reading %s, training a "
                  "%d-piece SentencePiece model and writing TFRecord shards into %s",
                  corpus_path, vocab_size, data_dir)
+    # Imported here, not at the top: prepare and text_pipeline pull in TensorFlow (seconds, and
+    # notices on stderr), and `main` imports this module to register DemoLm.
+    from paxml.data import prepare  # pylint: disable=g-import-not-at-top
     start = time.monotonic()
     summary = prepare.run(corpus_path, "kjv", data_dir, vocab_size=vocab_size, progress=False)
     logging.info("Prepared in %.1f s:\n%s", time.monotonic() - start,
@@ -127,7 +130,7 @@ def ensure_prepared(data_dir: str | None = None, corpus_path: str | None = None,
 
 
 def text_input(split: str, data_dir: str | None = None, corpus_path: str | None = None,
-               vocab_size: int = 4096, **text_input_fields: Any) -> text_pipeline.TextInput:
+               vocab_size: int = 4096, **text_input_fields: Any) -> "text_pipeline.TextInput":
   """A TextInput over `split` ("train" or "eval") of the prepared KJV (prepared if needed).
 
   `text_input_fields` are TextInput's (batch_size, seq_len, packing, is_training, ...).
@@ -135,6 +138,7 @@ def text_input(split: str, data_dir: str | None = None, corpus_path: str | None 
   if split not in SPLITS:
     raise ValueError(f"split must be one of {SPLITS}, got {split!r}.")
   data_dir, _ = ensure_prepared(data_dir, corpus_path, vocab_size)
+  from paxml.data import text_pipeline  # pylint: disable=g-import-not-at-top
   return text_pipeline.TextInput(
       file_pattern=os.path.join(data_dir, f"{split}-*.tfrecord"),
       tokenizer_path=os.path.join(data_dir, "spm.model"),
