@@ -184,7 +184,9 @@ class Programs:
               params, self.partitioner.global_batch(pytypes.NestedMap(batch)))
           sums.add(metrics)
           out = {k: _host_value(v) for k, v in out.items()}
-          rows.extend({k: v[i].tolist() for k, v in out.items()}
+          texts = _detokenize(data, out)
+          rows.extend({**{k: v[i].tolist() for k, v in out.items()},
+                       **{k: v[i] for k, v in texts.items()}}
                       for i in range(len(next(iter(out.values())))))
       results[name] = sums.result()
       if write_summaries:
@@ -197,6 +199,9 @@ class Programs:
           f.writelines(json.dumps(r) + "\n" for r in rows)
       logging.info("decode_test_%s at step %d (%d examples): %s", name, step, len(rows),
                    _brief(results[name]))
+      for row in rows[:_NUM_LOGGED_TEXTS]:
+        if "prefix" in row:
+          logging.info("  %r -> %r", row["prefix"], row["decoded"])
     return results
 
   def __enter__(self) -> "Programs":
@@ -205,6 +210,27 @@ class Programs:
   def __exit__(self, *exc_info) -> None:
     for writer in self._writers.values():
       writer.close()
+
+
+_NUM_LOGGED_TEXTS = 4  # Decoded texts also logged per decode dataset (all are in the .jsonl).
+
+
+def _detokenize(data: Any, out: dict[str, np.ndarray]) -> dict[str, list[str]]:
+  """`prefix` and `decoded` text per row, when the input has a vocabulary (`ids_to_strings`)
+  and the model's output has LanguageModel.decode's output_ids / prefix_lengths /
+  decode_lengths; else nothing."""
+  if not {"output_ids", "prefix_lengths", "decode_lengths"} <= set(out):
+    return {}
+  ids, starts, ends = out["output_ids"], out["prefix_lengths"], out["decode_lengths"]  # [B, S]
+  try:
+    prefix = data.ids_to_strings(ids, starts)
+  except (AttributeError, NotImplementedError):
+    return {}  # An input without a vocabulary (synthetic ids): ids only.
+  # The generated part of row b is ids[b, starts[b]:ends[b]], left-aligned for ids_to_strings.
+  generated = np.zeros_like(ids)
+  for b, (start, end) in enumerate(zip(starts, ends)):
+    generated[b, :end - start] = ids[b, start:end]
+  return {"prefix": prefix, "decoded": data.ids_to_strings(generated, ends - starts)}
 
 
 def _brief(metrics: dict[str, float]) -> str:

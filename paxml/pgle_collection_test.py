@@ -14,7 +14,7 @@ from profiling import _pgle
 from profiling import conversion
 
 
-class _TinyLm(demo.DemoLm):
+class _TinyLm(demo.SyntheticDemoLm):
   """DemoLm shrunk to 8 tiny steps: the trace only needs the train step's instructions."""
 
   VOCAB_SIZE = 16

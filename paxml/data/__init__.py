@@ -18,7 +18,10 @@ does not pull in TensorFlow):
   digits: `DigitsInput`, scikit-learn's 8x8 digits as a classification input.
   host_to_device: `to_global` (host batches -> global jax.Arrays with a batch sharding) and
     `Prefetcher` (does it ahead in a thread; `get_state` counts only consumed batches).
-  benchmark: the `bazel run //paxml/data:benchmark` tool (TextInput tokens/s).
+  demo_data: `ensure_prepared`, `text_input`: the KJV prepared on first use into a cache
+    directory (DemoLm's data), `find_corpus` (the @corpus//:kjv runfile).
+  benchmark: the `bazel run //paxml/data:benchmark` tool (TextInput tokens/s against DemoLm's
+    train step, and their ratio).
 See README.md beside this file for the corpus and how to prepare it.
 """
 
@@ -26,6 +29,7 @@ __all__ = [
     "base_input",
     "benchmark",
     "corpus",
+    "demo_data",
     "digits",
     "host_to_device",
     "indexed_input",
