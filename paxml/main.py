@@ -46,6 +46,10 @@ _DECODE_DURING_TRAIN = flags.DEFINE_bool(
 _RESTORE_CHECKPOINT_STEP = flags.DEFINE_integer(
     "restore_checkpoint_step", None,
     "eval/decode modes: start from this checkpoint step instead of the latest.")
+_DATA_DIR = flags.DEFINE_string(
+    "data_dir", None,
+    "Directory of the experiment's prepared data; sets its DATA_DIR field (the C4 experiments "
+    "read train-*.tfrecord, eval-*.tfrecord and spm.model from it).")
 _SERVER_ADDR = flags.DEFINE_string(
     "server_addr", None,
     "Multi-host: the coordinator's host:port (process 0's address), for jax.distributed.")
@@ -112,12 +116,14 @@ def run(
     pgle_collect: tuple[int, int] | None = None,
     pgle_profile: str | None = None,
     jax_profiler_port: int | None = None,
+    data_dir: str | None = None,
 ) -> dict[str, Any]:
   """Runs experiment `exp` in `mode`; returns the trainer's final metrics or the job's results.
 
   `pgle_collect=(start_step, num_steps)` traces those steps into a PGLE profile; `pgle_profile`
   runs with one (see pgle_collection.py); `jax_profiler_port` starts jax.profiler's server.
   `wait_timeout_secs` stops an eval/decode job that sees no new checkpoint for that long.
+  `data_dir` sets the experiment's DATA_DIR field (an error for experiments without one).
 
   Raises:
     experiment_registry.Error: `exp` names no experiment, or several.
@@ -128,6 +134,10 @@ def run(
     raise UsageError(f"--mode={mode} is not one of {', '.join(MODES)}")
   name = experiment_registry.canonical_name(experiment_cls)
   experiment = experiment_cls()
+  if data_dir is not None:
+    if not hasattr(experiment, "DATA_DIR"):
+      raise UsageError(f"--data_dir: {name} reads no data directory (it has no DATA_DIR field)")
+    experiment.DATA_DIR = data_dir
   try:
     # Building the configs here catches a misspelt or invalid hyperparameter before any work.
     experiment.validate()
@@ -215,6 +225,7 @@ def main(argv: Sequence[str]) -> int:
         pgle_collect=pgle_collect,
         pgle_profile=_PGLE_PROFILE.value and user_paths.resolve(_PGLE_PROFILE.value),
         jax_profiler_port=_JAX_PROFILER_PORT.value,
+        data_dir=_DATA_DIR.value and user_paths.resolve(_DATA_DIR.value),
     )
   except (experiment_registry.Error, UsageError) as e:
     # One line, no traceback: the message says what to change.

@@ -129,6 +129,15 @@ class RunTest(absltest.TestCase):
     with self.assertRaisesRegex(main.UsageError, "save_interval_stepz"):
       main.run(experiment_registry.canonical_name(TypoDemoLm), self.create_tempdir().full_path)
 
+  def test_data_dir_reaches_the_experiment_or_is_refused(self):
+    # C4 reads DATA_DIR: without --data_dir it says which flag to pass; with one, the error moves
+    # on to the missing files under that directory (nothing is trained).
+    with self.assertRaisesRegex(main.UsageError, "pass --data_dir=DIR"):
+      main.run("c4.C4Spmd1BAdam4Replicas", self.create_tempdir().full_path)
+    with self.assertRaisesRegex(main.UsageError, "has no DATA_DIR field"):
+      main.run(experiment_registry.canonical_name(TypoDemoLm), self.create_tempdir().full_path,
+               data_dir="/nonexistent")
+
   def test_mesh_that_does_not_fit_is_a_usage_error(self):
     with self.assertRaisesRegex(main.UsageError,
                                 r"ICI_MESH_SHAPE=\[1, 64, 2\] x DCN_MESH_SHAPE=\[1, 1, 1\] "

@@ -27,7 +27,6 @@ import fiddle as fdl
 import jax
 
 from paxml import experiment_registry
-from paxml.data import text_pipeline
 from paxml.tasks.lm import model_params
 from praxis.layers import activations
 
@@ -56,6 +55,9 @@ class C4SpmdAdam(model_params.TransformerLmSpmdAdam):
     return os.path.join(self.DATA_DIR, name)
 
   def _input(self, files: str, is_training: bool, name: str) -> fdl.Config:
+    # Imported here, not at the top: main imports this module to register the experiments, and
+    # TensorFlow (which text_pipeline needs) prints start-up notices and takes seconds to load.
+    from paxml.data import text_pipeline  # pylint: disable=g-import-not-at-top
     return fdl.Config(
         text_pipeline.TextInput,
         name=name,
