@@ -54,6 +54,8 @@ class AotCompileTest(absltest.TestCase):
     if memory is not None:
       self.assertGreater(memory.argument_size_in_bytes, 2.9 * per_device_weights)
       self.assertLess(memory.argument_size_in_bytes, 3.2 * per_device_weights)
+    # FPROP_DTYPE=bfloat16 reached the layers: the program computes in bf16.
+    self.assertIn("bf16", compiled.as_text())
     out_state_shardings = compiled.output_shardings[0]
     by_path = {jax.tree_util.keystr(p): s for p, s in
                jax.tree_util.tree_flatten_with_path(out_state_shardings.params)[0]}
