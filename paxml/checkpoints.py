@@ -1,17 +1,24 @@
 """Checkpoints on Orbax: the one implementation every front door uses.
 
-Two classes share one Orbax `CheckpointManager` configuration (`_options`):
+Three classes share one Orbax `CheckpointManager` configuration (`_options`):
 
   Checkpointer: the Pax trainer's `<job_log_dir>/checkpoints/checkpoint_%08d`
     with two items, `state` (the train state, arrays via TensorStore) and
     `train_input` (the input's position as JSON).
+  CheckpointReader: reads that layout and never writes: eval/decode jobs
+    following a trainer, and warm starts from another run (which may read only
+    some of the arrays, cast and resharded to the new model's layout).
   TreeCheckpointer: any directory of `checkpoint_%08d` holding an arbitrary
     pytree (`state`) plus JSON `metadata` (e.g. keep-best eval results); the
     bobbin-style toolkit's checkpoint saver, `initialize_train_state(
     checkpoint_path=...)`, keep-best and the JAXline checkpointer adapter are
     built on it.
 
-Both save asynchronously: `save` returns once the arrays are copied off the
+A restore takes the target's shardings, not the saved ones: a checkpoint
+written on one mesh is read onto another (TensorStore reads each device's
+slice).
+
+The two writers save asynchronously: `save` returns once the arrays are copied off the
 device (so the caller may donate them right after) and the files are written in
 the background; `wait_until_finished` (or `close`, or leaving the `with` block)
 waits for them. Orbax writes each checkpoint to a temporary directory and
@@ -44,6 +51,9 @@ import orbax.checkpoint as ocp
 _STATE = "state"
 _TRAIN_INPUT = "train_input"
 _METADATA = "metadata"
+_STEP_PREFIX = "checkpoint"
+_STEP_FORMAT = _STEP_PREFIX + "_{:08d}"
+_STEP_DIR = re.compile(_STEP_PREFIX + r"_(\d{8})")
 
 Duration = datetime.timedelta | float | int | str
 
@@ -66,8 +76,8 @@ def parse_duration(value: Duration | None) -> datetime.timedelta | None:
 
 def _options(*, save_interval_steps: int, max_to_keep: int | None,
              keep_period: int | None, save_keep_interval_duration: Duration | None,
-             async_save: bool, cleanup_tmp_directories: bool = True
-             ) -> ocp.CheckpointManagerOptions:
+             async_save: bool, cleanup_tmp_directories: bool = True,
+             read_only: bool = False) -> ocp.CheckpointManagerOptions:
   keep_time = parse_duration(save_keep_interval_duration)
   if keep_time is not None and keep_time.total_seconds() < 1:
     # Orbax truncates to whole seconds; below 1 s it would keep everything.
@@ -80,10 +90,11 @@ def _options(*, save_interval_steps: int, max_to_keep: int | None,
       keep_period=keep_period,
       keep_time_interval=keep_time,
       step_name_format=ocp.step.standard_name_format(
-          step_prefix="checkpoint", step_format_fixed_length=8),
+          step_prefix=_STEP_PREFIX, step_format_fixed_length=8),
       # A crash mid-save leaves a temporary directory; remove it on start.
       cleanup_tmp_directories=cleanup_tmp_directories,
       enable_async_checkpointing=async_save,
+      read_only=read_only,
   )
 
 
@@ -209,6 +220,81 @@ class Checkpointer(_ManagerOwner):
       return None
     step, state, input_state = restored
     return Restored(step=step, state=state, input_state=input_state)
+
+
+class CheckpointReader(_ManagerOwner):
+  """Reads trainer checkpoints (`Checkpointer`'s layout) and never writes or deletes any.
+
+  For readers of a directory that a trainer may be writing to at the same time (eval and decode
+  jobs) and of another run's checkpoints (warm start, paxml/warm_start.py). `directory` is a
+  `job_log_dir`, its `checkpoints/` directory, or one `checkpoint_%08d` directory (then that is
+  the only step it offers). With `missing_ok`, a directory that does not exist yet reads as
+  one without checkpoints (a job started before its trainer).
+  """
+
+  def __init__(self, directory: str, *, missing_ok: bool = False):
+    directory = os.path.normpath(str(directory))
+    self.only_step: int | None = None
+    match = _STEP_DIR.fullmatch(os.path.basename(directory))
+    if match:
+      directory, self.only_step = os.path.dirname(directory), int(match.group(1))
+    elif os.path.isdir(checkpoint_dir(directory)):
+      directory = checkpoint_dir(directory)
+    if not os.path.isdir(directory) and not missing_ok:
+      raise FileNotFoundError(
+          f"No checkpoint directory at {directory}: expected a job_log_dir, its checkpoints/ "
+          "directory or one checkpoint_%08d directory in it")
+    super().__init__(directory, _TRAIN_INPUT, _options(
+        save_interval_steps=1, max_to_keep=None, keep_period=None,
+        save_keep_interval_duration=None, async_save=False,
+        cleanup_tmp_directories=False, read_only=True))
+
+  def latest_step(self) -> int | None:
+    """The newest finished checkpoint's step, re-reading the directory (to see new saves)."""
+    if self.only_step is not None:
+      return self.only_step
+    self._manager.reload()
+    return self._manager.latest_step()
+
+  def restore(self, abstract_state: Any, step: int | None = None) -> Restored | None:
+    """As `Checkpointer.restore`: the state in `abstract_state`'s structure and shardings,
+    which may be another mesh's than the one it was saved from."""
+    restored = self._restore(self.latest_step() if step is None else step, abstract_state)
+    if restored is None:
+      return None
+    step, state, input_state = restored
+    return Restored(step=step, state=state, input_state=input_state)
+
+  def _state_path(self, step: int) -> str:
+    if step not in self._manager.all_steps():
+      raise FileNotFoundError(
+          f"No finished checkpoint at step {step} in {self.directory}; it has steps "
+          f"{self.all_steps() or 'none'}")
+    return os.path.join(self.directory, _STEP_FORMAT.format(step), _STATE)
+
+  def state_metadata(self, step: int) -> Any:
+    """The saved state's tree at `step` with a `jax.ShapeDtypeStruct` per array; nothing is read
+    but the metadata. Its structure is the saved one: dicts for dataclasses and named tuples,
+    lists for tuples."""
+    tree = ocp.PyTreeCheckpointer().metadata(self._state_path(step)).item_metadata.tree
+    return jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype), tree)
+
+  def restore_leaves(self, step: int, targets: Any) -> Any:
+    """Reads only some arrays of the state at `step`.
+
+    `targets` has the structure `state_metadata` returned, with a `jax.ShapeDtypeStruct` (shape,
+    dtype to cast to, sharding) where an array is wanted and None elsewhere; the result has the
+    arrays where `targets` asked for them and None elsewhere.
+    """
+    self._state_path(step)  # Raises with the steps there are.
+    wanted = jax.tree.map(lambda t: ocp.PLACEHOLDER if t is None else t, targets,
+                          is_leaf=lambda t: t is None)
+    restore_args = jax.tree.map(
+        lambda t: t if t is ocp.PLACEHOLDER else ocp.ArrayRestoreArgs(
+            sharding=t.sharding, dtype=t.dtype, global_shape=t.shape), wanted)
+    restored = self._manager.restore(step, args=ocp.args.Composite(**{
+        _STATE: ocp.args.PyTreeRestore(item=wanted, restore_args=restore_args)}))[_STATE]
+    return jax.tree.map(lambda r: None if r is ocp.PLACEHOLDER else r, restored)
 
 
 # Leaves Orbax stores as arrays; Python and NumPy scalars become 0-d arrays on

@@ -29,7 +29,6 @@ import flax.linen as nn
 import jax
 from jax.experimental import multihost_utils
 import numpy as np
-import orbax.checkpoint as ocp
 
 from paxml import base_experiment
 from paxml import checkpoints
@@ -48,9 +47,10 @@ def eval_step(params: Any, batch: pytypes.NestedMap, *, model: nn.Module) -> Wei
   return metrics
 
 
-def decode_step(params: Any, batch: pytypes.NestedMap, *,
+def decode_step(params: Any, batch: pytypes.NestedMap, rng: jax.Array, *,
                 model: nn.Module) -> tuple[WeightedScalars, pytypes.NestedMap]:
-  return model.apply({"params": params}, batch, method="decode")
+  """The model's decode on `batch`; `rng` is its "random" stream (sampling, temperature > 0)."""
+  return model.apply({"params": params}, batch, method="decode", rngs={"random": rng})
 
 
 def open_writer(job_log_dir: str, name: str) -> Any:
@@ -112,11 +112,15 @@ class Programs:
   eval_inputs: list[tuple[str, Any]]
   decode_inputs: list[tuple[str, Any]]
   decode_dir: str = "decoder_out"
+  random_seed: int = 0
+  """Seeds sampling in decode: batch i at checkpoint step s uses fold_in(fold_in(seed, s), i),
+  so decoding one checkpoint twice gives the same samples."""
 
   @classmethod
   def create(cls, experiment: base_experiment.BaseExperiment, model: nn.Module,
              partitioner: partitioning.Partitioner, param_shardings: Any, job_log_dir: str,
-             *, with_eval_test: bool, with_decode: bool, decode_dir: str = "decoder_out"):
+             *, with_eval_test: bool, with_decode: bool, decode_dir: str = "decoder_out",
+             random_seed: int = 0):
     """Builds the eval datasets only if `with_eval_test`, the decode ones only if `with_decode`."""
     eval_inputs, decode_inputs = [], []
     if with_eval_test:
@@ -128,7 +132,7 @@ class Programs:
       built = [fdl.build(c) for c in experiment.decode_datasets()]
       decode_inputs = [(dataset_name(d, i), d) for i, d in enumerate(built)]
     return cls(model, partitioner, param_shardings, job_log_dir, eval_inputs, decode_inputs,
-               decode_dir)
+               decode_dir, random_seed)
 
   def __post_init__(self):
     batch = self.partitioner.batch_sharding()
@@ -137,8 +141,9 @@ class Programs:
         lambda p, b: eval_step(p, b, model=self.model),
         in_shardings=(self.param_shardings, batch), out_shardings=replicated)
     self._decode_fn = jax.jit(
-        lambda p, b: decode_step(p, b, model=self.model),
-        in_shardings=(self.param_shardings, batch), out_shardings=(replicated, batch))
+        lambda p, b, r: decode_step(p, b, r, model=self.model),
+        in_shardings=(self.param_shardings, batch, replicated),
+        out_shardings=(replicated, batch))
     self._writers: dict[str, Any] = {}
 
   def _writer(self, name: str) -> Any:
@@ -178,10 +183,12 @@ class Programs:
     for name, data in self.decode_inputs:
       sums = MetricSums()
       rows = []
+      step_rng = jax.random.fold_in(jax.random.PRNGKey(self.random_seed), step)
       with self.partitioner.rules_context():
-        for batch in eval_batches(data):
+        for index, batch in enumerate(eval_batches(data)):
           metrics, out = self._decode_fn(
-              params, self.partitioner.global_batch(pytypes.NestedMap(batch)))
+              params, self.partitioner.global_batch(pytypes.NestedMap(batch)),
+              jax.random.fold_in(step_rng, index))
           sums.add(metrics)
           out = {k: _host_value(v) for k, v in out.items()}
           texts = _detokenize(data, out)
@@ -237,33 +244,9 @@ def _brief(metrics: dict[str, float]) -> str:
   return " ".join(f"{k}={v:.4f}" for k, v in sorted(metrics.items()))
 
 
-class CheckpointReader:
-  """Reads the trainer's checkpoints without ever writing or deleting anything there."""
-
-  def __init__(self, job_log_dir: str):
-    self.directory = checkpoints.checkpoint_dir(job_log_dir)
-    self._manager = ocp.CheckpointManager(
-        self.directory,
-        options=ocp.CheckpointManagerOptions(
-            read_only=True,
-            step_name_format=ocp.step.standard_name_format(
-                step_prefix="checkpoint", step_format_fixed_length=8)),
-        item_names=("state", "train_input"))
-
-  def latest_step(self) -> int | None:
-    self._manager.reload()  # See the trainer's new saves.
-    return self._manager.latest_step()
-
-  def restore_state(self, step: int, abstract_state: Any) -> Any:
-    return self._manager.restore(
-        step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state)))["state"]
-
-  def close(self) -> None:
-    self._manager.close()
-
-
-def wait_for_checkpoint(reader: CheckpointReader, after: int | None, *, poll_secs: float,
-                        timeout_secs: float | None, num_train_steps: int) -> int | None:
+def wait_for_checkpoint(reader: checkpoints.CheckpointReader, after: int | None, *,
+                        poll_secs: float, timeout_secs: float | None,
+                        num_train_steps: int) -> int | None:
   """The newest checkpoint step greater than `after` (None: any), or None on timeout.
 
   Says what it waits for when it starts waiting and then at most once a minute.
@@ -313,7 +296,7 @@ def run_job(experiment: base_experiment.BaseExperiment, job_log_dir: str, mode: 
   programs = Programs.create(
       experiment, task.model, partitioner, None, job_log_dir,
       with_eval_test=is_eval, with_decode=not is_eval,
-      decode_dir="output" if mode == "infer" else "decoder_out")
+      decode_dir="output" if mode == "infer" else "decoder_out", random_seed=task.random_seed)
   inputs = programs.eval_inputs if is_eval else programs.decode_inputs
   if not inputs:
     raise ValueError(
@@ -324,7 +307,7 @@ def run_job(experiment: base_experiment.BaseExperiment, job_log_dir: str, mode: 
   layout = train_states.state_layout(task, optimizer, partitioner, peek(inputs[0][1]), init_rng)
   programs = dataclasses.replace(programs, param_shardings=layout.shardings.params)
 
-  reader = CheckpointReader(job_log_dir)
+  reader = checkpoints.CheckpointReader(checkpoints.checkpoint_dir(job_log_dir), missing_ok=True)
   done, results = [], {}
   try:
     with programs, jax.set_mesh(partitioner.mesh):
@@ -337,7 +320,7 @@ def run_job(experiment: base_experiment.BaseExperiment, job_log_dir: str, mode: 
           if step is None:
             logging.info("No new checkpoint within %ss; stopping", wait_timeout_secs)
             break
-        state = reader.restore_state(step, layout.abstract)
+        state = reader.restore(layout.abstract, step).state
         logging.info("%s: restored checkpoint at step %d", mode, step)
         if is_eval:
           results = programs.eval_test(state.params, step)

@@ -18,6 +18,7 @@ import flax.linen as nn
 import jax
 
 from praxis import base_hyperparams
+from praxis import pytypes
 
 MODEL_PARAMS = "model_params.txt"
 EXPERIMENT_CLS_VARS = "experiment_cls_vars.txt"
@@ -94,7 +95,7 @@ def post_init_model_params_text(abstract_params: Any, shardings: Any) -> str:
     total += value.size
     spec = sharding.spec if hasattr(sharding, "spec") else sharding
     lines.append(
-        f"{_path_text(path)}    shape={tuple(value.shape)} dtype={value.dtype} "
+        f"{pytypes.path_name(path)}    shape={tuple(value.shape)} dtype={value.dtype} "
         f"logical_axes={tuple(names)} sharding={tuple(spec)}")
   lines.append(f"# {len(lines)} variables, {total} parameters")
   return "\n".join(lines) + "\n"
@@ -127,11 +128,3 @@ def write_post_init_files(job_log_dir: str, abstract_params: Any, param_sharding
          post_init_model_params_text(abstract_params, param_shardings))
   _write(os.path.join(job_log_dir, INPUT_SPECS),
          json.dumps(input_specs(host_batch), indent=2, sort_keys=True) + "\n")
-
-
-def _path_text(path: Any) -> str:
-  parts = []
-  for key in path:
-    name = getattr(key, "key", getattr(key, "name", getattr(key, "idx", key)))
-    parts.append(str(name))
-  return "/".join(parts)

@@ -27,14 +27,38 @@ A shorthand for small experiments: leave `optimizer` None and give `learning_rat
 then a constant rate (`optimizer_config()` spells it out).
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 import dataclasses
+import re
 from typing import Any
 
 import flax.linen as nn
 
 from praxis import optimizers
 from praxis import schedules
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointLoadingRules:
+  """How to read one source checkpoint into a new run's initial state (paxml/warm_start.py)."""
+
+  load_rules: Sequence[tuple[str, str]]
+  """(regex fully matching a target name, source name format filled with the match's groups);
+  the first matching rule wins."""
+  ignore_rules: Sequence[str] = ()
+  """Regexes: target names fully matching one keep their initial values."""
+  step: int | None = None
+  """Which checkpoint of the source; None: its latest (or the one a checkpoint_%08d path names)."""
+
+  def __post_init__(self):
+    if not self.load_rules:
+      raise ValueError("CheckpointLoadingRules.load_rules is empty; give at least one "
+                       "(target regex, source format) pair, e.g. (r'params/(.*)', 'params/{}')")
+    for pattern in [p for p, _ in self.load_rules] + list(self.ignore_rules):
+      try:
+        re.compile(pattern)
+      except re.error as e:
+        raise ValueError(f"CheckpointLoadingRules: {pattern!r} is not a regex: {e}") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +104,11 @@ class TaskConfig:
   """With --decode_during_train, decode every this many steps (and after the last)."""
   random_seed: int = 1234
   """Seeds parameter initialisation and per-step randomness (dropout)."""
+  init_from_checkpoint_rules: Mapping[str, CheckpointLoadingRules] = dataclasses.field(
+      default_factory=dict)
+  """Warm start: {another run's job_log_dir or checkpoint directory: which of its arrays to
+  load, under which names}, applied when this run has no checkpoint of its own yet
+  (paxml/warm_start.py)."""
 
   def __post_init__(self):
     for name in ("num_train_steps", "save_interval_steps", "save_max_to_keep",

@@ -7,7 +7,8 @@ progress lines, evaluates, decodes and saves checkpoints.
 
 Outputs in `job_log_dir` (Pax's layout):
   model_params.txt, experiment_cls_vars.txt, post_init_model_params.txt, input_specs.json
-  checkpoints/checkpoint_%08d/   train state and input position
+  checkpoints/checkpoint_%08d/   train state and input position (the first one may be a warm
+                                 start from another run's checkpoint: paxml/warm_start.py)
   summaries/train/               loss, lr, grad norms, Steps/sec, tokens/sec, MFU, Metrics/<name>
   summaries/eval_train/, summaries/eval_test_<name>/, summaries/decode_test_<name>/
   decoder_out/<name>/
@@ -33,6 +34,7 @@ from paxml import summaries
 from paxml import tasks_lib
 from paxml import train_states
 from paxml import triggers
+from paxml import warm_start
 from praxis import base_layer
 from praxis import pytypes
 
@@ -194,7 +196,8 @@ def train_and_evaluate(
       job_log_dir, layout.boxed.params, layout.shardings.params, host_batch)
   programs = eval_lib.Programs.create(
       experiment, task.model, partitioner, layout.shardings.params, job_log_dir,
-      with_eval_test=eval_on_test, with_decode=decode_during_train)
+      with_eval_test=eval_on_test, with_decode=decode_during_train,
+      random_seed=task.random_seed)
 
   with checkpoints.Checkpointer(
       job_log_dir,
@@ -213,6 +216,8 @@ def train_and_evaluate(
       num_params = sum(x.size for x in jax.tree.leaves(state.params))
       logging.info("No checkpoint in %s; initialised a new model with %d parameters on mesh %s",
                    checkpointer.directory, num_params, dict(partitioner.mesh.shape))
+      if task.init_from_checkpoint_rules:
+        state = warm_start.apply(state, layout.abstract, task.init_from_checkpoint_rules)
 
     step = int(state.step)
     if step >= task.num_train_steps:

@@ -7,6 +7,7 @@ passes through `jax.jit`, `jax.tree.map` and `jax.device_put` unchanged in shape
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Callable
 
 import jax
@@ -76,7 +77,7 @@ class NestedMap(dict):
 
   def FlattenItems(self) -> list[tuple[str, Any]]:  # pylint: disable=invalid-name
     """(dotted path, leaf) pairs, for example ('decoder.ids', array)."""
-    return [(_path_to_str(path), leaf) for path, leaf in jax.tree_util.tree_leaves_with_path(self)]
+    return [(path_name(path, "."), leaf) for path, leaf in jax.tree_util.tree_leaves_with_path(self)]
 
   def Transform(self, fn: Callable[[Any], Any]) -> NestedMap:  # pylint: disable=invalid-name
     """A NestedMap of the same structure with `fn` applied to every leaf."""
@@ -95,16 +96,18 @@ class NestedMap(dict):
     return out
 
 
-def _path_to_str(path) -> str:
+def path_name(path: Sequence[Any], sep: str = "/") -> str:
+  """A key path from `jax.tree_util` as text: dict keys, sequence indices and attribute names
+  joined by `sep`, e.g. 'params/lm/softmax/w' or 'opt_state/1/0/mu/lm/softmax/w'."""
   parts = []
   for entry in path:
-    if isinstance(entry, jax.tree_util.DictKey):
-      parts.append(str(entry.key))
-    elif isinstance(entry, jax.tree_util.SequenceKey):
-      parts.append(str(entry.idx))
+    for attr in ("key", "name", "idx"):  # DictKey, GetAttrKey, SequenceKey / FlattenedIndexKey.
+      if hasattr(entry, attr):
+        parts.append(str(getattr(entry, attr)))
+        break
     else:
       parts.append(str(entry))
-  return ".".join(parts)
+  return sep.join(parts)
 
 
 def _flatten_with_keys(m: NestedMap):

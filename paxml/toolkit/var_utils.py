@@ -22,16 +22,11 @@ from typing import Any
 import jax
 import numpy as np
 
-
-def _key_name(key: Any) -> str:
-  for attr in ("key", "name", "idx"):
-    if hasattr(key, attr):
-      return str(getattr(key, attr))
-  return str(key)
+from praxis import pytypes
 
 
 def _path_string(path: tuple[Any, ...]) -> str:
-  return "/" + "/".join(_key_name(k) for k in path)
+  return "/" + pytypes.path_name(path)
 
 
 def flatten_with_paths(tree: Any, is_leaf: Callable[[Any], bool] | None = None
