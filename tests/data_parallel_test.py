@@ -8,7 +8,6 @@ float32 rounding accumulated over the steps (rtol 2e-5), not bit for bit.
 """
 
 import functools
-import glob
 import os
 
 from absl.testing import absltest
@@ -17,13 +16,13 @@ import flax.linen as nn
 import jax
 import numpy as np
 import optax
-from tensorboard.backend.event_processing import event_accumulator
-from tensorboard.util import tensor_util
 
+from paxml import checkpoints
 from paxml import partitioning
 from paxml import train_states
 from paxml import trainer
 from praxis import pytypes
+from tests import event_files
 from tests import tiny_lm
 
 _STEPS = 6
@@ -40,13 +39,6 @@ class _TinyLm(tiny_lm.TinyLm):
   EVAL_INTERVAL_STEPS = None
   DECODE_INTERVAL_STEPS = None
   ICI_MESH_SHAPE = (1, 4, 2)
-
-
-def _losses(job_log_dir):
-  (path,) = glob.glob(os.path.join(job_log_dir, "summaries", "train", "events.*"))
-  acc = event_accumulator.EventAccumulator(path, size_guidance={"tensors": 0})
-  acc.Reload()
-  return [float(tensor_util.make_ndarray(e.tensor_proto)) for e in acc.Tensors("loss")]
 
 
 def _single_device_losses(experiment):
@@ -78,7 +70,9 @@ class ShardedTrainingTest(absltest.TestCase):
     job_log_dir = self.create_tempdir().full_path
     final = trainer.train_and_evaluate(_TinyLm(), job_log_dir)
     self.assertEqual(final["step"], _STEPS)
-    sharded = _losses(job_log_dir)
+    (sharded,) = event_files.scalars_by_file(job_log_dir)
+    sharded = [sharded[step] for step in sorted(sharded)]
+    self.assertLen(sharded, _STEPS)
     reference = _single_device_losses(_TinyLm())
     np.testing.assert_allclose(sharded, reference, rtol=2e-5)
     # The reference itself must be a training run, or matching it would prove little.
@@ -90,6 +84,47 @@ class ShardedTrainingTest(absltest.TestCase):
     self.assertIn("sharding=('data', 'mdl')", lines["lm/softmax/logits_ffn/linear/w"])
     self.assertIn("sharding=('data', 'mdl')",
                   lines["lm/transformer/x_layers_0/ff_layer/ffn_layer1/linear/w"])
+
+  def test_resume_on_another_mesh_continues_the_same_run(self):
+    # Steps 1-3 on (1, 8, 1): batch 8 ways, weights over data only. Steps 4-6 resume that
+    # checkpoint on (1, 4, 2): each array is read straight into its new shards.
+    class First(_TinyLm):
+      ICI_MESH_SHAPE = (1, 8, 1)
+      NUM_TRAIN_STEPS = _STEPS // 2
+
+    job_log_dir = self.create_tempdir().full_path
+    trainer.train_and_evaluate(First(), job_log_dir)
+    final = trainer.train_and_evaluate(_TinyLm(), job_log_dir)
+    # The second run resumed at step 3: it logged only steps 4-6 (a fresh start would log 1-6).
+    by_file = event_files.scalars_by_file(job_log_dir)
+    self.assertEqual([sorted(f) for f in by_file], [[1, 2, 3], [4, 5, 6]])
+    self.assertEqual(final["step"], _STEPS)
+    losses = [loss for f in by_file for _, loss in sorted(f.items())]
+    np.testing.assert_allclose(losses, _single_device_losses(_TinyLm()), rtol=2e-5)
+
+  def test_checkpoint_restores_onto_another_mesh(self):
+    task = _TinyLm().task()
+    optimizer, _ = train_states.make_optimizer(task)
+    batch = pytypes.NestedMap(fdl.build(_TinyLm().train_dataset()).get_next())
+    layouts = [
+        train_states.state_layout(task, optimizer, partitioning.Partitioner(
+            partitioning.create_mesh(shape)), batch, jax.random.PRNGKey(0))
+        for shape in ((1, 8, 1), (2, 2, 2))]
+    saved = layouts[0].initialize(jax.random.PRNGKey(1))
+    job_log_dir = self.create_tempdir().full_path
+    with checkpoints.Checkpointer(job_log_dir, save_interval_steps=1, max_to_keep=1) as ckpt:
+      ckpt.save(0, saved, {})
+    with checkpoints.CheckpointReader(job_log_dir) as reader:
+      restored = reader.restore(layouts[1].abstract).state
+    for old, new, sharding in zip(jax.tree.leaves(saved), jax.tree.leaves(restored),
+                                  jax.tree.leaves(layouts[1].shardings)):
+      self.assertEqual(new.sharding, sharding)
+      np.testing.assert_array_equal(np.asarray(new), np.asarray(old))
+    query = restored.params["lm"]["transformer"]["x_layers_0"]["self_attention"]["query"]["w"]
+    # [D=32, N=2, H=16]: D over data (2 ways), N over mdl (2 ways), replicated over replica.
+    self.assertEqual(query.addressable_shards[0].data.shape, (16, 1, 16))
+    self.assertNotEqual(
+        jax.tree.leaves(saved.params)[0].sharding, jax.tree.leaves(restored.params)[0].sharding)
 
   def test_state_shardings_follow_the_rules(self):
     task = _TinyLm().task()

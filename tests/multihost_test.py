@@ -7,7 +7,6 @@ one set of summaries (only process 0 writes); and a second 2-process run restore
 checkpoint both processes wrote and continues.
 """
 
-import glob
 import os
 import socket
 import subprocess
@@ -17,10 +16,9 @@ import textwrap
 from absl.testing import absltest
 import fiddle as fdl
 import numpy as np
-from tensorboard.backend.event_processing import event_accumulator
-from tensorboard.util import tensor_util
 
 from paxml import synthetic_input
+from tests import event_files
 from tests import tiny_lm
 
 
@@ -93,18 +91,6 @@ def _run(num_processes, devices_per_process, job_log_dir, exp):
   return [err for _, err in outputs]
 
 
-def _losses(job_log_dir):
-  files = sorted(glob.glob(os.path.join(job_log_dir, "summaries", "train", "events.*")),
-                 key=os.path.getmtime)
-  result = []
-  for path in files:
-    acc = event_accumulator.EventAccumulator(path, size_guidance={"tensors": 0})
-    acc.Reload()
-    result.append({e.step: float(tensor_util.make_ndarray(e.tensor_proto))
-                   for e in acc.Tensors("loss")})
-  return result
-
-
 class MultihostTest(absltest.TestCase):
 
   def test_two_processes_match_one(self):
@@ -112,8 +98,8 @@ class MultihostTest(absltest.TestCase):
     multi_dir = self.create_tempdir().full_path
     _run(1, 4, single_dir, "MultihostLm")
     _run(2, 2, multi_dir, "MultihostLm")
-    (single,) = _losses(single_dir)
-    multi = _losses(multi_dir)
+    (single,) = event_files.scalars_by_file(single_dir)
+    multi = event_files.scalars_by_file(multi_dir)
     self.assertLen(multi, 1)  # One set of summaries: process 0's.
     self.assertEqual(sorted(multi[0]), [1, 2, 3, 4])
     np.testing.assert_allclose([multi[0][s] for s in range(1, 5)],
@@ -123,7 +109,7 @@ class MultihostTest(absltest.TestCase):
     logs = _run(2, 2, multi_dir, "MultihostLm6")
     for log in logs:
       self.assertIn("Restored checkpoint at step 4", log)
-    self.assertEqual(sorted(_losses(multi_dir)[-1]), [5, 6])
+    self.assertEqual(sorted(event_files.scalars_by_file(multi_dir)[-1]), [5, 6])
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ summaries (summary every step). On CPU the resumed run recomputes the same steps
 saved state, data position and keys, so the tolerance is float32 round-off (rtol 1e-6).
 """
 
-import glob
 import os
 import signal
 import subprocess
@@ -15,10 +14,9 @@ import textwrap
 
 from absl.testing import absltest
 import numpy as np
-from tensorboard.backend.event_processing import event_accumulator
-from tensorboard.util import tensor_util
 
 from paxml import trainer
+from tests import event_files
 from tests import tiny_lm
 
 _STEPS = 8
@@ -34,19 +32,6 @@ class _TinyLm(tiny_lm.TinyLm):
   SUMMARY_INTERVAL_STEPS = 1
   EVAL_INTERVAL_STEPS = None
   DECODE_INTERVAL_STEPS = None
-
-
-def _losses_by_file(job_log_dir):
-  """[{step: loss}] per train event file, oldest file first."""
-  result = []
-  for path in sorted(glob.glob(os.path.join(job_log_dir, "summaries", "train", "events.*")),
-                     key=os.path.getmtime):
-    acc = event_accumulator.EventAccumulator(path, size_guidance={"tensors": 0})
-    acc.Reload()
-    tags = acc.Tags()["tensors"]
-    result.append({e.step: float(tensor_util.make_ndarray(e.tensor_proto))
-                   for e in acc.Tensors("loss")} if "loss" in tags else {})
-  return result
 
 
 class _KillAfterStep:
@@ -75,7 +60,7 @@ class ResumeTest(absltest.TestCase):
     # stale checkpoint there would be resumed instead of trained.
     cls.reference_dir = tempfile.mkdtemp(dir=absltest.get_default_test_tmpdir())
     trainer.train_and_evaluate(_TinyLm(), cls.reference_dir)
-    (cls.reference,) = _losses_by_file(cls.reference_dir)
+    (cls.reference,) = event_files.scalars_by_file(cls.reference_dir)
     assert sorted(cls.reference) == list(range(1, _STEPS + 1)), cls.reference
 
   def _assert_same_losses(self, resumed, steps):
@@ -111,7 +96,7 @@ class ResumeTest(absltest.TestCase):
       final = trainer.train_and_evaluate(_TinyLm(), job_log_dir)
     self.assertIn("Restored checkpoint at step 2", "\n".join(logs.output))
     self.assertEqual(final["step"], _STEPS)
-    resumed = _losses_by_file(job_log_dir)[-1]
+    resumed = event_files.scalars_by_file(job_log_dir)[-1]
     self.assertEqual(sorted(resumed), list(range(3, _STEPS + 1)))
     self._assert_same_losses(resumed, range(3, _STEPS + 1))
 
@@ -123,12 +108,12 @@ class ResumeTest(absltest.TestCase):
     self.assertEqual(stopped["preempted"], 1.0)
     self.assertEqual(stopped["step"], 6.0)  # Step 5 ran; the check before step 6 saw the flag.
     self.assertIn("checkpoint_00000006", os.listdir(os.path.join(job_log_dir, "checkpoints")))
-    first = _losses_by_file(job_log_dir)[0]
+    first = event_files.scalars_by_file(job_log_dir)[0]
     self._assert_same_losses(first, range(1, 7))
 
     final = trainer.train_and_evaluate(_TinyLm(), job_log_dir)
     self.assertEqual(final["step"], _STEPS)
-    resumed = _losses_by_file(job_log_dir)[-1]
+    resumed = event_files.scalars_by_file(job_log_dir)[-1]
     self.assertEqual(sorted(resumed), [7, 8])
     self._assert_same_losses(resumed, [7, 8])
 
