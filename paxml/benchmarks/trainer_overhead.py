@@ -2,28 +2,33 @@ r"""The trainer's step time against a bare jitted flax/optax step of the same mo
 an asynchronous checkpoint save adds.
 
   ./bazelw run //paxml/benchmarks:trainer_overhead -- \
-      --exp=tasks.lm.params.lm_cloud.LmCloudSpmdTest --steps=10,30
+      --exp=tasks.lm.params.lm_cloud.LmCloudSpmdTest --warmup=3 --steps=10 --repeats=3
 
-Trainer: `trainer.train_and_evaluate` runs the experiment twice in fresh directories, for the two
-step counts; the per-step time is the difference of the wall times over the difference of the
-counts, so start-up, compilation, the initial and final checkpoint and the final evaluation
-cancel out and what remains is the loop's steady state (input, step dispatch, summaries).
-Checkpoints fall only on the first and last step (save interval set beyond the run).
+Trainer: `trainer.train_and_evaluate` on the experiment, in a fresh directory, for
+warmup + steps steps. Its step hook (the one the PGLE profiler uses) waits for the step's
+outputs after step `warmup` and after the last step; the time between, over `steps`, is the loop's
+steady state: reading and placing the batch, the step (NaN/Inf guard, gradient norms, metrics),
+the trigger checks, the per-step checkpoint check and the summaries at the experiment's
+`summary_interval_steps`. Compilation, the initial and final checkpoint and the final evaluation
+fall outside the window; checkpoints and evaluations inside the run are switched off.
 
-Bare: the same model, batch and optax transformation (the task's praxis optimizer, built),
-`jax.jit(step, donate_argnums=0)`, timed the same way (two loop lengths), with one
-`block_until_ready` at the end of each.
+Bare: the same model, optax transformation (the task's praxis optimizer, built) and input,
+`jax.jit(step, donate_argnums=0)` with `loss, grads = value_and_grad(...)` and
+`optax.apply_updates`; each step reads the next batch from the same input and places it on the
+device, as any real loop must. Timed over the same window, waiting at both ends.
+
+Sides alternate (trainer, bare, trainer, ...) `repeats` times; the fastest of each is kept (the
+least disturbed by other processes), and every time is printed.
 
 Checkpoint stall: `checkpoints.Checkpointer.save` of the trained state; the time `save` blocks
-the loop (device-to-host copy) and the time until the background write finishes.
-
-Both loops run in this process, one after the other, on the same devices. Prints one line each
-and `overhead ratio = trainer / bare` (goal: <= 1.02).
+the loop (device-to-host copy) and the time until the background write finishes, as a fraction
+of a step.
 """
 
 from collections.abc import Sequence
 import dataclasses
 import functools
+import os
 import tempfile
 import time
 
@@ -45,9 +50,11 @@ from paxml.tasks.lm.params import lm_cloud  # pylint: disable=unused-import
 from praxis import pytypes
 
 _EXP = flags.DEFINE_string("exp", "tasks.lm.params.lm_cloud.LmCloudSpmdTest", "Experiment.")
-_STEPS = flags.DEFINE_list("steps", ["10", "30"], "Two loop lengths; time = difference.")
-_REPEATS = flags.DEFINE_integer("repeats", 2, "Measure each side this many times; keep the "
-                                "fastest (the least disturbed by other processes).")
+_WARMUP = flags.DEFINE_integer("warmup", 3, "Steps before the timed window (compilation, "
+                               "first saves).")
+_STEPS = flags.DEFINE_integer("steps", 10, "Steps in the timed window.")
+_REPEATS = flags.DEFINE_integer("repeats", 3, "Measure each side this many times; keep the "
+                                "fastest.")
 
 
 class _Timed(base_experiment.BaseExperiment):
@@ -63,57 +70,86 @@ class _Timed(base_experiment.BaseExperiment):
     return self.inner.partitioner()
 
   def task(self):
+    task = self.inner.task()
     return dataclasses.replace(
-        self.inner.task(), num_train_steps=self.num_steps, save_interval_steps=10**9,
-        eval_interval_steps=None, summary_interval_steps=min(self.inner.task().summary_interval_steps,
-                                                            self.num_steps))
+        task, num_train_steps=self.num_steps, save_interval_steps=10**9,
+        eval_interval_steps=None, decode_interval_steps=None,
+        summary_interval_steps=min(task.summary_interval_steps, self.num_steps))
 
 
-def trainer_seconds(experiment_cls, num_steps: int) -> float:
+class _Window:
+  """Trainer step hook: seconds from the end of step `start` to the end of step `stop`."""
+
+  def __init__(self, start: int, stop: int):
+    self.start, self.stop = start, stop
+    self.began = self.seconds = None
+
+  def before_step(self, step: int) -> None:
+    del step
+
+  def after_step(self, step: int, outputs) -> None:
+    if step in (self.start, self.stop):
+      jax.block_until_ready(outputs)  # The step's metrics come from the same program as its state.
+      now = time.perf_counter()
+      if step == self.start:
+        self.began = now
+      else:
+        self.seconds = now - self.began
+
+  def close(self) -> None:
+    pass
+
+
+def trainer_step_seconds(experiment_cls, warmup: int, steps: int) -> float:
+  window = _Window(warmup, warmup + steps)
   with tempfile.TemporaryDirectory() as job_log_dir:
-    start = time.perf_counter()
-    trainer.train_and_evaluate(_Timed(experiment_cls(), num_steps), job_log_dir)
-    return time.perf_counter() - start
+    trainer.train_and_evaluate(_Timed(experiment_cls(), warmup + steps), job_log_dir,
+                               profiler=window)
+  return window.seconds / steps
 
 
-def bare_loop(experiment_cls):
-  """Returns (run(num_steps) -> seconds, final state) for a plain jitted step."""
-  experiment = experiment_cls()
-  task = experiment.task()
-  batch = pytypes.NestedMap(fdl.build(experiment.train_dataset()).get_next())
-  batch = jax.tree.map(jax.numpy.asarray, batch)
-  optimizer = train_states.make_optimizer(task)[0].tx  # The same optax chain the trainer runs.
+class BareLoop:
+  """A plain jitted step of the experiment's model and optimizer over its input."""
 
-  def init(rng):
-    params = nn.unbox(task.model.init(rng, batch)["params"])
-    return params, optimizer.init(params)
+  def __init__(self, experiment_cls):
+    experiment = experiment_cls()
+    task = experiment.task()
+    self.data = fdl.build(experiment.train_dataset())
+    model = task.model
+    optimizer = train_states.make_optimizer(task)[0].tx  # The optax chain the trainer runs.
+    first = self._next_batch()
 
-  @functools.partial(jax.jit, donate_argnums=0)
-  def step(state, batch):
-    params, opt_state = state
+    def init(rng):
+      params = nn.unbox(model.init(rng, first)["params"])
+      return params, optimizer.init(params)
 
-    def loss_fn(p):
-      metrics, _ = task.model.apply({"params": p}, batch)
-      return metrics["total_loss"][0]
+    @functools.partial(jax.jit, donate_argnums=0)
+    def step(state, batch):
+      params, opt_state = state
 
-    loss, grads = jax.value_and_grad(loss_fn)(params)
-    updates, opt_state = optimizer.update(grads, opt_state, params)
-    return (optax.apply_updates(params, updates), opt_state), loss
+      def loss_fn(p):
+        metrics, _ = model.apply({"params": p}, batch)
+        return metrics["total_loss"][0]
 
-  holder = {"state": jax.jit(init)(jax.random.PRNGKey(0))}
+      loss, grads = jax.value_and_grad(loss_fn)(params)
+      updates, opt_state = optimizer.update(grads, opt_state, params)
+      return (optax.apply_updates(params, updates), opt_state), loss
 
-  def run(num_steps: int) -> float:
-    state = holder["state"]
-    state, loss = step(state, batch)  # Compiles on the first call; not timed.
+    self.step = step
+    self.state = jax.jit(init)(jax.random.PRNGKey(0))
+
+  def _next_batch(self):
+    return jax.device_put(pytypes.NestedMap(self.data.get_next()))
+
+  def step_seconds(self, warmup: int, steps: int) -> float:
+    for _ in range(warmup):  # The first call compiles.
+      self.state, loss = self.step(self.state, self._next_batch())
     jax.block_until_ready(loss)
     start = time.perf_counter()
-    for _ in range(num_steps):
-      state, loss = step(state, batch)
-    jax.block_until_ready((state, loss))
-    holder["state"] = state
-    return time.perf_counter() - start
-
-  return run, holder
+    for _ in range(steps):
+      self.state, loss = self.step(self.state, self._next_batch())
+    jax.block_until_ready((self.state, loss))
+    return (time.perf_counter() - start) / steps
 
 
 def checkpoint_stall(state) -> tuple[float, float]:
@@ -131,29 +167,30 @@ def main(argv: Sequence[str]) -> None:
   del argv
   logging.set_verbosity(logging.WARNING)
   experiment_cls = experiment_registry.get_experiment(_EXP.value)
-  short, long = (int(s) for s in _STEPS.value)
-  if not 0 < short < long:
-    raise app.UsageError(f"--steps needs two increasing counts, got {_STEPS.value}")
+  if _WARMUP.value < 1 or _STEPS.value < 1:
+    raise app.UsageError("--warmup and --steps must be at least 1")
 
+  bare = BareLoop(experiment_cls)
   trainer_times, bare_times = [], []
-  run_bare, holder = bare_loop(experiment_cls)
   for _ in range(_REPEATS.value):
-    trainer_times.append(
-        (trainer_seconds(experiment_cls, long) - trainer_seconds(experiment_cls, short)) /
-        (long - short))
-    bare_times.append((run_bare(long) - run_bare(short)) / (long - short))
+    trainer_times.append(trainer_step_seconds(experiment_cls, _WARMUP.value, _STEPS.value))
+    bare_times.append(bare.step_seconds(_WARMUP.value, _STEPS.value))
   trainer_step, bare_step = min(trainer_times), min(bare_times)
-  blocked, total = checkpoint_stall(holder["state"])
-  num_params = sum(x.size for x in jax.tree.leaves(holder["state"][0]))
+  blocked, total = checkpoint_stall(bare.state)
+  num_params = sum(x.size for x in jax.tree.leaves(bare.state[0]))
+  ms = lambda times: ", ".join(f"{1e3 * t:.1f}" for t in times)
 
   print(f"experiment        {experiment_registry.canonical_name(experiment_cls)} "
         f"({num_params:,} parameters)")
-  print(f"devices           {jax.device_count()} x {jax.devices()[0].device_kind}")
-  print(f"trainer step      {1e3 * trainer_step:.2f} ms (fastest of {trainer_times})")
-  print(f"bare step         {1e3 * bare_step:.2f} ms (fastest of {bare_times})")
-  print(f"overhead ratio    {trainer_step / bare_step:.3f} (trainer / bare; goal <= 1.02)")
-  print(f"checkpoint save   blocks the loop {1e3 * blocked:.1f} ms; written after "
-        f"{1e3 * total:.1f} ms")
+  print(f"devices           {jax.device_count()} x {jax.devices()[0].device_kind}, "
+        f"{os.cpu_count()} host CPUs")
+  print(f"window            {_STEPS.value} steps after {_WARMUP.value}, "
+        f"{_REPEATS.value} repeats per side")
+  print(f"trainer step      {1e3 * trainer_step:.1f} ms (fastest of {ms(trainer_times)} ms)")
+  print(f"bare step         {1e3 * bare_step:.1f} ms (fastest of {ms(bare_times)} ms)")
+  print(f"overhead ratio    {trainer_step / bare_step:.4f} (trainer / bare; goal <= 1.02)")
+  print(f"checkpoint save   blocks the loop {1e3 * blocked:.1f} ms "
+        f"({blocked / bare_step:.2f} steps); written after {1e3 * total:.1f} ms")
 
 
 if __name__ == "__main__":
