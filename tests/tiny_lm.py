@@ -81,19 +81,7 @@ class TinyLm(base_experiment.BaseExperiment):
                         seq_len=self.DECODE_PREFIX_LEN)]
 
   def task(self) -> tasks_lib.TaskConfig:
-    return tasks_lib.TaskConfig(
-        model=language_model(vocab_size=self.VOCAB_SIZE, model_dims=self.MODEL_DIMS,
-                             num_layers=self.NUM_LAYERS, num_heads=self.NUM_HEADS,
-                             hidden_dims=self.HIDDEN_DIMS, decode_seqlen=self.SEQ_LEN),
-        learning_rate=self.LEARNING_RATE,
-        warmup_steps=self.WARMUP_STEPS,
-        num_train_steps=self.NUM_TRAIN_STEPS,
-        num_microbatches=self.NUM_MICROBATCHES,
-        ici_mesh_shape=self.ICI_MESH_SHAPE,
-        dcn_mesh_shape=self.DCN_MESH_SHAPE,
-        save_interval_steps=self.SAVE_INTERVAL_STEPS,
-        save_max_to_keep=self.SAVE_MAX_TO_KEEP,
-        summary_interval_steps=self.SUMMARY_INTERVAL_STEPS,
-        eval_interval_steps=self.EVAL_INTERVAL_STEPS,
-        decode_interval_steps=self.DECODE_INTERVAL_STEPS,
-    )
+    # The loop's settings (LEARNING_RATE ... DECODE_INTERVAL_STEPS) are TaskConfig's fields.
+    return tasks_lib.task_from_fields(self, language_model(
+        vocab_size=self.VOCAB_SIZE, model_dims=self.MODEL_DIMS, num_layers=self.NUM_LAYERS,
+        num_heads=self.NUM_HEADS, hidden_dims=self.HIDDEN_DIMS, decode_seqlen=self.SEQ_LEN))

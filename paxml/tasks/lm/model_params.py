@@ -261,16 +261,16 @@ class TransformerLmSpmdAdam(base_experiment.BaseExperiment):
     return synthetic_decode_datasets(self.PERCORE_BATCH_SIZE, self.DECODE_PROMPT_LEN)
 
   def task(self) -> tasks_lib.TaskConfig:
-    return tasks_lib.TaskConfig(
-        model=language_model(self),
+    # The other loop fields (NUM_TRAIN_STEPS, the mesh, the intervals) are TaskConfig's names.
+    return tasks_lib.task_from_fields(
+        self, language_model(self),
         optimizer=optimizer_config(self),
-        num_train_steps=self.NUM_TRAIN_STEPS,
-        ici_mesh_shape=self.ICI_MESH_SHAPE,
-        dcn_mesh_shape=self.DCN_MESH_SHAPE,
+        # LEARNING_RATE and WARMUP_STEPS are set_default_adam's, already in optimizer_config;
+        # TaskConfig's fields of those names are the optimizer=None shorthand.
+        learning_rate=None, warmup_steps=0,
+        # Pax's names for these two.
         save_interval_steps=self.CHECKPOINT_EVERY_N_STEPS,
         save_max_to_keep=self.CHECKPOINT_MAX_TO_KEEP,
-        summary_interval_steps=self.SUMMARY_INTERVAL_STEPS,
-        eval_interval_steps=self.EVAL_INTERVAL_STEPS,
     )
 
   def validate(self) -> None:

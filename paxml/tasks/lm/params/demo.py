@@ -116,19 +116,8 @@ class DemoLm(base_experiment.BaseExperiment):
     return models.LanguageModel.HParams(lm_tpl=lm, decoder_tpl=decoder).Instantiate()
 
   def task(self) -> tasks_lib.TaskConfig:
-    return tasks_lib.TaskConfig(
-        model=self.model(),
-        learning_rate=self.LEARNING_RATE,
-        warmup_steps=self.WARMUP_STEPS,
-        num_train_steps=self.NUM_TRAIN_STEPS,
-        ici_mesh_shape=self.ICI_MESH_SHAPE,
-        dcn_mesh_shape=self.DCN_MESH_SHAPE,
-        save_interval_steps=self.SAVE_INTERVAL_STEPS,
-        save_max_to_keep=self.SAVE_MAX_TO_KEEP,
-        summary_interval_steps=self.SUMMARY_INTERVAL_STEPS,
-        eval_interval_steps=self.EVAL_INTERVAL_STEPS,
-        decode_interval_steps=self.DECODE_INTERVAL_STEPS,
-    )
+    # LEARNING_RATE ... DECODE_INTERVAL_STEPS above are TaskConfig's fields, upper-cased.
+    return tasks_lib.task_from_fields(self, self.model())
 
 
 @experiment_registry.register
@@ -203,17 +192,4 @@ class SyntheticDemoLm(base_experiment.BaseExperiment):
         ),
         decode_prefix_len=self.DECODE_PREFIX_LEN,
     )
-    return tasks_lib.TaskConfig(
-        model=model,
-        learning_rate=self.LEARNING_RATE,
-        warmup_steps=self.WARMUP_STEPS,
-        num_train_steps=self.NUM_TRAIN_STEPS,
-        num_microbatches=self.NUM_MICROBATCHES,
-        ici_mesh_shape=self.ICI_MESH_SHAPE,
-        dcn_mesh_shape=self.DCN_MESH_SHAPE,
-        save_interval_steps=self.SAVE_INTERVAL_STEPS,
-        save_max_to_keep=self.SAVE_MAX_TO_KEEP,
-        summary_interval_steps=self.SUMMARY_INTERVAL_STEPS,
-        eval_interval_steps=self.EVAL_INTERVAL_STEPS,
-        decode_interval_steps=self.DECODE_INTERVAL_STEPS,
-    )
+    return tasks_lib.task_from_fields(self, model)
