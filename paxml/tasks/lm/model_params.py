@@ -8,6 +8,8 @@ a notebook can call them with other values:
 
   language_model_config(exp)  the praxis LanguageModel config the fields describe
   language_model(exp)         that config, built
+  small_language_model(...)   a plain pre-LN LanguageModel from five sizes, for the small demo
+                              and test experiments that have none of the Pax fields
   optimizer_config(exp)       Pax's set_default_adam as a praxis optimizer config
   synthetic_datasets(...)     Pax's `SyntheticDataset` (constant ids) for train and eval
   num_heads(exp)              heads from NUM_HEADS / DIMS_PER_HEAD, as Pax derives them
@@ -143,6 +145,29 @@ def language_model_config(exp: Any) -> base_hyperparams.Config:
 def language_model(exp: Any) -> models.LanguageModel:
   """The built `language_model_config(exp)`."""
   return base_hyperparams.instantiate(language_model_config(exp))
+
+
+def small_language_model(*, vocab_size: int, model_dims: int, num_layers: int, num_heads: int,
+                         hidden_dims: int, decode_seqlen: int) -> models.LanguageModel:
+  """A small praxis LanguageModel: pre-LN layers (attention without biases, as Pax's LMs; a
+  biased ReLU MLP), tied embeddings N(0, 1/D) scaled by sqrt(D), sinusoidal positions, float32.
+
+  `decode` continues each row's prompt greedily to `decode_seqlen` tokens (prompt included),
+  never stopping early (no EOS): the experiments that use it decode synthetic progressions.
+  """
+  layer = transformers.Transformer.HParams.config()
+  layer.tr_atten_tpl.use_bias = False
+  stack = transformers.StackedTransformer.HParams.config(
+      num_layers=num_layers, num_heads=num_heads, hidden_dims=hidden_dims,
+      transformer_layer_params_tpl=layer)
+  lm = transformer_models.TransformerLm.HParams.config(
+      model_dims=model_dims, vocab_size=vocab_size, stacked_transformer_tpl=stack)
+  # As language_model_config: looked up and scaled by sqrt(D), the embeddings have unit
+  # variance, as loud as the sinusoidal positions they are added to.
+  lm.softmax_tpl.scale_sqrt_depth = True
+  lm.softmax_tpl.params_init = base_layer.WeightInit.Gaussian(model_dims**-0.5)
+  return base_hyperparams.instantiate(models.LanguageModel.HParams.config(
+      lm_tpl=lm, decoder_tpl=sample_decode.DecoderHParams(seqlen=decode_seqlen, eos_id=None)))
 
 
 def optimizer_config(exp: Any) -> base_hyperparams.Config:
