@@ -4,7 +4,8 @@ Public modules (import them directly; this file imports nothing, so
 `import paxml.experiment_registry` does not pull in JAX or TensorFlow):
   experiment_registry: `@register` and name lookup for `--exp`.
   base_experiment: `BaseExperiment`, what every experiment implements.
-  tasks_lib: `TaskConfig` (`SingleTask`), what `BaseExperiment.task()` returns.
+  tasks_lib: `TaskConfig` (`SingleTask`), what `BaseExperiment.task()` returns;
+    `task_from_fields` builds one from an experiment's UPPERCASE fields.
   partitioning: the (replica, data, mdl) mesh, the logical-axis rules, state/batch shardings.
   train_states: `TrainState`, the praxis optimizer built (`make_optimizer`), sharded
     initialisation (`state_layout`).

@@ -25,6 +25,11 @@ Lion with their learning rate, schedule, gradient clipping, weight decay and EMA
 A shorthand for small experiments: leave `optimizer` None and give `learning_rate` (plus
 `warmup_steps` and `clip_gradient_norm_to_value`); that is Adam with a linear warm-up from 0 and
 then a constant rate (`optimizer_config()` spells it out).
+
+Experiments keep their settings as Pax-style UPPERCASE class fields; `task_from_fields(self,
+model, **overrides)` builds the TaskConfig from them: each field from the experiment's attribute
+of the same name upper-cased (`NUM_TRAIN_STEPS`, `LEARNING_RATE`, `ICI_MESH_SHAPE`, ...), a
+keyword override first, TaskConfig's default where the experiment has neither.
 """
 
 from collections.abc import Mapping, Sequence
@@ -163,3 +168,28 @@ def transformer_dims(model: Any) -> tuple[int, int, int] | None:
 
 # Pax's name for the task record.
 SingleTask = TaskConfig
+
+
+def task_from_fields(experiment: Any, model: nn.Module, **overrides: Any) -> TaskConfig:
+  """A `TaskConfig` for `model` from the experiment's Pax-style UPPERCASE class fields.
+
+  Each TaskConfig field other than `model` takes, in this order: the keyword in `overrides`;
+  else the experiment's attribute named by the field upper-cased (`num_train_steps` <-
+  `NUM_TRAIN_STEPS`, `ici_mesh_shape` <- `ICI_MESH_SHAPE`); else TaskConfig's default. The
+  names come from `dataclasses.fields(TaskConfig)`, so a field added there is read here with no
+  change. Other UPPERCASE attributes (architecture, data, names Pax uses elsewhere) are the
+  experiment's own business and are ignored; values are checked by TaskConfig itself (a bad
+  one is its ValueError), and a keyword that is no TaskConfig field is a TypeError.
+
+    def task(self):
+      return tasks_lib.task_from_fields(self, self.model())
+  """
+  names = {field.name for field in dataclasses.fields(TaskConfig)} - {"model"}
+  unknown = sorted(set(overrides) - names)
+  if unknown:
+    raise TypeError(f"task_from_fields: {', '.join(unknown)} is not a TaskConfig field; "
+                    f"the fields are {', '.join(sorted(names))}")
+  values = {name: getattr(experiment, name.upper()) for name in names
+            if hasattr(experiment, name.upper())}
+  values.update(overrides)
+  return TaskConfig(model=model, **values)

@@ -11,8 +11,6 @@ Public modules (import them directly; this file imports nothing so that
     PiecewiseConstant, LinearRampupExponentialDecay/CosineDecay, Rsqrt, ...) on optax.
   sharding: mesh axes (replica, data, mdl), make_mesh, the Pax v1 logical-axis rules table,
     logical_to_shardings (abstract train state -> NamedShardings), activate (mesh + rules).
-  transformer_lm: decoder-only Transformer LM and its loss.
 """
 
-__all__ = ["base_hyperparams", "base_layer", "optimizers", "pytypes", "schedules", "sharding",
-           "transformer_lm"]
+__all__ = ["base_hyperparams", "base_layer", "optimizers", "pytypes", "schedules", "sharding"]

@@ -151,38 +151,60 @@ def _build(value: Any, memo: dict[int, Any]) -> Any:
   return value
 
 
+# A class names in this attribute the fields its child templates take from it when it builds them
+# (BaseLayer: dtype and fprop_dtype, which `create_child` copies onto every child layer).
+INHERITED_BY_CHILDREN = "hparams_inherited_by_children"
+
+
 def nested_struct_to_text(root: Any, prefix: str = "") -> str:
   """One `path : value` line per leaf of a config tree, sorted; the text of model_params.txt.
 
   Configs show their class as `path : type/module.Class`, then their arguments (defaults included,
-  so the file records every value the run used).
+  so the file records every value the run used). A child template of a class that passes fields
+  down (its INHERITED_BY_CHILDREN attribute) shows the values it will be built with, the
+  parent's: a layer's `fprop_dtype : bfloat16` is repeated on every child layer below it, where
+  the template itself holds None.
   """
   lines: list[str] = []
-  _to_lines(root, prefix, lines)
+  _to_lines(root, prefix, lines, {})
   return "\n".join(lines) + "\n"
 
 
-def _to_lines(value: Any, path: str, lines: list[str]) -> None:
+def _inherited_names(target: Any) -> tuple[str, ...]:
+  return tuple(getattr(target, INHERITED_BY_CHILDREN, ())) if isinstance(target, type) else ()
+
+
+def _to_lines(value: Any, path: str, lines: list[str], inherited: dict[str, Any]) -> None:
+  """`inherited`: the values the enclosing class passes down to a child that takes them."""
   if isinstance(value, fdl.Buildable):
     target = value.__fn_or_cls__
     kind = "partial" if isinstance(value, fdl.Partial) else "cls"
     lines.append(f"{path or '(root)'} : {kind}/{_qualname(target)}")
-    for name, arg in sorted(_arguments_with_defaults(value).items()):
+    args = _arguments_with_defaults(value)
+    names = _inherited_names(target)
+    # Only a class that passes the fields down also takes them (create_child's rule).
+    args.update({name: inherited[name] for name in names if name in inherited})
+    passed_down = {name: args[name] for name in names if name in args}
+    for name, arg in sorted(args.items()):
       if _is_flax_bookkeeping(target, name):
         continue
-      _to_lines(arg, f"{path}.{name}" if path else name, lines)
+      _to_lines(arg, f"{path}.{name}" if path else name, lines, passed_down)
   elif dataclasses.is_dataclass(value) and not isinstance(value, type):
     lines.append(f"{path} : {_qualname(type(value))}")
+    # A built object already holds what it was given: it only passes its values down.
+    passed_down = {name: getattr(value, name) for name in _inherited_names(type(value))
+                   if hasattr(value, name)}
     for field in dataclasses.fields(value):
       if _is_flax_bookkeeping(type(value), field.name):
         continue
-      _to_lines(getattr(value, field.name), f"{path}.{field.name}", lines)
+      _to_lines(getattr(value, field.name), f"{path}.{field.name}", lines, passed_down)
   elif isinstance(value, dict) and value:
+    # Containers are not classes: their items are the enclosing class's children.
     for key in sorted(value, key=str):
-      _to_lines(value[key], f"{path}[{key!r}]", lines)
+      _to_lines(value[key], f"{path}[{key!r}]", lines, inherited)
   elif isinstance(value, (list, tuple)) and any(isinstance(v, fdl.Buildable) for v in value):
     for index, item in enumerate(value):
-      _to_lines(item, f"{path}[{index}]", lines)
+      _to_lines(item, f"{path}[{index}]", lines, inherited)
   else:
     lines.append(f"{path} : {_leaf_text(value)}")
 

@@ -114,6 +114,10 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
   fprop_dtype: Any = None
   params_init: WeightInit = WeightInit.Xavier()
 
+  # What create_child copies onto each child layer; model_params.txt shows these values on the
+  # children (base_hyperparams.nested_struct_to_text). A plain class attribute, not a field.
+  hparams_inherited_by_children = ("dtype", "fprop_dtype")
+
   @property
   def compute_dtype(self) -> Any:
     return self.dtype if self.fprop_dtype is None else self.fprop_dtype
@@ -129,8 +133,8 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
     cfg = template.clone()
     target = cfg.__fn_or_cls__
     if isinstance(target, type) and issubclass(target, BaseLayer):
-      cfg.dtype = self.dtype
-      cfg.fprop_dtype = self.fprop_dtype
+      for name in self.hparams_inherited_by_children:
+        setattr(cfg, name, getattr(self, name))
     for name, value in overrides.items():
       setattr(cfg, name, value)
     return base_hyperparams.instantiate(cfg)

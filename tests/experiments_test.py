@@ -21,7 +21,6 @@ from paxml.tools import abstract_build
 from paxml.tasks.lm.params import c4  # pylint: disable=unused-import
 from paxml.tasks.lm.params import demo  # pylint: disable=unused-import
 from paxml.tasks.lm.params import lm_cloud  # pylint: disable=unused-import
-from praxis import transformer_lm
 from praxis.layers import activations
 from praxis.layers import checkpoint_policy
 from praxis.layers import embedding_softmax
@@ -78,15 +77,6 @@ def expected_param_count(experiment) -> int:
   model = experiment.task().model
   if isinstance(model, models.LanguageModel):
     return lm_param_count(**_lm_formula_args(model.lm_tpl))
-  if isinstance(model, transformer_lm.LmModel):
-    # DemoLm's interim model (until DemoLm moves to praxis LanguageModel): no attention biases,
-    # biased MLP, tied softmax without a bias. Delete with praxis/transformer_lm.py.
-    lm = model.lm
-    learned = lm.position_embedding is transformer_lm.PositionEmbedding.LEARNED
-    return lm_param_count(vocab=lm.vocab_size, dims=lm.model_dims, layers=lm.num_layers,
-                          heads=lm.num_heads, dims_per_head=lm.model_dims // lm.num_heads,
-                          hidden=lm.hidden_dims, softmax_bias=False,
-                          position_table=lm.max_seq_len if learned else 0)
   raise AssertionError(f"{type(experiment).__name__}: no parameter formula for a "
                        f"{type(model).__name__}; add one to expected_param_count")
 

@@ -1,6 +1,6 @@
 """`TinyLm`: the small experiment the integration tests train (seconds on one CPU core).
 
-A praxis LanguageModel (one layer, 32 wide, no attention biases as in Pax's LMs) learning
+A praxis LanguageModel (`model_params.small_language_model`: one layer, 32 wide) learning
 modular arithmetic progressions (paxml/synthetic_input.py), with the task's Adam shorthand.
 The tests subclass it and change the UPPERCASE fields; it is the tests' own, so they do not
 depend on what the default demo experiment trains.
@@ -11,31 +11,7 @@ import fiddle as fdl
 from paxml import base_experiment
 from paxml import synthetic_input
 from paxml import tasks_lib
-from praxis import base_hyperparams
-from praxis import base_layer
-from praxis.layers import models
-from praxis.layers import sample_decode
-from praxis.layers import transformer_models
-from praxis.layers import transformers
-
-
-def language_model(*, vocab_size: int, model_dims: int, num_layers: int, num_heads: int,
-                   hidden_dims: int, decode_seqlen: int) -> models.LanguageModel:
-  """A pre-LN praxis LanguageModel with tied, scaled embeddings and sinusoidal positions; greedy
-  decoding up to `decode_seqlen` tokens, no EOS."""
-  layer = transformers.Transformer.HParams.config()
-  layer.tr_atten_tpl.use_bias = False
-  stack = transformers.StackedTransformer.HParams.config(
-      num_layers=num_layers, num_heads=num_heads, hidden_dims=hidden_dims,
-      transformer_layer_params_tpl=layer)
-  lm = transformer_models.TransformerLm.HParams.config(
-      model_dims=model_dims, vocab_size=vocab_size, stacked_transformer_tpl=stack)
-  # As the reference experiments (model_params.language_model_config): embeddings N(0, 1/D)
-  # scaled by sqrt(D) on lookup, so tokens are as loud as the sinusoidal positions.
-  lm.softmax_tpl.scale_sqrt_depth = True
-  lm.softmax_tpl.params_init = base_layer.WeightInit.Gaussian(model_dims**-0.5)
-  return base_hyperparams.instantiate(models.LanguageModel.HParams.config(
-      lm_tpl=lm, decoder_tpl=sample_decode.DecoderHParams(seqlen=decode_seqlen, eos_id=None)))
+from paxml.tasks.lm import model_params
 
 
 class TinyLm(base_experiment.BaseExperiment):
@@ -81,19 +57,7 @@ class TinyLm(base_experiment.BaseExperiment):
                         seq_len=self.DECODE_PREFIX_LEN)]
 
   def task(self) -> tasks_lib.TaskConfig:
-    return tasks_lib.TaskConfig(
-        model=language_model(vocab_size=self.VOCAB_SIZE, model_dims=self.MODEL_DIMS,
-                             num_layers=self.NUM_LAYERS, num_heads=self.NUM_HEADS,
-                             hidden_dims=self.HIDDEN_DIMS, decode_seqlen=self.SEQ_LEN),
-        learning_rate=self.LEARNING_RATE,
-        warmup_steps=self.WARMUP_STEPS,
-        num_train_steps=self.NUM_TRAIN_STEPS,
-        num_microbatches=self.NUM_MICROBATCHES,
-        ici_mesh_shape=self.ICI_MESH_SHAPE,
-        dcn_mesh_shape=self.DCN_MESH_SHAPE,
-        save_interval_steps=self.SAVE_INTERVAL_STEPS,
-        save_max_to_keep=self.SAVE_MAX_TO_KEEP,
-        summary_interval_steps=self.SUMMARY_INTERVAL_STEPS,
-        eval_interval_steps=self.EVAL_INTERVAL_STEPS,
-        decode_interval_steps=self.DECODE_INTERVAL_STEPS,
-    )
+    # The loop's settings (LEARNING_RATE ... DECODE_INTERVAL_STEPS) are TaskConfig's fields.
+    return tasks_lib.task_from_fields(self, model_params.small_language_model(
+        vocab_size=self.VOCAB_SIZE, model_dims=self.MODEL_DIMS, num_layers=self.NUM_LAYERS,
+        num_heads=self.NUM_HEADS, hidden_dims=self.HIDDEN_DIMS, decode_seqlen=self.SEQ_LEN))

@@ -8,6 +8,8 @@ a notebook can call them with other values:
 
   language_model_config(exp)  the praxis LanguageModel config the fields describe
   language_model(exp)         that config, built
+  small_language_model(...)   a plain pre-LN LanguageModel from five sizes, for the small demo
+                              and test experiments that have none of the Pax fields
   optimizer_config(exp)       Pax's set_default_adam as a praxis optimizer config
   synthetic_datasets(...)     Pax's `SyntheticDataset` (constant ids) for train and eval
   num_heads(exp)              heads from NUM_HEADS / DIMS_PER_HEAD, as Pax derives them
@@ -145,6 +147,29 @@ def language_model(exp: Any) -> models.LanguageModel:
   return base_hyperparams.instantiate(language_model_config(exp))
 
 
+def small_language_model(*, vocab_size: int, model_dims: int, num_layers: int, num_heads: int,
+                         hidden_dims: int, decode_seqlen: int) -> models.LanguageModel:
+  """A small praxis LanguageModel: pre-LN layers (attention without biases, as Pax's LMs; a
+  biased ReLU MLP), tied embeddings N(0, 1/D) scaled by sqrt(D), sinusoidal positions, float32.
+
+  `decode` continues each row's prompt greedily to `decode_seqlen` tokens (prompt included),
+  never stopping early (no EOS): the experiments that use it decode synthetic progressions.
+  """
+  layer = transformers.Transformer.HParams.config()
+  layer.tr_atten_tpl.use_bias = False
+  stack = transformers.StackedTransformer.HParams.config(
+      num_layers=num_layers, num_heads=num_heads, hidden_dims=hidden_dims,
+      transformer_layer_params_tpl=layer)
+  lm = transformer_models.TransformerLm.HParams.config(
+      model_dims=model_dims, vocab_size=vocab_size, stacked_transformer_tpl=stack)
+  # As language_model_config: looked up and scaled by sqrt(D), the embeddings have unit
+  # variance, as loud as the sinusoidal positions they are added to.
+  lm.softmax_tpl.scale_sqrt_depth = True
+  lm.softmax_tpl.params_init = base_layer.WeightInit.Gaussian(model_dims**-0.5)
+  return base_hyperparams.instantiate(models.LanguageModel.HParams.config(
+      lm_tpl=lm, decoder_tpl=sample_decode.DecoderHParams(seqlen=decode_seqlen, eos_id=None)))
+
+
 def optimizer_config(exp: Any) -> base_hyperparams.Config:
   """Pax's `set_default_adam` (lm_cloud) / `set_adam_and_learning_rate_schedule` (c4).
 
@@ -261,16 +286,16 @@ class TransformerLmSpmdAdam(base_experiment.BaseExperiment):
     return synthetic_decode_datasets(self.PERCORE_BATCH_SIZE, self.DECODE_PROMPT_LEN)
 
   def task(self) -> tasks_lib.TaskConfig:
-    return tasks_lib.TaskConfig(
-        model=language_model(self),
+    # The other loop fields (NUM_TRAIN_STEPS, the mesh, the intervals) are TaskConfig's names.
+    return tasks_lib.task_from_fields(
+        self, language_model(self),
         optimizer=optimizer_config(self),
-        num_train_steps=self.NUM_TRAIN_STEPS,
-        ici_mesh_shape=self.ICI_MESH_SHAPE,
-        dcn_mesh_shape=self.DCN_MESH_SHAPE,
+        # LEARNING_RATE and WARMUP_STEPS are set_default_adam's, already in optimizer_config;
+        # TaskConfig's fields of those names are the optimizer=None shorthand.
+        learning_rate=None, warmup_steps=0,
+        # Pax's names for these two.
         save_interval_steps=self.CHECKPOINT_EVERY_N_STEPS,
         save_max_to_keep=self.CHECKPOINT_MAX_TO_KEEP,
-        summary_interval_steps=self.SUMMARY_INTERVAL_STEPS,
-        eval_interval_steps=self.EVAL_INTERVAL_STEPS,
     )
 
   def validate(self) -> None:

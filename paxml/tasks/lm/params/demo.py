@@ -29,7 +29,7 @@ from paxml import synthetic_input
 from paxml import tasks_lib
 from paxml.data import demo_data
 from paxml.data import tokenizer
-from praxis import transformer_lm
+from paxml.tasks.lm import model_params
 from praxis.layers import models
 from praxis.layers import sample_decode
 from praxis.layers import transformer_models
@@ -116,24 +116,14 @@ class DemoLm(base_experiment.BaseExperiment):
     return models.LanguageModel.HParams(lm_tpl=lm, decoder_tpl=decoder).Instantiate()
 
   def task(self) -> tasks_lib.TaskConfig:
-    return tasks_lib.TaskConfig(
-        model=self.model(),
-        learning_rate=self.LEARNING_RATE,
-        warmup_steps=self.WARMUP_STEPS,
-        num_train_steps=self.NUM_TRAIN_STEPS,
-        ici_mesh_shape=self.ICI_MESH_SHAPE,
-        dcn_mesh_shape=self.DCN_MESH_SHAPE,
-        save_interval_steps=self.SAVE_INTERVAL_STEPS,
-        save_max_to_keep=self.SAVE_MAX_TO_KEEP,
-        summary_interval_steps=self.SUMMARY_INTERVAL_STEPS,
-        eval_interval_steps=self.EVAL_INTERVAL_STEPS,
-        decode_interval_steps=self.DECODE_INTERVAL_STEPS,
-    )
+    # LEARNING_RATE ... DECODE_INTERVAL_STEPS above are TaskConfig's fields, upper-cased.
+    return tasks_lib.task_from_fields(self, self.model())
 
 
 @experiment_registry.register
 class SyntheticDemoLm(base_experiment.BaseExperiment):
-  """Two-layer, 64-wide LM; 300 steps of Adam on arithmetic progressions (no data needed).
+  """Two-layer, 64-wide praxis LanguageModel; 300 steps of Adam on arithmetic progressions (no
+  data needed).
 
     ./bazelw run //paxml:main -- --exp=demo.SyntheticDemoLm --job_log_dir=/tmp/pax_synthetic
 
@@ -173,14 +163,10 @@ class SyntheticDemoLm(base_experiment.BaseExperiment):
   DECODE_INTERVAL_STEPS = 100
 
   def _input(self, **overrides) -> fdl.Config:
-    return fdl.Config(
-        synthetic_input.SyntheticLmInput,
-        batch_size=self.BATCH_SIZE,
-        seq_len=self.SEQ_LEN,
-        vocab_size=self.VOCAB_SIZE,
-        max_stride=self.MAX_STRIDE,
-        **overrides,
-    )
+    fields = dict(batch_size=self.BATCH_SIZE, seq_len=self.SEQ_LEN, vocab_size=self.VOCAB_SIZE,
+                  max_stride=self.MAX_STRIDE)
+    fields.update(overrides)  # The decode input replaces seq_len.
+    return fdl.Config(synthetic_input.SyntheticLmInput, **fields)
 
   def datasets(self) -> list[fdl.Config]:
     return [
@@ -189,31 +175,17 @@ class SyntheticDemoLm(base_experiment.BaseExperiment):
     ]
 
   def decode_datasets(self) -> list[fdl.Config]:
-    return [self._input(seed=self.EVAL_SEED, is_training=False, name="progressions")]
+    # Rows of just the prompt: LanguageModel.decode continues each row after its last
+    # non-padded token (as TinyLm in tests/tiny_lm.py).
+    return [self._input(seed=self.EVAL_SEED, is_training=False, name="progressions",
+                        seq_len=self.DECODE_PREFIX_LEN)]
+
+  def model(self) -> models.LanguageModel:
+    """praxis' LanguageModel (model_params.small_language_model) from the fields above; decode
+    continues each DECODE_PREFIX_LEN-token prompt to SEQ_LEN tokens."""
+    return model_params.small_language_model(
+        vocab_size=self.VOCAB_SIZE, model_dims=self.MODEL_DIMS, num_layers=self.NUM_LAYERS,
+        num_heads=self.NUM_HEADS, hidden_dims=self.HIDDEN_DIMS, decode_seqlen=self.SEQ_LEN)
 
   def task(self) -> tasks_lib.TaskConfig:
-    model = transformer_lm.LmModel(
-        lm=transformer_lm.TransformerLm(
-            vocab_size=self.VOCAB_SIZE,
-            model_dims=self.MODEL_DIMS,
-            num_layers=self.NUM_LAYERS,
-            num_heads=self.NUM_HEADS,
-            hidden_dims=self.HIDDEN_DIMS,
-            max_seq_len=self.SEQ_LEN,
-        ),
-        decode_prefix_len=self.DECODE_PREFIX_LEN,
-    )
-    return tasks_lib.TaskConfig(
-        model=model,
-        learning_rate=self.LEARNING_RATE,
-        warmup_steps=self.WARMUP_STEPS,
-        num_train_steps=self.NUM_TRAIN_STEPS,
-        num_microbatches=self.NUM_MICROBATCHES,
-        ici_mesh_shape=self.ICI_MESH_SHAPE,
-        dcn_mesh_shape=self.DCN_MESH_SHAPE,
-        save_interval_steps=self.SAVE_INTERVAL_STEPS,
-        save_max_to_keep=self.SAVE_MAX_TO_KEEP,
-        summary_interval_steps=self.SUMMARY_INTERVAL_STEPS,
-        eval_interval_steps=self.EVAL_INTERVAL_STEPS,
-        decode_interval_steps=self.DECODE_INTERVAL_STEPS,
-    )
+    return tasks_lib.task_from_fields(self, self.model())
