@@ -18,7 +18,9 @@ Bare: the same model, optax transformation (the task's praxis optimizer, built) 
 device, as any real loop must. Timed over the same window, waiting at both ends.
 
 Train step alone: the trainer's `train_step` jitted in that same plain loop, which splits the
-overhead into the step program's extra work and the loop's.
+overhead into the step program's extra work and the loop's. Because timings on a shared machine
+are noisy, the two step programs are also compared by XLA's own static cost estimate (flops and
+bytes accessed of the compiled programs), which does not depend on load.
 
 Sides alternate (trainer, train step alone, bare, trainer, ...) `repeats` times; the fastest of each is kept (the
 least disturbed by other processes), and every time is printed.
@@ -126,6 +128,12 @@ class _Loop:
   def _run(self, state, batch):
     raise NotImplementedError
 
+  def program_cost(self) -> dict[str, float]:
+    """XLA's static estimate for one compiled step: flops and bytes accessed."""
+    cost = self._step.lower(self.state, self.first, *self._step_args).compile().cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost  # Older jax returns one dict per device.
+    return {k: float(cost.get(k, 0.0)) for k in ("flops", "bytes accessed")}
+
   def step_seconds(self, warmup: int, steps: int) -> float:
     for _ in range(warmup):  # The first call compiles.
       self.state, out = self._run(self.state, self._next_batch())
@@ -161,7 +169,7 @@ class BareLoop(_Loop):
       updates, opt_state = optimizer.update(grads, opt_state, params)
       return (optax.apply_updates(params, updates), opt_state), loss
 
-    self._run = step
+    self._step, self._step_args, self._run = step, (), step
     self.state = jax.jit(init)(jax.random.PRNGKey(0))
 
 
@@ -176,6 +184,7 @@ class TrainStepLoop(_Loop):
     step = jax.jit(functools.partial(trainer.train_step, model=self.task.model,
                                      optimizer=optimizer), donate_argnums=0)
     rng = jax.random.PRNGKey(1)
+    self._step, self._step_args = step, (rng,)
     self._run = lambda state, batch: step(state, batch, rng)
     self.state = jax.jit(lambda r: nn.unbox(train_states.init_state(
         self.task.model, optimizer, r, self.first)))(jax.random.PRNGKey(0))
@@ -206,6 +215,7 @@ def main(argv: Sequence[str]) -> None:
     times["train_step"].append(step_only.step_seconds(_WARMUP.value, _STEPS.value))
     times["bare"].append(bare.step_seconds(_WARMUP.value, _STEPS.value))
   best = {k: min(v) for k, v in times.items()}
+  cost_train_step, cost_bare = step_only.program_cost(), bare.program_cost()
   blocked, total = checkpoint_stall(bare.state)
   num_params = sum(x.size for x in jax.tree.leaves(bare.state[0]))
   ms = lambda values: ", ".join(f"{1e3 * t:.1f}" for t in values)
@@ -223,6 +233,9 @@ def main(argv: Sequence[str]) -> None:
   print(f"overhead ratio    {best['trainer'] / best['bare']:.4f} (trainer / bare; goal <= 1.02)"
         f" = loop {best['trainer'] / best['train_step']:.4f} (trainer / train_step alone)"
         f" x step program {best['train_step'] / best['bare']:.4f} (train_step alone / bare)")
+  print("step program      XLA estimate, train_step / bare: " + ", ".join(
+      f"{k} {cost_train_step[k]:.4g} / {cost_bare[k]:.4g} = "
+      f"{cost_train_step[k] / max(cost_bare[k], 1.0):.4f}" for k in cost_bare))
   print(f"checkpoint save   blocks the loop {1e3 * blocked:.1f} ms "
         f"({blocked / best['bare']:.2f} steps); written after {1e3 * total:.1f} ms")
 
