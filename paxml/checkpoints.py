@@ -113,7 +113,7 @@ def checkpoint_dir(job_log_dir: str) -> str:
 
 
 class _ManagerOwner:
-  """What both checkpointers share: an Orbax manager of two items, the `state`
+  """What every class here shares: an Orbax manager of two items, the `state`
   pytree and one JSON item (named `json_item`), with saving, restoring, step
   listing, waiting and closing."""
 
@@ -178,14 +178,40 @@ class _ManagerOwner:
     self.close()
 
 
-class Checkpointer(_ManagerOwner):
+class _TrainLayout(_ManagerOwner):
+  """The trainer's layout (`state` plus the input position as `train_input`), which both the
+  writer and the reader restore the same way."""
+
+  def __init__(self, directory: str, options: ocp.CheckpointManagerOptions):
+    super().__init__(directory, _TRAIN_INPUT, options)
+
+  def restore(self, abstract_state: Any, step: int | None = None) -> Restored | None:
+    """Reads checkpoint `step` (default: the latest) into `abstract_state`'s structure.
+
+    Args:
+      abstract_state: the state's pytree with `jax.ShapeDtypeStruct` leaves (from
+        `jax.eval_shape`), each with the sharding the restored array should have; that may be
+        another mesh's than the one the checkpoint was saved from.
+      step: which checkpoint; None means the latest.
+
+    Returns:
+      The checkpoint, or None when there is none to restore.
+    """
+    restored = self._restore(step, abstract_state)
+    if restored is None:
+      return None
+    step, state, input_state = restored
+    return Restored(step=step, state=state, input_state=input_state)
+
+
+class Checkpointer(_TrainLayout):
   """The Pax trainer's checkpoints: saves every `save_interval_steps`."""
 
   def __init__(self, job_log_dir: str, *, save_interval_steps: int, max_to_keep: int,
                save_keep_interval_duration: Duration | None = None,
                keep_period: int | None = None):
     super().__init__(
-        checkpoint_dir(job_log_dir), _TRAIN_INPUT,
+        checkpoint_dir(job_log_dir),
         _options(save_interval_steps=save_interval_steps, max_to_keep=max_to_keep,
                  keep_period=keep_period,
                  save_keep_interval_duration=save_keep_interval_duration, async_save=True))
@@ -204,25 +230,8 @@ class Checkpointer(_ManagerOwner):
     """
     return self._save(step, state, input_state, force=force)
 
-  def restore(self, abstract_state: Any, step: int | None = None) -> Restored | None:
-    """Reads checkpoint `step` (default: the latest) into `abstract_state`'s structure.
 
-    Args:
-      abstract_state: the state's pytree with `jax.ShapeDtypeStruct` leaves (from
-        `jax.eval_shape`), each with the sharding the restored array should have.
-      step: which checkpoint; None means the latest.
-
-    Returns:
-      The checkpoint, or None when there is none to restore.
-    """
-    restored = self._restore(step, abstract_state)
-    if restored is None:
-      return None
-    step, state, input_state = restored
-    return Restored(step=step, state=state, input_state=input_state)
-
-
-class CheckpointReader(_ManagerOwner):
+class CheckpointReader(_TrainLayout):
   """Reads trainer checkpoints (`Checkpointer`'s layout) and never writes or deletes any.
 
   For readers of a directory that a trainer may be writing to at the same time (eval and decode
@@ -244,7 +253,7 @@ class CheckpointReader(_ManagerOwner):
       raise FileNotFoundError(
           f"No checkpoint directory at {directory}: expected a job_log_dir, its checkpoints/ "
           "directory or one checkpoint_%08d directory in it")
-    super().__init__(directory, _TRAIN_INPUT, _options(
+    super().__init__(directory, _options(
         save_interval_steps=1, max_to_keep=None, keep_period=None,
         save_keep_interval_duration=None, async_save=False,
         cleanup_tmp_directories=False, read_only=True))
@@ -255,15 +264,6 @@ class CheckpointReader(_ManagerOwner):
       return self.only_step
     self._manager.reload()
     return self._manager.latest_step()
-
-  def restore(self, abstract_state: Any, step: int | None = None) -> Restored | None:
-    """As `Checkpointer.restore`: the state in `abstract_state`'s structure and shardings,
-    which may be another mesh's than the one it was saved from."""
-    restored = self._restore(self.latest_step() if step is None else step, abstract_state)
-    if restored is None:
-      return None
-    step, state, input_state = restored
-    return Restored(step=step, state=state, input_state=input_state)
 
   def _state_path(self, step: int) -> str:
     if step not in self._manager.all_steps():
