@@ -1,0 +1,96 @@
+"""Macros for the project's Python targets: one way to declare a package, a module, its test.
+
+    pax_py_package(deps = [])
+        The package's __init__.py as a py_library named after its directory (//paxml/data:data),
+        depending on the parent package's __init__ target. List in `deps` the package's own modules
+        when __init__.py imports them (a re-exporting package such as paxml/toolkit); the package's
+        modules then depend on the parent's __init__ instead, which avoids a cycle.
+    pax_py_library(name, srcs = [name + ".py"], deps = [], ...)
+    pax_py_binary(name, srcs = [name + ".py"], deps = [], ...)
+    pax_py_test(name, srcs = [name + ".py"], deps = [], cpu_devices = 0, ...)
+        `cpu_devices = N` runs the test on N fake CPU devices
+        (XLA_FLAGS=--xla_force_host_platform_device_count=N).
+
+Folded into every target, so BUILD files list only what differs:
+  - the package's __init__ target: .bazelrc sets --incompatible_default_to_explicit_init_py, so Bazel
+    does not invent __init__.py files and a module's package must be a dependency;
+  - @pypi//:absl_py (absltest, flags, logging), @pypi//:jax and @pypi//:numpy: the stack nearly
+    every module and test imports (a target that does not import them only gets longer runfiles);
+  - for a test `<name>_test`, the library `<name>` when it is declared above it in the same file.
+Other third-party deps stay real `@pypi//:name` labels in the BUILD files; a label listed twice is
+kept once.
+"""
+
+_COMMON = ["@pypi//:absl_py", "@pypi//:jax", "@pypi//:numpy"]
+_REEXPORTS_TAG = "pax_package_reexports"
+
+def _parent_init():
+    parts = native.package_name().split("/")
+    if len(parts) < 2:
+        return []
+    return ["//" + "/".join(parts[:-1])]
+
+def _package_init():
+    """The __init__ target a module of this package depends on."""
+    base = native.package_name().split("/")[-1]
+    init = native.existing_rule(base)
+    if init and _REEXPORTS_TAG in init.get("tags", []):
+        return _parent_init()
+    return [":" + base]
+
+def _dedup(labels):
+    out = []
+    for label in labels:
+        if label not in out:
+            out.append(label)
+    return out
+
+def _module_deps(name, deps):
+    base = native.package_name().split("/")[-1]
+    init = [] if name == base else _package_init()
+    return _dedup(deps + init + _COMMON)
+
+def pax_py_package(deps = [], **kwargs):
+    """The package's __init__.py; see the file's docstring."""
+    name = native.package_name().split("/")[-1]
+    tags = kwargs.pop("tags", [])
+    if [d for d in deps if d.startswith(":")]:
+        tags = tags + [_REEXPORTS_TAG]
+    native.py_library(
+        name = name,
+        srcs = ["__init__.py"],
+        deps = _dedup(_parent_init() + deps),
+        tags = tags,
+        **kwargs
+    )
+
+def pax_py_library(name, srcs = None, deps = [], **kwargs):
+    native.py_library(
+        name = name,
+        srcs = srcs if srcs != None else [name + ".py"],
+        deps = _module_deps(name, deps),
+        **kwargs
+    )
+
+def pax_py_binary(name, srcs = None, deps = [], **kwargs):
+    native.py_binary(
+        name = name,
+        srcs = srcs if srcs != None else [name + ".py"],
+        deps = _module_deps(name, deps),
+        **kwargs
+    )
+
+def pax_py_test(name, srcs = None, deps = [], cpu_devices = 0, env = {}, **kwargs):
+    if cpu_devices:
+        env = dict(env)
+        env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=%d" % cpu_devices
+    under_test = []
+    if name.endswith("_test") and native.existing_rule(name[:-len("_test")]):
+        under_test = [":" + name[:-len("_test")]]
+    native.py_test(
+        name = name,
+        srcs = srcs if srcs != None else [name + ".py"],
+        deps = _module_deps(name, deps + under_test),
+        env = env,
+        **kwargs
+    )
