@@ -66,7 +66,7 @@ class StepWindowProfiler:
     # On CPU the trace has no device plane; reading /host:CPU gives a profile to inspect (XLA's
     # GPU scheduler is the only consumer that uses one).
     result = conversion.convert_detailed(self.trace_dir, include_host=True)
-    conversion.write_profile(result.profile_bytes(), self.profile_path)
+    conversion.write_profile(result.profile, self.profile_path)
     logging.info(
         "PGLE: wrote %s (%d instructions from %s). Use it with --pgle_profile=%s",
         self.profile_path, len(result.entries), ", ".join(result.trace_files),

@@ -37,12 +37,19 @@ class Entry:
 
 @dataclasses.dataclass(frozen=True)
 class Conversion:
+  """A conversion's profile and what went into it; one call into C++ makes all of it."""
+
+  profile: bytes  # The ProfiledInstructionsProto: text format if `text`, else binary.
+  text: bool
   entries: tuple[Entry, ...]  # Sorted by name.
   trace_files: tuple[str, ...]
   num_groups: int
+  num_samples: int  # Executions measured, over all runs.
 
   def profile_bytes(self, text: bool = False) -> bytes:
     """The ProfiledInstructionsProto XLA reads: binary, or text format for a `.pbtxt` file."""
+    if text == self.text:
+      return self.profile
     return _pgle.serialize_profile([(e.name, e.cost_us) for e in self.entries], text)
 
 
@@ -71,6 +78,16 @@ def _aggregation(percentile: float | None, aggregation: Aggregation | None) -> t
   return (aggregation or Aggregation.MEAN), 0.0
 
 
+def _planes(include_host: bool) -> _pgle.PlaneSelection:
+  return _pgle.PlaneSelection.DEVICE_ELSE_HOST if include_host else _pgle.PlaneSelection.DEVICE
+
+
+def _conversion(result: tuple, text: bool) -> Conversion:
+  profile, entries, files, num_groups, _, num_samples = result
+  return Conversion(profile, text, tuple(Entry(*e) for e in entries), tuple(files), num_groups,
+                    num_samples)
+
+
 def convert_detailed(
     run_dirs: str | os.PathLike | Sequence[str | os.PathLike],
     percentile: float | None = None,
@@ -78,15 +95,15 @@ def convert_detailed(
     aggregation: Aggregation | None = None,
     include_host: bool = False,
     per_host: bool = False,
+    text: bool = False,
 ) -> Conversion:
-  """Converts one or several runs; see `convert`. Returns entries with sample counts."""
+  """Converts one or several runs (see `convert`); also returns the entries with sample counts."""
   if isinstance(run_dirs, (str, os.PathLike)):
     run_dirs = [run_dirs]
   kind, value = _aggregation(percentile, aggregation)
-  planes = _pgle.PlaneSelection.DEVICE_ELSE_HOST if include_host else _pgle.PlaneSelection.DEVICE
-  entries, files, num_groups = _pgle.convert_run_dirs(
-      [resolve_run_dir(d) for d in run_dirs], planes, kind, value, per_host)
-  return Conversion(tuple(Entry(*e) for e in entries), tuple(files), num_groups)
+  return _conversion(_pgle.convert_run_dirs(
+      [resolve_run_dir(d) for d in run_dirs], _planes(include_host), kind, value, per_host,
+      text=text, entries=True), text)
 
 
 def convert(
@@ -107,13 +124,19 @@ def convert(
   `aggregation=Aggregation.MEDIAN/MIN/MAX` the plain statistic; `per_host=True` treats each host's
   trace as a run. `include_host=True` reads the /host:CPU plane of traces without a device plane,
   which makes CPU traces usable (for tests and for looking at reports; XLA only uses GPU profiles).
+  The C++ converter returns the serialized profile directly: the entries never become Python
+  objects.
 
   Raises TraceNotFoundError (a FileNotFoundError), TraceFormatError, NoDeviceEventsError or
   InvalidArgumentError (ValueErrors) with a message that says what to do.
   """
-  conversion = convert_detailed(
-      run_dirs, percentile, aggregation=aggregation, include_host=include_host, per_host=per_host)
-  return conversion.profile_bytes(text)
+  if isinstance(run_dirs, (str, os.PathLike)):
+    run_dirs = [run_dirs]
+  kind, value = _aggregation(percentile, aggregation)
+  profile, *_ = _pgle.convert_run_dirs(
+      [resolve_run_dir(d) for d in run_dirs], _planes(include_host), kind, value, per_host,
+      text=text, entries=False)
+  return profile
 
 
 def convert_xspaces(
@@ -122,12 +145,12 @@ def convert_xspaces(
     *,
     aggregation: Aggregation | None = None,
     include_host: bool = False,
+    text: bool = False,
 ) -> Conversion:
   """Like `convert_detailed` for serialized XSpaces (e.g. from `ProfilerSession.stop()`), one per run."""
   kind, value = _aggregation(percentile, aggregation)
-  planes = _pgle.PlaneSelection.DEVICE_ELSE_HOST if include_host else _pgle.PlaneSelection.DEVICE
-  entries, files, num_groups = _pgle.convert_xspaces(list(xspaces), planes, kind, value)
-  return Conversion(tuple(Entry(*e) for e in entries), tuple(files), num_groups)
+  return _conversion(_pgle.convert_xspaces(
+      list(xspaces), _planes(include_host), kind, value, text=text, entries=True), text)
 
 
 def read_profile(path: str | os.PathLike) -> list[tuple[str, float]]:

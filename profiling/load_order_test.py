@@ -21,9 +21,11 @@ class LoadOrderTest(absltest.TestCase):
     event = line.events.add(metadata_id=1, offset_ps=0, duration_ps=2_500_000)
     event.stats.add(metadata_id=1, str_value="fusion.7")
     event.stats.add(metadata_id=2, str_value="jit_step")
-    entries, _, _ = _pgle.convert_xspaces(
-        [space.SerializeToString()], _pgle.PlaneSelection.DEVICE, _pgle.Aggregation.MEAN, 0.0)
+    profile, entries, *_ = _pgle.convert_xspaces(
+        [space.SerializeToString()], _pgle.PlaneSelection.DEVICE, _pgle.Aggregation.MEAN, 0.0,
+        entries=True)
     self.assertEqual(entries, [("fusion.7", 2.5, 1, 1)])
+    self.assertEqual(_pgle.parse_profile(profile), [("fusion.7", 2.5)])
     # TensorFlow's own descriptors are untouched by ours (same full names, other runtime).
     self.assertEqual(xplane_pb2.XSpace.FromString(space.SerializeToString()), space)
 

@@ -50,17 +50,17 @@ def _path(path: str) -> str:
 
 
 def _convert(args: argparse.Namespace) -> int:
+  output = _path(args.output)
   conversion = convert_lib.convert_detailed(
       [_path(d) for d in args.run_dirs],
       args.percentile,
       aggregation=_AGGREGATIONS[args.aggregation] if args.aggregation else None,
       include_host=args.include_host,
       per_host=args.per_host,
+      text=output.endswith(".pbtxt"),
   )
-  output = _path(args.output)
-  convert_lib.write_profile(conversion.profile_bytes(text=output.endswith(".pbtxt")), output)
-  samples = sum(e.samples for e in conversion.entries)
-  print(f"wrote {output}: {len(conversion.entries)} instruction costs from {samples} executions in "
+  convert_lib.write_profile(conversion.profile, output)
+  print(f"wrote {output}: {len(conversion.entries)} instruction costs from {conversion.num_samples} executions in "
         f"{len(conversion.trace_files)} trace file(s), {conversion.num_groups} group(s)")
   if args.verbose:
     for e in conversion.entries:

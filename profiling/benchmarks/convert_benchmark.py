@@ -82,8 +82,7 @@ def machine() -> str:
 
 def build_config() -> str:
   """The Bazel configuration our extension was built in, e.g. k8-opt or k8-fastbuild (the default mode; .bazelrc adds -O2 to it)."""
-  from profiling import _pgle_ext  # pylint: disable=g-import-not-at-top  (loaded by _pgle already)
-  match = re.search(r"bazel-out/([^/]+)/", os.path.realpath(_pgle_ext.__file__))
+  match = re.search(r"bazel-out/([^/]+)/", os.path.realpath(_pgle.__file__))
   return match.group(1) if match else "unknown"
 
 
@@ -104,18 +103,26 @@ def read_costs(path: str) -> dict[str, float]:
   return as_dict
 
 
-def compare(ours: dict[str, float], theirs: dict[str, float]) -> None:
-  """Raises ProfileMismatch unless both have the same names and costs within RELATIVE_TOLERANCE."""
+def compare(ours: dict[str, float], theirs: dict[str, float]) -> float:
+  """The largest relative cost difference over all names.
+
+  Raises:
+    ProfileMismatch: the names differ, or a cost differs by more than RELATIVE_TOLERANCE.
+  """
   if not theirs:
     raise ProfileMismatch("jaxlib's profile is empty: the trace has nothing to compare")
   if set(ours) != set(theirs):
     only_ours, only_theirs = sorted(set(ours) - set(theirs)), sorted(set(theirs) - set(ours))
     raise ProfileMismatch(f"different names: only in ours {only_ours[:5]} ({len(only_ours)}), "
                           f"only in jaxlib's {only_theirs[:5]} ({len(only_theirs)})")
+  largest = 0.0
   for name, cost in sorted(theirs.items()):
     if abs(ours[name] - cost) > RELATIVE_TOLERANCE * abs(cost):
       raise ProfileMismatch(f"{name}: ours {ours[name]!r} us, jaxlib's {cost!r} us "
                             f"(relative difference {abs(ours[name] - cost) / abs(cost):.3g})")
+    if cost:
+      largest = max(largest, abs(ours[name] - cost) / abs(cost))
+  return largest
 
 
 def _convert_in_subprocess(which: str, run_dir: str, output: str) -> dict[str, float]:

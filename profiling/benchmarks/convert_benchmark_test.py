@@ -19,8 +19,10 @@ def _run_main(*args: str) -> tuple[int, str, str]:
 
 class CompareTest(absltest.TestCase):
 
-  def test_equal_within_tolerance(self):
-    convert_benchmark.compare({"a": 1.0, "b": 2.0}, {"a": 1.0 + 1e-12, "b": 2.0})
+  def test_equal_within_tolerance_returns_the_largest_relative_difference(self):
+    largest = convert_benchmark.compare({"a": 1.0, "b": 2.0}, {"a": 1.0 + 1e-12, "b": 2.0})
+    self.assertAlmostEqual(largest, 1e-12, delta=1e-15)
+    self.assertEqual(convert_benchmark.compare({"a": 3.0}, {"a": 3.0}), 0.0)
 
   def test_rejects_different_names(self):
     with self.assertRaisesRegex(convert_benchmark.ProfileMismatch, r"only in ours \['c'\].*only in jaxlib's \['b'\]"):

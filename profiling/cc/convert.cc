@@ -126,4 +126,33 @@ ConvertResult ConvertXSpaces(const std::vector<std::string>& xspaces, const Conv
   return Finish(std::move(hosts), xspaces.size(), fingerprints, options);
 }
 
+namespace {
+
+ProfileResult ToProfile(ConvertResult conversion, ProfileFormat format, bool keep_entries) {
+  ProfileResult result;
+  result.num_costs = conversion.entries.size();
+  std::vector<InstructionCost> costs;
+  costs.reserve(conversion.entries.size());
+  for (ProfileEntry& entry : conversion.entries) {
+    result.num_samples += entry.samples;
+    costs.push_back({keep_entries ? entry.name : std::move(entry.name), entry.cost_us});
+  }
+  result.profile = SerializeProfile(std::move(costs), format);
+  if (!keep_entries) conversion.entries.clear();
+  result.conversion = std::move(conversion);
+  return result;
+}
+
+}  // namespace
+
+ProfileResult ConvertRunDirsToProfile(const std::vector<std::string>& run_dirs, const ConvertOptions& options,
+                                      ProfileFormat format, bool keep_entries) {
+  return ToProfile(ConvertRunDirs(run_dirs, options), format, keep_entries);
+}
+
+ProfileResult ConvertXSpacesToProfile(const std::vector<std::string>& xspaces, const ConvertOptions& options,
+                                      ProfileFormat format, bool keep_entries) {
+  return ToProfile(ConvertXSpaces(xspaces, options), format, keep_entries);
+}
+
 }  // namespace pgle

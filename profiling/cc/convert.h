@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "profiling/cc/aggregate.h"
+#include "profiling/cc/profile.h"
 #include "profiling/cc/xspace_events.h"
 
 namespace pgle {
@@ -40,6 +41,21 @@ ConvertResult ConvertRunDirs(const std::vector<std::string>& run_dirs, const Con
 // Converts serialized XSpaces (what a ProfilerSession returns), each one run of one host; each is
 // its own group. Throws like ConvertRunDirs.
 ConvertResult ConvertXSpaces(const std::vector<std::string>& xspaces, const ConvertOptions& options);
+
+// A conversion's profile, serialized, and what a caller reports about it.
+struct ProfileResult {
+  std::string profile;  // A ProfiledInstructionsProto in the requested format.
+  size_t num_costs = 0;
+  int64_t num_samples = 0;   // Executions measured, over all groups.
+  ConvertResult conversion;  // Entries only when asked for; trace files and groups always.
+};
+
+// ConvertRunDirs / ConvertXSpaces and SerializeProfile in one call, so that a profile crosses into
+// Python once, as bytes. `keep_entries` also returns the entries (for listings). Throws like them.
+ProfileResult ConvertRunDirsToProfile(const std::vector<std::string>& run_dirs, const ConvertOptions& options,
+                                      ProfileFormat format, bool keep_entries);
+ProfileResult ConvertXSpacesToProfile(const std::vector<std::string>& xspaces, const ConvertOptions& options,
+                                      ProfileFormat format, bool keep_entries);
 
 }  // namespace pgle
 

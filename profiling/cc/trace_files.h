@@ -22,8 +22,9 @@ std::vector<std::string> ListTraceFiles(const std::string& run_dir);
 // Throws TraceFormatError for bytes protobuf cannot parse (truncated files, other formats).
 LazyXSpace ParseXSpace(std::string bytes, const std::string& what);
 
-// Reads and parses one trace file. Throws TraceNotFoundError if it cannot be read, TraceFormatError
-// like ParseXSpace.
+// Reads one trace file into memory and parses it. Throws TraceNotFoundError if it cannot be read,
+// TraceFormatError like ParseXSpace or if the file changes size while it is read (a trace still
+// being written: an error, never a crash).
 LazyXSpace ReadXSpaceFile(const std::string& path);
 
 }  // namespace pgle

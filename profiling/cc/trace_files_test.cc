@@ -94,10 +94,35 @@ TEST(ReadXSpaceFileTest, TruncatedFileIsAFormatErrorNamingTheFile) {
 }
 
 TEST(ReadXSpaceFileTest, EmptyFileIsATraceWithoutPlanes) {
-  // Nothing to map into memory: read the ordinary way. (Protobuf parses no bytes as an empty XSpace.)
+  // Protobuf parses no bytes as an empty XSpace.
   fs::path dir = FreshDir("empty");
   WriteFile(dir / "h.xplane.pb", "");
   EXPECT_EQ(ReadXSpaceFile((dir / "h.xplane.pb").string()).headers().planes_size(), 0);
+}
+
+TEST(ReadXSpaceFileTest, TraceTruncatedAfterReadingIsStillWhole) {
+  // The trace is a copy: a file truncated after it was read cannot take pages away from it (a
+  // mapping of the file would end the process with SIGBUS at the next read of a lost page).
+  fs::path dir = FreshDir("truncated_after");
+  WriteFile(dir / "h.xplane.pb", SerializedSpace("/device:GPU:0"));
+  const LazyXSpace space = ReadXSpaceFile((dir / "h.xplane.pb").string());
+  fs::resize_file(dir / "h.xplane.pb", 0);
+  ASSERT_EQ(space.headers().planes_size(), 1);
+  EXPECT_EQ(space.headers().planes(0).name(), "/device:GPU:0");
+  EXPECT_TRUE(space.CheckLines(0));
+}
+
+TEST(ReadXSpaceFileTest, FileShorterThanItsSizeIsAFormatErrorNotACrash) {
+  // What a file truncated while it is read looks like: fewer bytes than fstat said. sysfs files
+  // report a size of one page and hold a few bytes.
+  const std::string path = "/sys/kernel/mm/transparent_hugepage/enabled";
+  if (!fs::exists(path) || fs::file_size(path) < 100) GTEST_SKIP() << "no such sysfs file here";
+  try {
+    ReadXSpaceFile(path);
+    FAIL() << "a short read parsed";
+  } catch (const TraceFormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("changed size while it was read"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ReadXSpaceFileTest, MissingFileIsNotFound) {

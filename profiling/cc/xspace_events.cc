@@ -216,7 +216,7 @@ struct HostSpans::Impl {
   std::vector<std::string> planes_seen;
 
   bool Read(const LazyXSpace& space, PlaneSelection selection);
-  bool AddPlane(const XPlane& plane, const std::vector<std::string_view>& lines);
+  bool AddPlane(const LazyXSpace& space, int plane_index);
   uint32_t InstructionId(const InstructionKey& key);
 };
 
@@ -226,9 +226,10 @@ uint32_t HostSpans::Impl::InstructionId(const InstructionKey& key) {
   return it->second;
 }
 
-// `plane` has no lines itself: they come serialized, as `lines`. False if the fast reader refused
-// some of their bytes (see xspace_wire.h); the spans are then incomplete.
-bool HostSpans::Impl::AddPlane(const XPlane& plane, const std::vector<std::string_view>& lines) {
+// The plane's lines come serialized, read through `space`. False if the fast reader refused some
+// of their bytes (see xspace_wire.h); the spans are then incomplete.
+bool HostSpans::Impl::AddPlane(const LazyXSpace& space, int plane_index) {
+  const XPlane& plane = space.headers().planes(plane_index);
   IdMap<StatKind> kinds;
   bool any_kind = false;
   for (const auto& [id, metadata] : plane.stat_metadata()) {
@@ -238,9 +239,7 @@ bool HostSpans::Impl::AddPlane(const XPlane& plane, const std::vector<std::strin
       any_kind = true;
     }
   }
-  if (!any_kind) {  // No stat named hlo_op, hlo_module: no event can count.
-    return std::all_of(lines.begin(), lines.end(), CheckLine);
-  }
+  if (!any_kind) return space.CheckLines(plane_index);  // No hlo_op, hlo_module: no event counts.
 
   auto collect = [&kinds](const StatView& stat, EventStats* found) {
     if (!Has(stat)) return;
@@ -286,14 +285,10 @@ bool HostSpans::Impl::AddPlane(const XPlane& plane, const std::vector<std::strin
     return metadata_stats.Insert(metadata_id, found);
   };
 
-  for (std::string_view line : lines) {
-    LineHeader header;
-    if (!DecodeLineHeader(line, &header)) return false;
+  using LineUse = LazyXSpace::LineUse;
+  return space.ReadLines(plane_index, [&](const LineHeader& header, std::string_view line) {
     const std::string_view shown = header.display_name.empty() ? header.name : header.display_name;
-    if (shown == kAsyncOpsLineName) {
-      if (!CheckLine(line)) return false;
-      continue;
-    }
+    if (shown == kAsyncOpsLineName) return LineUse::kSkipped;
     const int64_t line_start_ps = header.timestamp_ns * 1000;
     const bool accepted = ForEachEvent(line, [&](const EventView& event) {
       EventStats found = stats_of_metadata(event.metadata_id);
@@ -306,9 +301,8 @@ bool HostSpans::Impl::AddPlane(const XPlane& plane, const std::vector<std::strin
       spans.push_back({InstructionId(key), Has(found.scope_range_id) ? StatInt(found.scope_range_id) : start_ps,
                        start_ps, start_ps + event.duration_ps});
     });
-    if (!accepted) return false;
-  }
-  return true;
+    return accepted ? LineUse::kRead : LineUse::kRefused;
+  });
 }
 
 HostSpans::HostSpans() : impl_(std::make_unique<Impl>()) {}
@@ -357,20 +351,19 @@ HostCosts HostSpans::Resolve(const FingerprintMap& fingerprints) const {
   return costs;
 }
 
-// Reads the spans of `space`, and checks every line it does not use so that a damaged trace fails
-// as in protobuf. False if the fast reader refused some bytes.
+// Reads the spans of `space`; the lines it does not use are checked by `space` so that a damaged
+// trace fails as in protobuf. False if the fast reader refused some bytes.
 bool HostSpans::Impl::Read(const LazyXSpace& space, PlaneSelection selection) {
   const XSpace& headers = space.headers();
   for (const XPlane& plane : headers.planes()) planes_seen.push_back(plane.name());
   const std::vector<int> selected = SelectPlanes(headers, selection);
   for (int plane = 0; plane < headers.planes_size(); ++plane) {
-    const std::vector<std::string_view> lines = space.lines(plane);
     if (std::find(selected.begin(), selected.end(), plane) == selected.end()) {
-      if (!std::all_of(lines.begin(), lines.end(), CheckLine)) return false;
+      if (!space.CheckLines(plane)) return false;
       continue;
     }
     planes_read.push_back(headers.planes(plane).name());
-    if (!AddPlane(headers.planes(plane), lines)) return false;
+    if (!AddPlane(space, plane)) return false;
   }
   return true;
 }

@@ -163,9 +163,21 @@ bool DecodeLineHeader(std::string_view bytes, LineHeader* header) {
   return true;
 }
 
+namespace wire {
+
 bool CheckLine(std::string_view bytes) {
   LineHeader header;
   return DecodeLineHeader(bytes, &header) && ForEachEvent(bytes, [](const EventView&) {});
+}
+
+}  // namespace wire
+
+bool LazyXSpace::CheckLines(int plane) const {
+  const std::vector<Range>& ranges = lines_[plane];
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    if (!wire::CheckLine(line(ranges, i))) return false;
+  }
+  return true;
 }
 
 std::vector<std::string_view> LazyXSpace::lines(int plane) const {

@@ -15,9 +15,9 @@
 // check). Anything else (groups, malformed bytes) makes a decoder return false; the reader then
 // takes LazyXSpace::Canonical(): protobuf's own parse of the whole trace, which either rejects it
 // (TraceFormatError) or gives canonical bytes that the fast reader always accepts. A trace is
-// read in one pass: its lines are checked as they are decoded, so whoever reads them must check
-// every line, including those it does not use (CheckLine), for a damaged trace to fail as in
-// protobuf.
+// read in one pass: its lines are checked as they are decoded, and LazyXSpace's line readers
+// (ReadLines, CheckLines) check the lines nobody decodes, so a damaged trace fails as in protobuf
+// whichever lines a reader uses.
 
 #include <cstdint>
 #include <cstring>
@@ -72,8 +72,6 @@ struct LineHeader {
 bool DecodeStat(std::string_view bytes, StatView* stat);
 bool DecodeEvent(std::string_view bytes, EventView* event);  // Reuses event->stats' capacity.
 bool DecodeLineHeader(std::string_view bytes, LineHeader* header);
-// Whether the fast reader accepts the whole serialized line `bytes`, events and stats included.
-bool CheckLine(std::string_view bytes);
 
 // Decodes each event of the serialized line `bytes` into one EventView and calls
 // `on_event(const EventView&)` with it. False (after the events before it) at a rejected event.
@@ -102,8 +100,22 @@ class LazyXSpace {
 
   // The trace with every plane's `lines` left empty.
   const tensorflow::profiler::XSpace& headers() const { return headers_; }
-  // The serialized lines of headers().planes(plane), in trace order.
+  // The serialized lines of headers().planes(plane), in trace order, not yet checked.
   std::vector<std::string_view> lines(int plane) const;
+
+  // What a ReadLines callback did with the line it was given.
+  enum class LineUse {
+    kRead,     // Decoded its events with ForEachEvent, which accepted them.
+    kRefused,  // ForEachEvent (or another decoder) returned false.
+    kSkipped,  // Did not read it: ReadLines checks its events instead.
+  };
+  // Hands each line of headers().planes(plane), in trace order, to
+  // `on_line(const LineHeader& header, std::string_view line) -> LineUse`, its header decoded.
+  // False if a header or a line was refused: the caller starts again from Canonical().
+  template <typename OnLine>
+  bool ReadLines(int plane, OnLine&& on_line) const;
+  // Checks every line of a plane that is not read. False if one is refused.
+  bool CheckLines(int plane) const;
 
  private:
   struct Range {
@@ -112,6 +124,9 @@ class LazyXSpace {
   };
   // Fills this from `bytes_` with the fast reader; false if it does not accept them.
   bool Split();
+  std::string_view line(const std::vector<Range>& ranges, size_t i) const {
+    return bytes_.bytes.substr(ranges[i].offset, ranges[i].size);
+  }
 
   std::string what_;  // For messages.
   SharedBytes bytes_;
@@ -195,6 +210,9 @@ class Reader {
   const char* end_;
 };
 
+// Whether the fast reader accepts the whole serialized line `bytes`, events and stats included.
+bool CheckLine(std::string_view bytes);
+
 }  // namespace wire
 
 template <typename OnEvent>
@@ -208,6 +226,26 @@ bool ForEachEvent(std::string_view bytes, OnEvent&& on_event) {
     if (field.number != kEvents || field.wire_type != wire::kLengthDelimited) continue;
     if (!DecodeEvent(field.bytes, &event)) return false;
     on_event(static_cast<const EventView&>(event));
+  }
+  return true;
+}
+
+template <typename OnLine>
+bool LazyXSpace::ReadLines(int plane, OnLine&& on_line) const {
+  const std::vector<Range>& ranges = lines_[plane];
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const std::string_view bytes = line(ranges, i);
+    LineHeader header;
+    if (!DecodeLineHeader(bytes, &header)) return false;
+    switch (on_line(static_cast<const LineHeader&>(header), bytes)) {
+      case LineUse::kRead:
+        break;
+      case LineUse::kRefused:
+        return false;
+      case LineUse::kSkipped:
+        if (!ForEachEvent(bytes, [](const EventView&) {})) return false;
+        break;
+    }
   }
   return true;
 }

@@ -169,7 +169,7 @@ TEST(LazyXSpaceTest, WhatTheFastReaderRefusesProtobufReadsInCanonical) {
   const std::string line = VarintField(3, 2) + LenField(4, event);
   LazyXSpace lazy = LazyXSpace::Parse(SpaceWithLines({line}), "test");
   ASSERT_EQ(lazy.lines(0).size(), 1u);
-  EXPECT_FALSE(CheckLine(lazy.lines(0)[0]));
+  EXPECT_FALSE(lazy.CheckLines(0));
 
   LazyXSpace canonical = lazy.Canonical();
   ASSERT_EQ(canonical.headers().planes_size(), 1);
@@ -193,7 +193,7 @@ TEST(LazyXSpaceTest, BytesProtobufRejectsAreAFormatError) {
   // Invalid UTF-8 in a string stat, deep inside a line: the line is refused when read, and
   // protobuf refuses the whole trace.
   LazyXSpace bad = LazyXSpace::Parse(SpaceWithLines({LenField(4, LenField(4, LenField(5, "op\xff")))}), "bad trace");
-  EXPECT_FALSE(CheckLine(bad.lines(0)[0]));
+  EXPECT_FALSE(bad.CheckLines(0));
   try {
     bad.Canonical();
     FAIL() << "invalid UTF-8 parsed";

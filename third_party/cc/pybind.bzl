@@ -1,13 +1,16 @@
 """pybind_extension: a Python extension module built from C++ with pybind11."""
 
 def pybind_extension(name, srcs, deps = [], visibility = None):
-    """Builds `<name>.so` (importable as `name`) and a py_library `name` that carries it.
+    """Builds the shared object `native/<name>.so` from `srcs` (PYBIND11_MODULE(<name>, m)).
 
-    The module is linked as one shared object with its C++ deps inside it (linkstatic), so Python
-    finds no other first-party .so to load; system libraries (libprotobuf) stay dynamic.
+    It sits in `native/` so that Python never imports it by itself under the module's name: the
+    package's `<name>.py` loads it (with the dlopen flags it needs) and becomes it; declare that
+    py_library with `data = ["native/<name>.so"]`. The module is linked as one shared object with
+    its C++ deps inside it (linkstatic), so Python finds no other first-party .so to load; system
+    libraries (libprotobuf) stay dynamic.
     """
     native.cc_binary(
-        name = name + ".so",
+        name = "native/" + name + ".so",
         srcs = srcs,
         copts = ["-fvisibility=hidden", "-fexceptions"],
         linkshared = True,
@@ -16,9 +19,5 @@ def pybind_extension(name, srcs, deps = [], visibility = None):
             "@pypi//:pybind11_headers",
             "@python_interpreter//:headers",
         ],
-    )
-    native.py_library(
-        name = name,
-        data = [":" + name + ".so"],
         visibility = visibility,
     )

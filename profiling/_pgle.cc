@@ -1,5 +1,6 @@
-// Python binding of the PGLE C++ library: converts types, releases the GIL around the work, and
-// turns each C++ error type into its own Python exception. No logic lives here (see cc/).
+// profiling._pgle: the Python binding of the PGLE C++ library (cc/). It converts types, releases the
+// GIL around the work, and turns each C++ error type into its own Python exception; no logic lives
+// here. Built as native/_pgle.so and loaded by _pgle.py, which gives it its own protobuf runtime.
 
 #include <string>
 #include <tuple>
@@ -18,12 +19,14 @@ namespace {
 
 using Entry = std::tuple<std::string, double, int64_t, int64_t>;  // name, cost_us, samples, groups
 
+pgle::ProfileFormat Format(bool text) { return text ? pgle::ProfileFormat::kText : pgle::ProfileFormat::kBinary; }
+
 std::vector<std::pair<std::string, double>> ParseProfile(py::bytes data, bool text) {
   std::string bytes = data;  // Copied while we hold the GIL.
   pgle::Profile profile;
   {
     py::gil_scoped_release release;
-    profile = pgle::ParseProfile(bytes, text ? pgle::ProfileFormat::kText : pgle::ProfileFormat::kBinary);
+    profile = pgle::ParseProfile(bytes, Format(text));
   }
   std::vector<std::pair<std::string, double>> costs;
   costs.reserve(profile.costs.size());
@@ -48,7 +51,7 @@ py::bytes SerializeProfile(std::vector<std::pair<std::string, double>> costs, bo
   std::string out;
   {
     py::gil_scoped_release release;
-    out = pgle::SerializeProfile(std::move(converted), text ? pgle::ProfileFormat::kText : pgle::ProfileFormat::kBinary);
+    out = pgle::SerializeProfile(std::move(converted), Format(text));
   }
   return py::bytes(out);
 }
@@ -62,38 +65,43 @@ pgle::ConvertOptions Options(pgle::PlaneSelection planes, pgle::Aggregation aggr
   return options;
 }
 
-// (entries, trace_files, num_groups): plain Python values, no wrapper class to keep alive.
-py::tuple ToPython(pgle::ConvertResult result) {
+// (profile, entries, trace_files, num_groups, num_costs, num_samples): plain Python values, no
+// wrapper class to keep alive. `entries` is empty unless they were asked for.
+py::tuple ToPython(pgle::ProfileResult result) {
   std::vector<Entry> entries;
-  entries.reserve(result.entries.size());
-  for (auto& e : result.entries) entries.emplace_back(std::move(e.name), e.cost_us, e.samples, e.groups);
-  return py::make_tuple(entries, result.trace_files, result.num_groups);
+  entries.reserve(result.conversion.entries.size());
+  for (auto& e : result.conversion.entries) entries.emplace_back(std::move(e.name), e.cost_us, e.samples, e.groups);
+  return py::make_tuple(py::bytes(result.profile), entries, result.conversion.trace_files,
+                        result.conversion.num_groups, result.num_costs, result.num_samples);
 }
 
 py::tuple ConvertRunDirs(std::vector<std::string> run_dirs, pgle::PlaneSelection planes,
-                         pgle::Aggregation aggregation, double percentile, bool group_by_host) {
-  pgle::ConvertResult result;
+                         pgle::Aggregation aggregation, double percentile, bool group_by_host, bool text,
+                         bool entries) {
+  pgle::ProfileResult result;
   {
     py::gil_scoped_release release;
-    result = pgle::ConvertRunDirs(run_dirs, Options(planes, aggregation, percentile, group_by_host));
+    result = pgle::ConvertRunDirsToProfile(run_dirs, Options(planes, aggregation, percentile, group_by_host),
+                                           Format(text), entries);
   }
   return ToPython(std::move(result));
 }
 
 py::tuple ConvertXSpaces(const std::vector<py::bytes>& xspaces, pgle::PlaneSelection planes,
-                         pgle::Aggregation aggregation, double percentile) {
+                         pgle::Aggregation aggregation, double percentile, bool text, bool entries) {
   std::vector<std::string> copies(xspaces.begin(), xspaces.end());
-  pgle::ConvertResult result;
+  pgle::ProfileResult result;
   {
     py::gil_scoped_release release;
-    result = pgle::ConvertXSpaces(copies, Options(planes, aggregation, percentile, false));
+    result = pgle::ConvertXSpacesToProfile(copies, Options(planes, aggregation, percentile, false), Format(text),
+                                           entries);
   }
   return ToPython(std::move(result));
 }
 
 }  // namespace
 
-PYBIND11_MODULE(_pgle_ext, m) {
+PYBIND11_MODULE(_pgle, m) {
   m.doc() = "C++ core of the PGLE tools: JAX profiler traces -> XLA ProfiledInstructionsProto.";
 
   // pybind11 tries translators newest first: the base classes are registered before subclasses.
@@ -116,11 +124,13 @@ PYBIND11_MODULE(_pgle_ext, m) {
       .value("MAX", pgle::Aggregation::kMax);
 
   m.def("convert_run_dirs", &ConvertRunDirs, py::arg("run_dirs"), py::arg("planes"), py::arg("aggregation"),
-        py::arg("percentile"), py::arg("group_by_host"),
-        "Converts the *xplane.pb files of each run directory. Returns (entries, trace_files, num_groups),\n"
-        "entries [(name, cost_us, samples, groups)] sorted by name.");
+        py::arg("percentile"), py::arg("group_by_host"), py::arg("text") = false, py::arg("entries") = false,
+        "Converts the *xplane.pb files of each run directory into a profile, in one call. Returns\n"
+        "(profile, entries, trace_files, num_groups, num_costs, num_samples): profile the\n"
+        "ProfiledInstructionsProto bytes (text format if `text`), entries [(name, cost_us, samples,\n"
+        "groups)] sorted by name if `entries`, else [].");
   m.def("convert_xspaces", &ConvertXSpaces, py::arg("xspaces"), py::arg("planes"), py::arg("aggregation"),
-        py::arg("percentile"),
+        py::arg("percentile"), py::arg("text") = false, py::arg("entries") = false,
         "Like convert_run_dirs for serialized XSpaces, each one run of one host.");
   m.def("serialize_profile", &SerializeProfile, py::arg("costs"), py::arg("text"),
         "[(name, cost_us)] -> ProfiledInstructionsProto bytes (text format if `text`), sorted by name.");
