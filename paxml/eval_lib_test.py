@@ -10,7 +10,7 @@ import numpy as np
 from paxml import eval_lib
 from paxml import partitioning
 from paxml import synthetic_input
-from paxml.tasks.lm import model_params
+from paxml.testing import tiny_lm
 from praxis import pytypes
 from praxis.layers import sample_decode
 
@@ -18,9 +18,7 @@ _SEQ = 12
 
 
 def _sampling_model():
-  model = model_params.small_language_model(
-      vocab_size=16, model_dims=16, num_layers=1, num_heads=2, hidden_dims=32,
-      decode_seqlen=_SEQ)
+  model = tiny_lm.tiny_language_model(model_dims=16, hidden_dims=32, decode_seqlen=_SEQ)
   # Temperature > 0: LanguageModel.decode samples and needs the "random" rng.
   return model.clone(decoder_tpl=sample_decode.DecoderHParams(
       seqlen=_SEQ, temperature=1.0, eos_id=None))

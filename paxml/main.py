@@ -10,12 +10,47 @@ from collections.abc import Sequence
 import logging as std_logging
 import os
 import sys
+import tempfile
 from typing import Any
 
 from absl import app
 from absl import flags
 from absl import logging
 
+# TensorFlow's C++ start-up notices ("oneDNN custom operations are on", twice; the CPU feature
+# guard) reach the terminal on every run, before any flag is parsed, and TF 2.21 prints the
+# oneDNN one whatever TF_CPP_MIN_LOG_LEVEL says. They are noise to a user of --mode=decode: the
+# import is done here, first, with only those lines dropped. TF_CPP_MIN_LOG_LEVEL=0 keeps them.
+_TF_STARTUP_NOTICES = ("oneDNN custom operations are on",
+                       "All log messages before absl::InitializeLog() is called",
+                       "cpu_feature_guard", "To enable the following instructions:")
+
+
+def _import_tensorflow_quietly() -> None:
+  if "tensorflow" in sys.modules or os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0":
+    return
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # TF's other INFO lines.
+  sys.stderr.flush()
+  saved_stderr = os.dup(2)
+  with tempfile.TemporaryFile() as captured:
+    os.dup2(captured.fileno(), 2)  # The notices come from C++, below sys.stderr.
+    try:
+      import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
+    except ImportError:
+      pass  # The experiments that need it will say so.
+    finally:
+      sys.stderr.flush()
+      os.dup2(saved_stderr, 2)
+      os.close(saved_stderr)
+      captured.seek(0)
+      for line in captured.read().decode(errors="replace").splitlines(keepends=True):
+        if not any(notice in line for notice in _TF_STARTUP_NOTICES):
+          sys.stderr.write(line)
+
+
+_import_tensorflow_quietly()
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
 from paxml import experiment_registry
 from paxml import user_paths
 # Registers the built-in experiments, so their short names (`demo.DemoLm`)
@@ -23,6 +58,7 @@ from paxml import user_paths
 from paxml.tasks.lm.params import c4  # pylint: disable=unused-import
 from paxml.tasks.lm.params import demo  # pylint: disable=unused-import
 from paxml.tasks.lm.params import lm_cloud  # pylint: disable=unused-import
+# pylint: enable=g-import-not-at-top,wrong-import-position
 
 MODES = ("train", "eval", "decode", "decode_once", "infer")
 

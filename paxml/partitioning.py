@@ -23,7 +23,6 @@ import dataclasses
 import math
 from typing import Any
 
-import flax.linen as nn
 import jax
 from jax.experimental import mesh_utils
 import numpy as np
@@ -95,10 +94,6 @@ class Partitioner:
   def num_batch_shards(self) -> int:
     """How many ways the batch is split: the product of the `BATCH_AXES` sizes."""
     return math.prod(self.mesh.shape[a] for a in BATCH_AXES)
-
-  def logical_specs(self, abstract_tree: Any) -> Any:
-    """The logical PartitionSpec of each leaf: its axis names if boxed, else replicated."""
-    return nn.get_partition_spec(abstract_tree)
 
   def state_shardings(self, abstract_tree: Any) -> Any:
     """Maps a (boxed) abstract tree to NamedShardings, with the boxes removed.

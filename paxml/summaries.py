@@ -142,9 +142,6 @@ class NullSummaryWriter:
     pass
 
 
-_WRITE_METHODS = ("scalars", "scalar", "image", "text", "histogram")
-
-
 class ThreadedSummaryWriter:
   """Forwards writes to `base` from a background thread, in call order.
 

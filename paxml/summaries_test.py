@@ -10,24 +10,15 @@ from absl.testing import parameterized
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tensorboard.backend.event_processing import event_accumulator
-from tensorboard.util import tensor_util
 
 from paxml import summaries
+from paxml.testing import event_files
 
 
 def _read_scalars(directory):
   """Returns {tag: [(step, value), ...]} from the event files in `directory`."""
-  accumulator = event_accumulator.EventAccumulator(
-      directory, size_guidance={event_accumulator.TENSORS: 0}
-  )
-  accumulator.Reload()
-  # tf.summary (TF2) stores scalars as tensors, not as legacy scalar events.
-  return {
-      tag: [(e.step, float(tensor_util.make_ndarray(e.tensor_proto)))
-            for e in accumulator.Tensors(tag)]
-      for tag in accumulator.Tags()["tensors"]
-  }
+  return {tag: sorted(values.items())
+          for tag, values in event_files.read_scalars(directory).items()}
 
 
 class SummaryWriterTest(absltest.TestCase):
@@ -60,13 +51,6 @@ class SummaryWriterTest(absltest.TestCase):
     self.assertFalse(os.path.exists(os.path.join(job_log_dir, "summaries")))
 
 
-def _read_tags(directory):
-  accumulator = event_accumulator.EventAccumulator(
-      directory, size_guidance={event_accumulator.TENSORS: 0})
-  accumulator.Reload()
-  return sorted(accumulator.Tags()["tensors"])
-
-
 class EventFileWriterTest(absltest.TestCase):
 
   def test_bobbin_style_methods_write_their_kinds(self):
@@ -77,15 +61,10 @@ class EventFileWriterTest(absltest.TestCase):
       writer.image("imgs", np.zeros((2, 4, 5, 3)), 3)     # [B, H, W, C]
       writer.text("t", "hello", 3)
       writer.histogram("h", np.arange(10.0), 3)
-    self.assertEqual(_read_tags(log_dir), ["a", "h", "img", "imgs", "t"])
-    accumulator = event_accumulator.EventAccumulator(
-        log_dir, size_guidance={event_accumulator.TENSORS: 0})
-    accumulator.Reload()
-    (scalar,) = accumulator.Tensors("a")
-    self.assertEqual((scalar.step, float(tensor_util.make_ndarray(scalar.tensor_proto))),
-                     (3, 1.5))
-    (text,) = accumulator.Tensors("t")
-    self.assertEqual(tensor_util.make_ndarray(text.tensor_proto).item(), b"hello")
+    self.assertEqual(event_files.tags(log_dir), ["a", "h", "img", "imgs", "t"])
+    self.assertEqual(event_files.read_scalars(log_dir), {"a": {3: 1.5}})
+    ((step, text),) = event_files.read_tensors(log_dir, "t")
+    self.assertEqual((step, text.item()), (3, b"hello"))
 
   def test_bad_image_shape_says_what_is_expected(self):
     with summaries.EventFileWriter(self.create_tempdir().full_path) as writer:
@@ -95,15 +74,22 @@ class EventFileWriterTest(absltest.TestCase):
 
 class NullSummaryWriterTest(absltest.TestCase):
 
-  def test_accepts_everything(self):
-    writer = summaries.NullSummaryWriter()
-    writer.scalars(1, {"a": 1.0})
-    writer.scalar("a", 1.0, 1)
-    writer.image("i", np.zeros((2, 2)), 1)
-    writer.text("t", "x", 1)
-    writer.histogram("h", [1.0], 1)
-    writer.flush()
-    writer.close()
+  def test_stands_in_for_every_writer_method(self):
+    # It replaces EventFileWriter and SummaryWriter where nothing may be written (non-leader
+    # hosts), so it must have every public method either has.
+    def public(cls):
+      return {name for name in dir(cls) if not name.startswith("_") and callable(getattr(cls, name))}
+    missing = (public(summaries.EventFileWriter) | public(summaries.SummaryWriter)) - public(
+        summaries.NullSummaryWriter)
+    self.assertEmpty(missing - {"open"})
+
+  def test_writes_nothing(self):
+    with mock.patch("builtins.open", side_effect=AssertionError("opened a file")):
+      with summaries.NullSummaryWriter() as writer:
+        results = [writer.scalars(1, {"a": 1.0}), writer.scalar("a", 1.0, 1),
+                   writer.image("i", np.zeros((2, 2)), 1), writer.text("t", "x", 1),
+                   writer.histogram("h", [1.0], 1), writer.flush()]
+    self.assertEqual(results, [None] * 6)
 
 
 class _Recorder:

@@ -1,68 +1,31 @@
 """End-to-end tests of the train loop on a tiny model (a few seconds each)."""
 
 import functools
-import glob
 import json
 import os
 
 from absl.testing import absltest
-import fiddle as fdl
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from tensorboard.backend.event_processing import event_accumulator
-from tensorboard.util import tensor_util
 
-from paxml import base_experiment
 from paxml import synthetic_input
 from paxml import tasks_lib
 from paxml import train_states
 from paxml import trainer
-from praxis import base_hyperparams
+from paxml.testing import event_files
+from paxml.testing import tiny_lm
 from praxis import optimizers
 from praxis import pytypes
-from praxis.layers import models
-from praxis.layers import transformer_models
-from praxis.layers import transformers
 
 
-def tiny_language_model(z_loss_weight: float = 0.0) -> models.LanguageModel:
-  """A one-layer, 32-wide praxis LanguageModel over 16 tokens."""
-  lm = transformer_models.TransformerLm.HParams.config(
-      model_dims=32, vocab_size=16,
-      stacked_transformer_tpl=transformers.StackedTransformer.HParams.config(
-          num_layers=1, num_heads=2, hidden_dims=64))
-  # No attention biases, as in Pax's LMs: the key bias has a zero gradient (softmax ignores a
-  # shift shared by all keys), and Adam would turn its rounding noise into full-size updates.
-  layer = lm.stacked_transformer_tpl.transformer_layer_params_tpl
-  layer.tr_atten_tpl.use_bias = False
-  lm.softmax_tpl.z_loss_weight = z_loss_weight
-  return base_hyperparams.instantiate(models.LanguageModel.HParams.config(lm_tpl=lm))
-
-
-class _TinyLm(base_experiment.BaseExperiment):
-  """30 steps of a one-layer, 32-wide LM; subclasses change the step count."""
+class _TinyLm(tiny_lm.TinyLm):
+  """30 steps; subclasses change the step count."""
 
   NUM_TRAIN_STEPS = 30
-
-  def datasets(self):
-    return [fdl.Config(
-        synthetic_input.SyntheticLmInput,
-        batch_size=8, seq_len=16, vocab_size=16, max_stride=2, seed=5,
-    )]
-
-  def task(self):
-    return tasks_lib.TaskConfig(
-        model=tiny_language_model(),
-        learning_rate=1e-2,
-        num_train_steps=self.NUM_TRAIN_STEPS,
-        save_interval_steps=10,
-        save_max_to_keep=10,
-        summary_interval_steps=5,
-        random_seed=1,
-    )
+  INPUT_SEED = 5
 
 
 class _TinyLm40(_TinyLm):
@@ -71,15 +34,7 @@ class _TinyLm40(_TinyLm):
 
 def _scalars(job_log_dir):
   """Returns {tag: {step: value}} from every train event file."""
-  result = {}
-  for path in sorted(glob.glob(os.path.join(job_log_dir, "summaries", "train", "*"))):
-    acc = event_accumulator.EventAccumulator(path, size_guidance={"tensors": 0})
-    acc.Reload()
-    for tag in acc.Tags()["tensors"]:
-      for event in acc.Tensors(tag):
-        result.setdefault(tag, {})[event.step] = float(
-            tensor_util.make_ndarray(event.tensor_proto))
-  return result
+  return event_files.read_scalars(os.path.join(job_log_dir, "summaries", "train"))
 
 
 def _checkpoint_names(job_log_dir):
@@ -159,7 +114,7 @@ def _batch(batch_size=4, seed=0):
 
 
 def _sgd(**kwargs) -> train_states.Optimizer:
-  task = tasks_lib.TaskConfig(model=tiny_language_model(), num_train_steps=1,
+  task = tasks_lib.TaskConfig(model=tiny_lm.tiny_language_model(), num_train_steps=1,
                               optimizer=optimizers.Sgd.HParams.config(**kwargs))
   return train_states.make_optimizer(task)[0]
 
@@ -212,7 +167,7 @@ class TrainStepTest(absltest.TestCase):
     self.assertAlmostEqual(float(metrics["Metrics/total_loss"]), loss, places=5)
 
   def test_sown_aux_losses_are_part_of_the_training_loss(self):
-    model = tiny_language_model(z_loss_weight=0.5)
+    model = tiny_lm.tiny_language_model(z_loss_weight=0.5)
     _, metrics = self._step(self.state, model=model)
     aux = float(metrics["Metrics/aux_loss"])
     self.assertGreater(aux, 0.0)

@@ -22,8 +22,8 @@ from paxml import partitioning
 from paxml import train_states
 from paxml import trainer
 from praxis import pytypes
-from tests import event_files
-from tests import tiny_lm
+from paxml.testing import event_files
+from paxml.testing import tiny_lm
 
 _STEPS = 6
 

@@ -12,12 +12,12 @@ from paxml import experiment_registry
 from paxml import main
 # Registers DemoLm, which the error messages below suggest.
 from paxml.tasks.lm.params import demo  # pylint: disable=unused-import
-from tests import tiny_lm
+from paxml.testing import tiny_lm
 
 
 @experiment_registry.register
 class TinyDemoLm(tiny_lm.TinyLm):
-  """A praxis LanguageModel trained for 20 steps in seconds (tests/tiny_lm.py); its loss starts
+  """A praxis LanguageModel trained for 20 steps in seconds (paxml/testing/tiny_lm.py); its loss starts
   near ln(16) = 2.77."""
 
 

@@ -18,8 +18,8 @@ import fiddle as fdl
 import numpy as np
 
 from paxml import synthetic_input
-from tests import event_files
-from tests import tiny_lm
+from paxml.testing import event_files
+from paxml.testing import tiny_lm
 
 
 class GlobalSliceInput(synthetic_input.SyntheticLmInput):

@@ -16,8 +16,8 @@ from absl.testing import absltest
 import numpy as np
 
 from paxml import trainer
-from tests import event_files
-from tests import tiny_lm
+from paxml.testing import event_files
+from paxml.testing import tiny_lm
 
 _STEPS = 8
 

@@ -20,7 +20,7 @@ from paxml import checkpoints
 from paxml import tasks_lib
 from paxml import trainer
 from paxml import warm_start
-from tests import tiny_lm
+from paxml.testing import tiny_lm
 
 _LAYER = "params/lm/transformer/x_layers_{}/"
 

@@ -62,13 +62,13 @@ def measure_trainer(batches: list, num_steps: int) -> dict[str, float]:
   from praxis import pytypes
   # pylint: enable=g-import-not-at-top
   task = demo.DemoLm().task()
-  optimizer, schedule = train_states.make_optimizer(task)
+  optimizer, _ = train_states.make_optimizer(task)
   batches = [pytypes.NestedMap(jax.device_put(b)) for b in batches]
   state = nn.unbox(train_states.init_state(task.model, optimizer, jax.random.PRNGKey(0),
                                            batch_spec=batches[0]))
   step = jax.jit(functools.partial(
-      trainer.train_step, model=task.model, optimizer=optimizer, schedule=schedule,
-      clip_gradient_norm_to_value=task.clip_gradient_norm_to_value), donate_argnums=0)
+      trainer.train_step, model=task.model, optimizer=optimizer,
+      num_microbatches=task.num_microbatches), donate_argnums=0)
   rng = jax.random.PRNGKey(1)
   state, metrics = step(state, batches[0], rng)  # compiles
   jax.block_until_ready(metrics)

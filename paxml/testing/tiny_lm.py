@@ -1,19 +1,39 @@
-"""`TinyLm`: the small experiment the integration tests train (seconds on one CPU core).
+"""The one tiny language model the tests train (seconds on one CPU core).
 
-A praxis LanguageModel (`model_params.small_language_model`: one layer, 32 wide) learning
-modular arithmetic progressions (paxml/synthetic_input.py), with the task's Adam shorthand.
-The tests subclass it and change the UPPERCASE fields; it is the tests' own, so they do not
-depend on what the default demo experiment trains.
+`tiny_language_model()`: a praxis LanguageModel (`model_params.small_language_model`: one layer,
+32 wide, 16 tokens). `TinyLm`: the experiment that trains it on modular arithmetic progressions
+(paxml/synthetic_input.py) with the task's Adam shorthand. Tests subclass TinyLm and change the
+UPPERCASE fields; it is the tests' own, so they do not depend on what the demo experiment trains.
 """
+
+import copy
 
 import fiddle as fdl
 
 from paxml import base_experiment
+from paxml import experiment_registry
 from paxml import synthetic_input
 from paxml import tasks_lib
 from paxml.tasks.lm import model_params
+from praxis.layers import models
 
 
+def tiny_language_model(*, vocab_size: int = 16, model_dims: int = 32, num_layers: int = 1,
+                        num_heads: int = 2, hidden_dims: int = 64, decode_seqlen: int = 16,
+                        z_loss_weight: float = 0.0) -> models.LanguageModel:
+  """TinyLm's model; `z_loss_weight` > 0 adds the softmax's z-loss as an aux loss."""
+  model = model_params.small_language_model(
+      vocab_size=vocab_size, model_dims=model_dims, num_layers=num_layers, num_heads=num_heads,
+      hidden_dims=hidden_dims, decode_seqlen=decode_seqlen)
+  if z_loss_weight:
+    lm = copy.deepcopy(model.lm_tpl)
+    lm.softmax_tpl.z_loss_weight = z_loss_weight
+    model = model.clone(lm_tpl=lm)
+  return model
+
+
+# Registered, so the docs' commands can be smoke-tested with it: --exp=testing.tiny_lm.TinyLm.
+@experiment_registry.register
 class TinyLm(base_experiment.BaseExperiment):
   """One layer x 32 on progressions over 16 tokens; 20 steps of Adam."""
 
@@ -58,6 +78,6 @@ class TinyLm(base_experiment.BaseExperiment):
 
   def task(self) -> tasks_lib.TaskConfig:
     # The loop's settings (LEARNING_RATE ... DECODE_INTERVAL_STEPS) are TaskConfig's fields.
-    return tasks_lib.task_from_fields(self, model_params.small_language_model(
+    return tasks_lib.task_from_fields(self, tiny_language_model(
         vocab_size=self.VOCAB_SIZE, model_dims=self.MODEL_DIMS, num_layers=self.NUM_LAYERS,
         num_heads=self.NUM_HEADS, hidden_dims=self.HIDDEN_DIMS, decode_seqlen=self.SEQ_LEN))

@@ -176,7 +176,7 @@ class SyntheticDemoLm(base_experiment.BaseExperiment):
 
   def decode_datasets(self) -> list[fdl.Config]:
     # Rows of just the prompt: LanguageModel.decode continues each row after its last
-    # non-padded token (as TinyLm in tests/tiny_lm.py).
+    # non-padded token (as TinyLm in paxml/testing/tiny_lm.py).
     return [self._input(seed=self.EVAL_SEED, is_training=False, name="progressions",
                         seq_len=self.DECODE_PREFIX_LEN)]
 

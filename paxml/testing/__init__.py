@@ -1,0 +1,9 @@
+"""Test fixtures shared by the whole tree: use these instead of writing another copy.
+
+tiny_lm (tiny_lm.py): `tiny_language_model()`, a one-layer, 32-wide praxis LanguageModel over
+  16 tokens, and `TinyLm`, the experiment that trains it on synthetic progressions in seconds.
+event_files (event_files.py): reading TensorBoard event files back: `read_scalars`,
+  `read_tensors`, `tags`, `scalars_by_file`.
+binaries (binaries.py): `run("paxml/main", ...)` starts a `bazel run` target from a test's
+  runfiles, as the docs' commands do.
+"""

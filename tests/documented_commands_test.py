@@ -1,0 +1,160 @@
+"""Every `bazel run` command that README.md and docs/ show, run for real at a tiny size.
+
+Each test starts the Bazel binary itself (from this test's runfiles, as `bazel run` does), so a
+refactor that breaks a documented command, its flags or its BUILD target fails here. Sizes are cut
+to seconds (TinyLm instead of DemoLm, a few steps); what the docs promise about the output is
+checked where they promise something exact.
+"""
+
+import glob
+import json
+import os
+import re
+
+from absl.testing import absltest
+
+from paxml.testing import binaries
+from paxml.testing import event_files
+
+_TINY = "--exp=testing.tiny_lm.TinyLm"
+# What TensorFlow prints at start-up unless asked (TF_CPP_MIN_LOG_LEVEL=0); main keeps it out.
+_TF_NOTICES = ("oneDNN custom operations", "cpu_feature_guard", "absl::InitializeLog")
+
+
+def _readme_promised_train_tags() -> list[str]:
+  """The scalar tags README.md's TensorBoard section says run `train` has."""
+  readme = os.path.join(os.environ["TEST_SRCDIR"], os.environ["TEST_WORKSPACE"], "README.md")
+  with open(readme) as f:
+    text = " ".join(f.read().split())
+  sentence = re.search(r"run `train` has the scalars (.*?)\.(?: |$)", text)
+  if sentence is None:
+    raise AssertionError("README.md no longer says which scalars run `train` has")
+  return re.findall(r"`([^`]+)`", sentence.group(1))
+
+
+class MainTest(absltest.TestCase):
+  """./bazelw run //paxml:main -- --exp=... --job_log_dir=... [--mode=eval|decode]"""
+
+  def _main(self, cwd, *args):
+    # As in the user's terminal: no TF_CPP_MIN_LOG_LEVEL (the test environment sets one).
+    result = binaries.run("paxml/main", _TINY, "--job_log_dir=run", *args, cwd=cwd,
+                          env={"TF_CPP_MIN_LOG_LEVEL": None})
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    return result
+
+  def test_train_eval_decode_write_what_the_readme_says(self):
+    cwd = self.create_tempdir().full_path
+    job_log_dir = os.path.join(cwd, "run")  # A relative --job_log_dir is taken from cwd.
+    train = self._main(cwd)
+    self.assertIn("Finished at step 20", train.stderr)
+    self.assertEqual(sorted(os.listdir(os.path.join(job_log_dir, "summaries"))),
+                     ["eval_train", "train"])
+
+    train_tags = event_files.tags(os.path.join(job_log_dir, "summaries", "train"))
+    promised = _readme_promised_train_tags()
+    self.assertGreaterEqual(len(promised), 5)
+    self.assertEmpty(set(promised) - set(train_tags),
+                     f"README.md promises tags the run does not write; it writes {train_tags}")
+
+    for mode, split in (("eval", "eval_test_progressions"), ("decode", "decode_test_progressions")):
+      result = self._main(cwd, f"--mode={mode}")
+      for notice in _TF_NOTICES:
+        self.assertNotIn(notice, result.stdout + result.stderr, f"--mode={mode}")
+      self.assertIn(f"{split} at step 20", result.stderr)
+      self.assertTrue(glob.glob(os.path.join(job_log_dir, "summaries", split, "events.*")))
+    (decoded,) = glob.glob(os.path.join(job_log_dir, "decoder_out", "progressions", "*.jsonl"))
+    with open(decoded) as f:
+      first = json.loads(f.readline())
+    self.assertLen(first["decoded"] if "decoded" in first else first["ids"], 16)
+
+    # ./bazelw run //paxml/tools:tensorboard -- --logdir=/tmp/pax_demo/summaries
+    tensorboard = binaries.run("paxml/tools/tensorboard", "--inspect", "--logdir=run/summaries",
+                               cwd=cwd)
+    self.assertEqual(tensorboard.returncode, 0, tensorboard.stderr[-3000:])
+    self.assertIn(os.path.join(job_log_dir, "summaries", "train"), tensorboard.stdout)
+    self.assertRegex(tensorboard.stdout, r"scalars\n(\s+\S+\n)*\s+loss\n")
+
+
+class ToolsTest(absltest.TestCase):
+  """bazel run //paxml/tools:<name> -- --exp=..."""
+
+  def _tool(self, name, *args):
+    result = binaries.run(f"paxml/tools/{name}", _TINY, *args,
+                          cwd=self.create_tempdir().full_path)
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    return result.stdout
+
+  def test_dump_hparams(self):
+    out = self._task_text = self._tool("dump_hparams")
+    self.assertIn("model_dims", out)
+    self.assertIn("32", out)
+
+  def test_model_analysis(self):
+    self.assertRegex(self._tool("model_analysis"), r"(?i)param")
+
+  def test_validate_config(self):
+    self._tool("validate_config")
+
+
+class DataTest(absltest.TestCase):
+  """./bazelw run //paxml/data:prepare -- --output_dir=...; then //paxml/data:benchmark."""
+
+  def test_prepare_then_benchmark(self):
+    cwd = self.create_tempdir().full_path
+    words = "in the beginning was the word and the word was with god and all was good".split()
+    with open(os.path.join(cwd, "tiny.txt"), "w") as f:
+      for i in range(400):
+        f.write(" ".join(words[(i + j) % len(words)] for j in range(12)) + "\n")
+    prepare = binaries.run("paxml/data/prepare", "--input=tiny.txt", "--format=lines",
+                           "--output_dir=prepared", "--vocab_size=40", "--num_shards=2",
+                           cwd=cwd)
+    self.assertEqual(prepare.returncode, 0, prepare.stderr[-3000:])
+    prepared = os.path.join(cwd, "prepared")
+    self.assertTrue(os.path.exists(os.path.join(prepared, "spm.model")))
+    self.assertLen(glob.glob(os.path.join(prepared, "train-*.tfrecord")), 2)
+
+    benchmark = binaries.run("paxml/data/benchmark", "--data_dir=prepared", "--batch_size=2",
+                             "--seq_len=32", "--num_batches=3", "--warmup_batches=1",
+                             "--train_steps=2", cwd=cwd)
+    self.assertEqual(benchmark.returncode, 0, benchmark.stderr[-3000:])
+    self.assertRegex(benchmark.stdout, r"pipeline: TextInput .* tokens/s")
+    self.assertRegex(benchmark.stdout, r"trainer:  DemoLm train_step: 128 tokens in ")
+    self.assertRegex(benchmark.stdout, r"ratio:    the pipeline is [\d,.]+x the trainer's")
+
+
+class BenchmarksTest(absltest.TestCase):
+  """./bazelw run //paxml/benchmarks:trainer_overhead -- --exp=... --warmup=3 --steps=10 ..."""
+
+  def test_trainer_overhead(self):
+    result = binaries.run("paxml/benchmarks/trainer_overhead", _TINY, "--warmup=1", "--steps=2",
+                          "--repeats=1", cwd=self.create_tempdir().full_path)
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    self.assertIn("experiment        testing.tiny_lm.TinyLm", result.stdout)
+    self.assertRegex(result.stdout, r"overhead ratio    [\d.]+ \(trainer / bare")
+
+
+class ExamplesTest(absltest.TestCase):
+  """The toolkit's and the experiment API's digits examples (docs/toolkit.md)."""
+
+  def test_toolkit_digits(self):
+    cwd = self.create_tempdir().full_path
+    result = binaries.run("paxml/toolkit/examples/digits", "--max_steps=4", "--eval_interval=2",
+                          "--log_dir_path=out", cwd=cwd)
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    self.assertTrue(os.listdir(os.path.join(cwd, "out")))
+
+  def test_experiment_api_digits(self):
+    cwd = self.create_tempdir().full_path
+    config = os.path.join(os.environ["TEST_SRCDIR"], os.environ["TEST_WORKSPACE"],
+                          "paxml/experiment_api/examples/digits.py")
+    result = binaries.run(
+        "paxml/experiment_api/examples/digits", f"--config={config}",
+        "--config.training_steps=4", f"--config.checkpoint_dir={os.path.join(cwd, 'ckpt')}",
+        "--config.eval_poll_interval_secs=0.2", "--jaxline_mode=train_eval_multithreaded",
+        cwd=cwd)
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    self.assertTrue(os.listdir(os.path.join(cwd, "ckpt")))
+
+
+if __name__ == "__main__":
+  absltest.main()
