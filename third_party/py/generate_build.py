@@ -126,6 +126,8 @@ def main():
     out.append(")\n\n")
   if dropped:
     out.append("# Edges dropped to break dependency cycles: %s\n\n" % dropped)
+  # Console scripts (site/bin), one label each, for tools that run one: @pypi//:site/bin/ruff.
+  out.append('exports_files(glob(["%s/bin/*"]))\n\n' % SITE)
   # pybind11 ships its C++ headers inside the wheel; extensions build against them.
   out.append(
       'cc_library(\n    name = "pybind11_headers",\n'
