@@ -2,7 +2,8 @@
 
     pax_py_package(deps = [])
         The package's __init__.py as a py_library named after its directory (//paxml/data:data),
-        depending on the parent package's __init__ target. List in `deps` the package's own modules
+        depending on the parent package's __init__ target; also the filegroup `sources` (the
+        package's .py, .cc and .h files) that //tools:lint_test checks. List in `deps` the package's own modules
         when __init__.py imports them (a re-exporting package such as paxml/toolkit); the package's
         modules then depend on the parent's __init__ instead, which avoids a cycle.
     pax_py_library(name, srcs = [name + ".py"], deps = [], ...)
@@ -14,14 +15,15 @@
 Folded into every target, so BUILD files list only what differs:
   - the package's __init__ target: .bazelrc sets --incompatible_default_to_explicit_init_py, so Bazel
     does not invent __init__.py files and a module's package must be a dependency;
-  - @pypi//:absl_py (absltest, flags, logging), @pypi//:jax and @pypi//:numpy: the stack nearly
-    every module and test imports (a target that does not import them only gets longer runfiles);
+  - @pypi//:absl_py (absltest, flags, logging), @pypi//:jax, @pypi//:numpy and @pypi//:flax: the
+    stack nearly every module and test imports (a target that does not import them only gets a
+    longer runfiles tree, never an import it did not ask for);
   - for a test `<name>_test`, the library `<name>` when it is declared above it in the same file.
 Other third-party deps stay real `@pypi//:name` labels in the BUILD files; a label listed twice is
 kept once.
 """
 
-_COMMON = ["@pypi//:absl_py", "@pypi//:jax", "@pypi//:numpy"]
+_COMMON = ["@pypi//:absl_py", "@pypi//:flax", "@pypi//:jax", "@pypi//:numpy"]
 _REEXPORTS_TAG = "pax_package_reexports"
 
 def _parent_init():
@@ -62,6 +64,11 @@ def pax_py_package(deps = [], **kwargs):
         deps = _dedup(_parent_init() + deps),
         tags = tags,
         **kwargs
+    )
+    native.filegroup(
+        name = "sources",
+        srcs = native.glob(["*.py", "*.cc", "*.h"]),
+        visibility = ["//tools:__pkg__"],
     )
 
 def pax_py_library(name, srcs = None, deps = [], **kwargs):
