@@ -15,18 +15,18 @@ module's Bazel target needs only its own dependencies.
 import importlib
 
 _EXPORTS = {
-    "Aggregation": "profiling.conversion",
-    "convert": "profiling.conversion",
-    "convert_detailed": "profiling.conversion",
-    "convert_xspaces": "profiling.conversion",
-    "read_profile": "profiling.conversion",
-    "write_profile": "profiling.conversion",
-    "report": "profiling.reporting",
-    "xla_flags": "profiling.flags",
-    "merge_xla_flags": "profiling.flags",
-    "auto_pgle_env": "profiling.auto_pgle",
-    "enable_auto_pgle": "profiling.auto_pgle",
-    "collect": "profiling.collection",
+  "Aggregation": "profiling.conversion",
+  "convert": "profiling.conversion",
+  "convert_detailed": "profiling.conversion",
+  "convert_xspaces": "profiling.conversion",
+  "read_profile": "profiling.conversion",
+  "write_profile": "profiling.conversion",
+  "report": "profiling.reporting",
+  "xla_flags": "profiling.flags",
+  "merge_xla_flags": "profiling.flags",
+  "auto_pgle_env": "profiling.auto_pgle",
+  "enable_auto_pgle": "profiling.auto_pgle",
+  "collect": "profiling.collection",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -34,5 +34,7 @@ __all__ = sorted(_EXPORTS)
 
 def __getattr__(name):
   if name not in _EXPORTS:
-    raise AttributeError(f"module 'profiling' has no attribute '{name}'; public names: {', '.join(__all__)}")
+    raise AttributeError(
+      f"module 'profiling' has no attribute '{name}'; public names: {', '.join(__all__)}"
+    )
   return getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -11,7 +11,8 @@ from profiling import _pgle
 def _profile_message_class():
   """ProfiledInstructionsProto built from a descriptor written here, independent of the C++ code."""
   f = descriptor_pb2.FileDescriptorProto(
-      name="test_profile.proto", package="tensorflow.profiler", syntax="proto3")
+    name="test_profile.proto", package="tensorflow.profiler", syntax="proto3"
+  )
   msg = f.message_type.add(name="ProfiledInstructionsProto")
   cost = msg.nested_type.add(name="InstructionCost")
   cost.field.add(name="name", number=1, type=9, label=1)  # TYPE_STRING, LABEL_OPTIONAL
@@ -20,14 +21,25 @@ def _profile_message_class():
   latency.field.add(name="source", number=1, type=9, label=1)
   latency.field.add(name="target", number=2, type=9, label=1)
   latency.field.add(name="latency_us", number=3, type=1, label=1)
-  msg.field.add(name="costs", number=1, type=11, label=3,  # TYPE_MESSAGE, LABEL_REPEATED
-                type_name=".tensorflow.profiler.ProfiledInstructionsProto.InstructionCost")
-  msg.field.add(name="latencies", number=2, type=11, label=3,
-                type_name=".tensorflow.profiler.ProfiledInstructionsProto.Latency")
+  msg.field.add(
+    name="costs",
+    number=1,
+    type=11,
+    label=3,  # TYPE_MESSAGE, LABEL_REPEATED
+    type_name=".tensorflow.profiler.ProfiledInstructionsProto.InstructionCost",
+  )
+  msg.field.add(
+    name="latencies",
+    number=2,
+    type=11,
+    label=3,
+    type_name=".tensorflow.profiler.ProfiledInstructionsProto.Latency",
+  )
   pool = descriptor_pool.DescriptorPool()
   pool.Add(f)
   return message_factory.GetMessageClass(
-      pool.FindMessageTypeByName("tensorflow.profiler.ProfiledInstructionsProto"))
+    pool.FindMessageTypeByName("tensorflow.profiler.ProfiledInstructionsProto")
+  )
 
 
 ProfiledInstructionsProto = _profile_message_class()
@@ -41,12 +53,12 @@ def _serialize(costs):
 
 
 class PgleBindingTest(absltest.TestCase):
-
   def test_parse_returns_costs_sorted_by_name(self):
     data = _serialize([("fp::fusion.3", 4.25), ("fp::all-gather.1", 310.0), ("fp::dot.2", 12.5)])
     self.assertEqual(
-        _pgle.parse_profile(data),
-        [("fp::all-gather.1", 310.0), ("fp::dot.2", 12.5), ("fp::fusion.3", 4.25)])
+      _pgle.parse_profile(data),
+      [("fp::all-gather.1", 310.0), ("fp::dot.2", 12.5), ("fp::fusion.3", 4.25)],
+    )
 
   def test_canonical_bytes_are_sorted_and_order_independent(self):
     costs = [("b", 2.0), ("c", 3.0), ("a", 1.0)]

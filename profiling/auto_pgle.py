@@ -21,9 +21,10 @@ DEFAULT_RUNS = 3
 DEFAULT_PERCENTILE = 90
 
 AOT_WARNING = (
-    "auto PGLE has no effect on functions compiled ahead of time (jax.jit(f).lower(...).compile()): "
-    "they are never recompiled with the profile. Call the jitted function directly, or use the "
-    "manual workflow (pgle convert + pgle flags) for AOT-compiled programs.")
+  "auto PGLE has no effect on functions compiled ahead of time (jax.jit(f).lower(...).compile()): "
+  "they are never recompiled with the profile. Call the jitted function directly, or use the "
+  "manual workflow (pgle convert + pgle flags) for AOT-compiled programs."
+)
 
 
 def _validate(runs: int, percentile: int) -> None:
@@ -51,13 +52,15 @@ def enable_auto_pgle(runs: int = DEFAULT_RUNS, percentile: int = DEFAULT_PERCENT
   warnings.warn(AOT_WARNING, UserWarning, stacklevel=2)
 
 
-def auto_pgle_from_env(environ: os._Environ | dict[str, str] | None = None) -> dict[str, str] | None:
+def auto_pgle_from_env(
+  environ: os._Environ | dict[str, str] | None = None,
+) -> dict[str, str] | None:
   """The auto-PGLE settings in `environ` (default os.environ), or None if it is off there."""
   environ = os.environ if environ is None else environ
   if environ.get(ENABLE_ENV, "").lower() not in ("1", "true", "yes", "on"):
     return None
   return {
-      ENABLE_ENV: environ[ENABLE_ENV],
-      RUNS_ENV: environ.get(RUNS_ENV, str(DEFAULT_RUNS)),
-      PERCENTILE_ENV: environ.get(PERCENTILE_ENV, str(DEFAULT_PERCENTILE)),
+    ENABLE_ENV: environ[ENABLE_ENV],
+    RUNS_ENV: environ.get(RUNS_ENV, str(DEFAULT_RUNS)),
+    PERCENTILE_ENV: environ.get(PERCENTILE_ENV, str(DEFAULT_PERCENTILE)),
   }

@@ -17,7 +17,9 @@ def _runs(logdir: str) -> set[str]:
   return set(os.listdir(plugin_dir)) if os.path.isdir(plugin_dir) else set()
 
 
-def collect(step: Callable[[], Any], steps: int, logdir: str | os.PathLike, *, warmup: int = 1) -> str:
+def collect(
+  step: Callable[[], Any], steps: int, logdir: str | os.PathLike, *, warmup: int = 1
+) -> str:
   """Traces `steps` calls of `step()` into `logdir` and returns the new run directory.
 
   `warmup` calls run first, untraced, so compilation (and the first run's allocations) stay out of

@@ -10,7 +10,6 @@ from profiling import conversion
 
 
 class CollectTest(absltest.TestCase):
-
   def test_traces_exactly_the_requested_steps(self):
     calls = []
     f = jax.jit(lambda x: jnp.tanh(x @ x.T).sum())

@@ -68,11 +68,14 @@ def resolve_run_dir(path: str | os.PathLike) -> str:
   return path  # The C++ side says what is wrong with it, if anything.
 
 
-def _aggregation(percentile: float | None, aggregation: Aggregation | None) -> tuple[Aggregation, float]:
+def _aggregation(
+  percentile: float | None, aggregation: Aggregation | None
+) -> tuple[Aggregation, float]:
   if percentile is not None and aggregation not in (None, Aggregation.PERCENTILE):
     raise InvalidArgumentError(
-        f"percentile={percentile} and aggregation={aggregation.name} contradict each other: "
-        "give one of them")
+      f"percentile={percentile} and aggregation={aggregation.name} contradict each other: "
+      "give one of them"
+    )
   if percentile is not None:
     return Aggregation.PERCENTILE, float(percentile)
   return (aggregation or Aggregation.MEAN), 0.0
@@ -84,36 +87,46 @@ def _planes(include_host: bool) -> _pgle.PlaneSelection:
 
 def _conversion(result: tuple, text: bool) -> Conversion:
   profile, entries, files, num_groups, _, num_samples = result
-  return Conversion(profile, text, tuple(Entry(*e) for e in entries), tuple(files), num_groups,
-                    num_samples)
+  return Conversion(
+    profile, text, tuple(Entry(*e) for e in entries), tuple(files), num_groups, num_samples
+  )
 
 
 def convert_detailed(
-    run_dirs: str | os.PathLike | Sequence[str | os.PathLike],
-    percentile: float | None = None,
-    *,
-    aggregation: Aggregation | None = None,
-    include_host: bool = False,
-    per_host: bool = False,
-    text: bool = False,
+  run_dirs: str | os.PathLike | Sequence[str | os.PathLike],
+  percentile: float | None = None,
+  *,
+  aggregation: Aggregation | None = None,
+  include_host: bool = False,
+  per_host: bool = False,
+  text: bool = False,
 ) -> Conversion:
   """Converts one or several runs (see `convert`); also returns the entries with sample counts."""
   if isinstance(run_dirs, (str, os.PathLike)):
     run_dirs = [run_dirs]
   kind, value = _aggregation(percentile, aggregation)
-  return _conversion(_pgle.convert_run_dirs(
-      [resolve_run_dir(d) for d in run_dirs], _planes(include_host), kind, value, per_host,
-      text=text, entries=True), text)
+  return _conversion(
+    _pgle.convert_run_dirs(
+      [resolve_run_dir(d) for d in run_dirs],
+      _planes(include_host),
+      kind,
+      value,
+      per_host,
+      text=text,
+      entries=True,
+    ),
+    text,
+  )
 
 
 def convert(
-    run_dirs: str | os.PathLike | Sequence[str | os.PathLike],
-    percentile: float | None = None,
-    *,
-    aggregation: Aggregation | None = None,
-    include_host: bool = False,
-    per_host: bool = False,
-    text: bool = False,
+  run_dirs: str | os.PathLike | Sequence[str | os.PathLike],
+  percentile: float | None = None,
+  *,
+  aggregation: Aggregation | None = None,
+  include_host: bool = False,
+  per_host: bool = False,
+  text: bool = False,
 ) -> bytes:
   """Returns the profile (ProfiledInstructionsProto bytes) of the traces in `run_dirs`.
 
@@ -134,23 +147,33 @@ def convert(
     run_dirs = [run_dirs]
   kind, value = _aggregation(percentile, aggregation)
   profile, *_ = _pgle.convert_run_dirs(
-      [resolve_run_dir(d) for d in run_dirs], _planes(include_host), kind, value, per_host,
-      text=text, entries=False)
+    [resolve_run_dir(d) for d in run_dirs],
+    _planes(include_host),
+    kind,
+    value,
+    per_host,
+    text=text,
+    entries=False,
+  )
   return profile
 
 
 def convert_xspaces(
-    xspaces: Sequence[bytes],
-    percentile: float | None = None,
-    *,
-    aggregation: Aggregation | None = None,
-    include_host: bool = False,
-    text: bool = False,
+  xspaces: Sequence[bytes],
+  percentile: float | None = None,
+  *,
+  aggregation: Aggregation | None = None,
+  include_host: bool = False,
+  text: bool = False,
 ) -> Conversion:
   """Like `convert_detailed` for serialized XSpaces (e.g. from `ProfilerSession.stop()`), one per run."""
   kind, value = _aggregation(percentile, aggregation)
-  return _conversion(_pgle.convert_xspaces(
-      list(xspaces), _planes(include_host), kind, value, text=text, entries=True), text)
+  return _conversion(
+    _pgle.convert_xspaces(
+      list(xspaces), _planes(include_host), kind, value, text=text, entries=True
+    ),
+    text,
+  )
 
 
 def read_profile(path: str | os.PathLike) -> list[tuple[str, float]]:

@@ -15,7 +15,6 @@ _STEPS = 3
 
 
 class ConversionTest(absltest.TestCase):
-
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
@@ -47,8 +46,10 @@ class ConversionTest(absltest.TestCase):
 
   def test_logdir_means_its_newest_run(self):
     self.assertEqual(conversion.resolve_run_dir(self.logdir), self.run_dir)
-    self.assertEqual(conversion.convert(self.logdir, include_host=True),
-                     conversion.convert(self.run_dir, include_host=True))
+    self.assertEqual(
+      conversion.convert(self.logdir, include_host=True),
+      conversion.convert(self.run_dir, include_host=True),
+    )
 
   def test_cpu_trace_without_include_host_explains(self):
     with self.assertRaisesRegex(conversion.NoDeviceEventsError, "include_host"):
@@ -58,8 +59,11 @@ class ConversionTest(absltest.TestCase):
   def test_statistics_over_two_runs(self):
     # The same run twice: every statistic of two equal values is that value.
     mean = dict(_pgle.parse_profile(conversion.convert(self.run_dir, include_host=True)))
-    for kwargs in ({"percentile": 90}, {"aggregation": conversion.Aggregation.MEDIAN},
-                   {"aggregation": conversion.Aggregation.MAX}):
+    for kwargs in (
+      {"percentile": 90},
+      {"aggregation": conversion.Aggregation.MEDIAN},
+      {"aggregation": conversion.Aggregation.MAX},
+    ):
       twice = conversion.convert_detailed([self.run_dir, self.run_dir], include_host=True, **kwargs)
       self.assertEqual(twice.num_groups, 2)
       for e in twice.entries:

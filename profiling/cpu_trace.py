@@ -19,8 +19,10 @@ _LEARNING_RATE = 0.05
 
 def init_params(seed: int = 0) -> list[tuple[jax.Array, jax.Array]]:
   keys = jax.random.split(jax.random.key(seed), len(_SIZES) - 1)
-  return [(jax.random.normal(k, (m, n)) / jnp.sqrt(m), jnp.zeros((n,)))  # [M, N], [N]
-          for k, m, n in zip(keys, _SIZES[:-1], _SIZES[1:])]
+  return [
+    (jax.random.normal(k, (m, n)) / jnp.sqrt(m), jnp.zeros((n,)))  # [M, N], [N]
+    for k, m, n in zip(keys, _SIZES[:-1], _SIZES[1:])
+  ]
 
 
 def _loss(params, x, y):

@@ -20,19 +20,23 @@ def _check_profile(path: str) -> None:
     # In a directory XLA looks for `<fingerprint>.pbtxt`, then `<fingerprint>.pb`.
     if not glob.glob(os.path.join(path, "*.pb")) + glob.glob(os.path.join(path, "*.pbtxt")):
       raise FileNotFoundError(
-          f"profile directory '{path}' holds no *.pb or *.pbtxt file. XLA looks there for "
-          "<module fingerprint>.pbtxt or .pb; write profiles with `pgle convert -o DIR/<fingerprint>.pb`, "
-          "or pass a single profile file.")
+        f"profile directory '{path}' holds no *.pb or *.pbtxt file. XLA looks there for "
+        "<module fingerprint>.pbtxt or .pb; write profiles with `pgle convert -o DIR/<fingerprint>.pb`, "
+        "or pass a single profile file."
+      )
     return
   if not os.path.isfile(path):
     raise FileNotFoundError(
-        f"profile '{path}' does not exist. Create it first: "
-        "bazel run //profiling:pgle -- convert <run dir> -o <profile.pb>")
+      f"profile '{path}' does not exist. Create it first: "
+      "bazel run //profiling:pgle -- convert <run dir> -o <profile.pb>"
+    )
   with open(path, "rb") as f:
     costs = _pgle.parse_profile(f.read(), path.endswith(".pbtxt"))
   if not costs:
-    raise ValueError(f"profile '{path}' has no instruction costs; XLA would use it and change nothing. "
-                     "Convert a trace of a GPU run again (pgle convert says why it finds no costs).")
+    raise ValueError(
+      f"profile '{path}' has no instruction costs; XLA would use it and change nothing. "
+      "Convert a trace of a GPU run again (pgle convert says why it finds no costs)."
+    )
 
 
 def xla_flags(profile_path: str | os.PathLike, *, check: bool = True) -> str:
@@ -45,7 +49,9 @@ def xla_flags(profile_path: str | os.PathLike, *, check: bool = True) -> str:
   path = os.path.abspath(os.fspath(profile_path))
   if any(c.isspace() for c in path):
     # XLA splits XLA_FLAGS at whitespace.
-    raise ValueError(f"profile path '{path}' contains whitespace, which XLA_FLAGS cannot carry: move it.")
+    raise ValueError(
+      f"profile path '{path}' contains whitespace, which XLA_FLAGS cannot carry: move it."
+    )
   if check:
     _check_profile(path)
   return f"{LATENCY_HIDING_FLAG}=true {PROFILE_PATH_FLAG}={path}"

@@ -7,7 +7,6 @@ from profiling import flags
 
 
 class XlaFlagsTest(absltest.TestCase):
-
   def test_flags_for_a_profile_file_use_an_absolute_path(self):
     path = self.create_tempfile("profile.pb").full_path
     with open(path, "wb") as f:
@@ -19,9 +18,12 @@ class XlaFlagsTest(absltest.TestCase):
     finally:
       os.chdir(cwd)
     self.assertEqual(
-        result.split(" "),
-        ["--xla_gpu_enable_latency_hiding_scheduler=true",
-         f"--xla_gpu_pgle_profile_file_or_directory_path={os.path.abspath(path)}"])
+      result.split(" "),
+      [
+        "--xla_gpu_enable_latency_hiding_scheduler=true",
+        f"--xla_gpu_pgle_profile_file_or_directory_path={os.path.abspath(path)}",
+      ],
+    )
 
   def test_missing_empty_and_bad_profiles_fail_here_not_in_xla(self):
     with self.assertRaisesRegex(FileNotFoundError, "pgle -- convert"):
@@ -47,10 +49,14 @@ class XlaFlagsTest(absltest.TestCase):
 
   def test_merge_replaces_earlier_settings(self):
     merged = flags.merge_xla_flags(
-        "--xla_dump_to=/d --xla_gpu_enable_latency_hiding_scheduler=false",
-        "--xla_gpu_enable_latency_hiding_scheduler=true --xla_gpu_pgle_profile_file_or_directory_path=/p")
-    self.assertEqual(merged, "--xla_dump_to=/d --xla_gpu_enable_latency_hiding_scheduler=true "
-                     "--xla_gpu_pgle_profile_file_or_directory_path=/p")
+      "--xla_dump_to=/d --xla_gpu_enable_latency_hiding_scheduler=false",
+      "--xla_gpu_enable_latency_hiding_scheduler=true --xla_gpu_pgle_profile_file_or_directory_path=/p",
+    )
+    self.assertEqual(
+      merged,
+      "--xla_dump_to=/d --xla_gpu_enable_latency_hiding_scheduler=true "
+      "--xla_gpu_pgle_profile_file_or_directory_path=/p",
+    )
     self.assertEqual(flags.merge_xla_flags(None, "--a=1"), "--a=1")
 
 

@@ -10,10 +10,19 @@ import dataclasses
 import re
 
 # Instructions that never run as kernels or transfers, so no profile can time them.
-FREE_OPCODES = frozenset({
-    "parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all",
-    "add-dependency", "opt-barrier", "domain",
-})
+FREE_OPCODES = frozenset(
+  {
+    "parameter",
+    "constant",
+    "get-tuple-element",
+    "tuple",
+    "bitcast",
+    "after-all",
+    "add-dependency",
+    "opt-barrier",
+    "domain",
+  }
+)
 
 # `ENTRY %main.3 (p: f32[2]) -> f32[2] {` or `%fused_computation (...) -> ... {` (the `%` is
 # optional in newer XLA).
@@ -79,9 +88,11 @@ def summarize(hlo_text: str) -> HloModuleSummary:
       found = _FINGERPRINT.search(rest)
       fingerprint = found.group(1) if found else None
   scheduled = {
-      name: opcode
-      for computation, instructions in computations.items() if computation not in called
-      for name, opcode in instructions if opcode not in FREE_OPCODES
+    name: opcode
+    for computation, instructions in computations.items()
+    if computation not in called
+    for name, opcode in instructions
+    if opcode not in FREE_OPCODES
   }
   all_names = frozenset(n for instructions in computations.values() for n, _ in instructions)
   return HloModuleSummary(scheduled, all_names, fingerprint)

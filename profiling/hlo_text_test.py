@@ -29,22 +29,28 @@ ENTRY %main.9 (p: f32[8]) -> f32[8] {
 
 
 class HloTextTest(absltest.TestCase):
-
   def test_scheduled_instructions_exclude_free_ops_and_called_computations(self):
     summary = hlo_text.summarize(_MODULE)
-    self.assertEqual(summary.scheduled, {
+    self.assertEqual(
+      summary.scheduled,
+      {
         "all-reduce-start": "all-reduce-start",
         "all-reduce-done": "all-reduce-done",
         "fusion": "fusion",
         "copy.3": "copy",
-    })
+      },
+    )
     self.assertIn("multiply.2", summary.all_names)
     self.assertEqual(summary.fingerprint, "9f8e7d")
 
   def test_without_percent_signs_and_fingerprint(self):
-    text = _MODULE.replace("%", "").replace(', frontend_attributes={fingerprint_before_lhs="9f8e7d"}', "")
+    text = _MODULE.replace("%", "").replace(
+      ', frontend_attributes={fingerprint_before_lhs="9f8e7d"}', ""
+    )
     summary = hlo_text.summarize(text)
-    self.assertEqual(set(summary.scheduled), {"all-reduce-start", "all-reduce-done", "fusion", "copy.3"})
+    self.assertEqual(
+      set(summary.scheduled), {"all-reduce-start", "all-reduce-done", "fusion", "copy.3"}
+    )
     self.assertIsNone(summary.fingerprint)
 
 

@@ -11,7 +11,6 @@ from tensorflow.tsl.profiler.protobuf import xplane_pb2  # pylint: disable=g-bad
 
 
 class LoadOrderTest(absltest.TestCase):
-
   def test_both_protobuf_runtimes_work_side_by_side(self):
     space = xplane_pb2.XSpace()
     plane = space.planes.add(name="/device:GPU:0")
@@ -22,8 +21,12 @@ class LoadOrderTest(absltest.TestCase):
     event.stats.add(metadata_id=1, str_value="fusion.7")
     event.stats.add(metadata_id=2, str_value="jit_step")
     profile, entries, *_ = _pgle.convert_xspaces(
-        [space.SerializeToString()], _pgle.PlaneSelection.DEVICE, _pgle.Aggregation.MEAN, 0.0,
-        entries=True)
+      [space.SerializeToString()],
+      _pgle.PlaneSelection.DEVICE,
+      _pgle.Aggregation.MEAN,
+      0.0,
+      entries=True,
+    )
     self.assertEqual(entries, [("fusion.7", 2.5, 1, 1)])
     self.assertEqual(_pgle.parse_profile(profile), [("fusion.7", 2.5)])
     # TensorFlow's own descriptors are untouched by ours (same full names, other runtime).

@@ -34,7 +34,6 @@ def _as_dict(costs) -> dict[str, float]:
 
 
 class ParityTest(parameterized.TestCase):
-
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
@@ -65,7 +64,9 @@ class ParityTest(parameterized.TestCase):
         f.write(data)
     return run_dir
 
-  @parameterized.product(plane=["/device:GPU:0", "/device:CUSTOM:0"], fingerprint=[None, _FINGERPRINT])
+  @parameterized.product(
+    plane=["/device:GPU:0", "/device:CUSTOM:0"], fingerprint=[None, _FINGERPRINT]
+  )
   def test_serialized_xspace_matches_get_fdo_profile(self, plane, fingerprint):
     data = trace_relabel.relabel(self.host_traces[0], plane, fingerprint)
     theirs = _as_dict(_pgle.parse_profile(jaxlib_profiler.get_fdo_profile(data)))
@@ -95,8 +96,9 @@ class ParityTest(parameterized.TestCase):
   def test_percentile_matches_aggregate_profiled_instructions(self, percentile):
     traces = [trace_relabel.relabel(t, "/device:GPU:0", _FINGERPRINT) for t in self.host_traces]
     per_run = [jaxlib_profiler.get_fdo_profile(t) for t in traces]
-    theirs = _as_dict(_pgle.parse_profile(
-        jaxlib_profiler.aggregate_profiled_instructions(per_run, percentile)))
+    theirs = _as_dict(
+      _pgle.parse_profile(jaxlib_profiler.aggregate_profiled_instructions(per_run, percentile))
+    )
     ours = conversion.convert_xspaces(traces, percentile)
     self.assertEqual(ours.num_groups, _RUNS)
     self.assertSameProfile(_as_dict((e.name, e.cost_us) for e in ours.entries), theirs)
@@ -105,7 +107,9 @@ class ParityTest(parameterized.TestCase):
     traces = [trace_relabel.relabel(t, "/device:CUSTOM:0", None) for t in self.host_traces]
     run_dirs = [self._write_run(f"run{i}", [t]) for i, t in enumerate(traces)]
     per_run = [jaxlib_profiler.get_profiled_instructions_proto(d) for d in run_dirs]
-    theirs = _as_dict(_pgle.parse_profile(jaxlib_profiler.aggregate_profiled_instructions(per_run, 90)))
+    theirs = _as_dict(
+      _pgle.parse_profile(jaxlib_profiler.aggregate_profiled_instructions(per_run, 90))
+    )
     ours = conversion.convert(run_dirs, percentile=90)
     self.assertSameProfile(_as_dict(_pgle.parse_profile(ours)), theirs)
 

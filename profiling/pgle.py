@@ -36,10 +36,10 @@ On CPU (tests, exploring): traces have no device plane; `convert --include_host`
 """
 
 _AGGREGATIONS = {
-    "mean": convert_lib.Aggregation.MEAN,
-    "median": convert_lib.Aggregation.MEDIAN,
-    "min": convert_lib.Aggregation.MIN,
-    "max": convert_lib.Aggregation.MAX,
+  "mean": convert_lib.Aggregation.MEAN,
+  "median": convert_lib.Aggregation.MEDIAN,
+  "min": convert_lib.Aggregation.MIN,
+  "max": convert_lib.Aggregation.MAX,
 }
 
 
@@ -52,16 +52,18 @@ def _path(path: str) -> str:
 def _convert(args: argparse.Namespace) -> int:
   output = _path(args.output)
   conversion = convert_lib.convert_detailed(
-      [_path(d) for d in args.run_dirs],
-      args.percentile,
-      aggregation=_AGGREGATIONS[args.aggregation] if args.aggregation else None,
-      include_host=args.include_host,
-      per_host=args.per_host,
-      text=output.endswith(".pbtxt"),
+    [_path(d) for d in args.run_dirs],
+    args.percentile,
+    aggregation=_AGGREGATIONS[args.aggregation] if args.aggregation else None,
+    include_host=args.include_host,
+    per_host=args.per_host,
+    text=output.endswith(".pbtxt"),
   )
   convert_lib.write_profile(conversion.profile, output)
-  print(f"wrote {output}: {len(conversion.entries)} instruction costs from {conversion.num_samples} executions in "
-        f"{len(conversion.trace_files)} trace file(s), {conversion.num_groups} group(s)")
+  print(
+    f"wrote {output}: {len(conversion.entries)} instruction costs from {conversion.num_samples} executions in "
+    f"{len(conversion.trace_files)} trace file(s), {conversion.num_groups} group(s)"
+  )
   if args.verbose:
     for e in conversion.entries:
       print(f"  {e.cost_us:12.3f} us  x{e.samples:<6d} {e.name}")
@@ -87,23 +89,46 @@ def _flags(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(
-      prog="pgle", description=__doc__.splitlines()[0], epilog=WORKFLOW,
-      formatter_class=argparse.RawDescriptionHelpFormatter)
+    prog="pgle",
+    description=__doc__.splitlines()[0],
+    epilog=WORKFLOW,
+    formatter_class=argparse.RawDescriptionHelpFormatter,
+  )
   commands = parser.add_subparsers(dest="command", required=True, metavar="{convert,report,flags}")
 
-  convert = commands.add_parser("convert", help="trace run directories -> profile.pb",
-                                epilog=WORKFLOW, formatter_class=argparse.RawDescriptionHelpFormatter)
-  convert.add_argument("run_dirs", nargs="+", help="LOGDIR/plugins/profile/<run>/ (or LOGDIR: its newest run)")
-  convert.add_argument("-o", "--output", required=True, help="profile file; .pbtxt writes text format")
+  convert = commands.add_parser(
+    "convert",
+    help="trace run directories -> profile.pb",
+    epilog=WORKFLOW,
+    formatter_class=argparse.RawDescriptionHelpFormatter,
+  )
+  convert.add_argument(
+    "run_dirs", nargs="+", help="LOGDIR/plugins/profile/<run>/ (or LOGDIR: its newest run)"
+  )
+  convert.add_argument(
+    "-o", "--output", required=True, help="profile file; .pbtxt writes text format"
+  )
   how = convert.add_mutually_exclusive_group()
-  how.add_argument("--percentile", type=float,
-                   help="per instruction, XLA's auto-PGLE percentile of the per-run means (default: "
-                        "XLA's mean over all executions)")
-  how.add_argument("--aggregation", choices=sorted(_AGGREGATIONS), help="statistic of the per-run means")
-  convert.add_argument("--per_host", action="store_true", help="aggregate over hosts instead of runs")
-  convert.add_argument("--include_host", action="store_true",
-                       help="read /host:CPU of traces without a device plane (CPU runs)")
-  convert.add_argument("-v", "--verbose", action="store_true", help="list every entry with its sample count")
+  how.add_argument(
+    "--percentile",
+    type=float,
+    help="per instruction, XLA's auto-PGLE percentile of the per-run means (default: "
+    "XLA's mean over all executions)",
+  )
+  how.add_argument(
+    "--aggregation", choices=sorted(_AGGREGATIONS), help="statistic of the per-run means"
+  )
+  convert.add_argument(
+    "--per_host", action="store_true", help="aggregate over hosts instead of runs"
+  )
+  convert.add_argument(
+    "--include_host",
+    action="store_true",
+    help="read /host:CPU of traces without a device plane (CPU runs)",
+  )
+  convert.add_argument(
+    "-v", "--verbose", action="store_true", help="list every entry with its sample count"
+  )
   convert.set_defaults(run=_convert)
 
   report = commands.add_parser("report", help="top instructions, coverage, entries XLA would drop")

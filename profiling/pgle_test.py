@@ -18,13 +18,18 @@ def _run(*argv):
 
 
 class PgleCliTest(absltest.TestCase):
-
   def test_help_shows_the_whole_workflow(self):
     with self.assertRaises(SystemExit):
       _run("--help")
     help_text = pgle.build_parser().format_help()
-    for step in ("pgle -- convert", "pgle -- report", "pgle -- flags", "JAX_ENABLE_PGLE",
-                 "Found profile, using profile guided latency estimator", "--include_host"):
+    for step in (
+      "pgle -- convert",
+      "pgle -- report",
+      "pgle -- flags",
+      "JAX_ENABLE_PGLE",
+      "Found profile, using profile guided latency estimator",
+      "--include_host",
+    ):
       self.assertIn(step, help_text)
 
   def test_convert_report_flags(self):
@@ -55,8 +60,11 @@ class PgleCliTest(absltest.TestCase):
 
     code, out, _ = _run("flags", profile)
     self.assertEqual(code, 0)
-    self.assertEqual(out.strip(), "--xla_gpu_enable_latency_hiding_scheduler=true "
-                     f"--xla_gpu_pgle_profile_file_or_directory_path={profile}")
+    self.assertEqual(
+      out.strip(),
+      "--xla_gpu_enable_latency_hiding_scheduler=true "
+      f"--xla_gpu_pgle_profile_file_or_directory_path={profile}",
+    )
 
   def test_paths_are_relative_to_where_bazel_run_was_called(self):
     tmp = self.create_tempdir().full_path

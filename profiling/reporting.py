@@ -34,7 +34,9 @@ class Report:
   scheduled: int | None = None  # Instructions of the module a profile can time.
   covered: tuple[str, ...] = ()  # Those that have a usable cost.
   uncovered: tuple[str, ...] = ()  # Those that do not (they get XLA's analytical estimate).
-  unknown: tuple[str, ...] = ()  # Usable entries naming no instruction of the module (stale profile?).
+  unknown: tuple[
+    str, ...
+  ] = ()  # Usable entries naming no instruction of the module (stale profile?).
 
   @property
   def total_us(self) -> float:
@@ -50,31 +52,48 @@ class Report:
   def format(self, top: int = 20) -> str:
     lines = [f"{len(self.costs)} instruction costs, {self.total_us:.1f} us in total"]
     for fingerprint, count in sorted(self.fingerprints.items(), key=lambda kv: -kv[1]):
-      label = "no fingerprint (used for any module)" if fingerprint is None else f"fingerprint {fingerprint}"
+      label = (
+        "no fingerprint (used for any module)"
+        if fingerprint is None
+        else f"fingerprint {fingerprint}"
+      )
       lines.append(f"  {count} entries with {label}")
     if len([f for f in self.fingerprints if f is not None]) > 1 and self.module_fingerprint is None:
-      lines.append("  WARNING: several fingerprints: XLA uses only the entries of the module it compiles; "
-                   "pass the module's HLO text (--hlo) to see which.")
+      lines.append(
+        "  WARNING: several fingerprints: XLA uses only the entries of the module it compiles; "
+        "pass the module's HLO text (--hlo) to see which."
+      )
     lines.append(f"Top {min(top, len(self.costs))} by cost:")
     for name, cost in self.costs[:top]:
       share = 100 * cost / self.total_us if self.total_us else 0
       lines.append(f"  {cost:12.3f} us {share:5.1f}%  {name}")
     if self.scheduled is not None:
-      lines.append(f"Coverage: {len(self.covered)} of {self.scheduled} scheduled instructions have a "
-                   f"measured cost ({100 * self.coverage:.1f}%); the others get XLA's analytical estimate.")
+      lines.append(
+        f"Coverage: {len(self.covered)} of {self.scheduled} scheduled instructions have a "
+        f"measured cost ({100 * self.coverage:.1f}%); the others get XLA's analytical estimate."
+      )
       if self.uncovered:
-        lines.append("  without cost: " + ", ".join(self.uncovered[:10]) +
-                     (" ..." if len(self.uncovered) > 10 else ""))
+        lines.append(
+          "  without cost: "
+          + ", ".join(self.uncovered[:10])
+          + (" ..." if len(self.uncovered) > 10 else "")
+        )
       if self.module_fingerprint is None:
-        lines.append("  The HLO text has no fingerprint_before_lhs: it was not compiled by XLA's GPU "
-                     "latency-hiding scheduler, so only unprefixed entries can match.")
+        lines.append(
+          "  The HLO text has no fingerprint_before_lhs: it was not compiled by XLA's GPU "
+          "latency-hiding scheduler, so only unprefixed entries can match."
+        )
     if self.dropped:
-      lines.append(f"DROPPED: {len(self.dropped)} entries have another fingerprint than the module "
-                   f"({self.module_fingerprint}) and XLA will silently ignore them. Re-collect the "
-                   "profile from this exact program (same code, flags, shapes and XLA version).")
+      lines.append(
+        f"DROPPED: {len(self.dropped)} entries have another fingerprint than the module "
+        f"({self.module_fingerprint}) and XLA will silently ignore them. Re-collect the "
+        "profile from this exact program (same code, flags, shapes and XLA version)."
+      )
     if self.unknown:
-      lines.append(f"{len(self.unknown)} entries name no instruction of this module (e.g. "
-                   f"{', '.join(self.unknown[:5])}): the profile may be from another version of the program.")
+      lines.append(
+        f"{len(self.unknown)} entries name no instruction of this module (e.g. "
+        f"{', '.join(self.unknown[:5])}): the profile may be from another version of the program."
+      )
     return "\n".join(lines)
 
 
@@ -109,5 +128,13 @@ def report(profile: bytes | str | os.PathLike, hlo_text: str | None = None) -> R
   covered = tuple(sorted(n for n in module.scheduled if n in usable))
   uncovered = tuple(sorted(n for n in module.scheduled if n not in usable))
   unknown = tuple(sorted(n for n in usable if n not in module.all_names))
-  return Report(by_cost, dict(fingerprints), module.fingerprint, tuple(dropped), len(module.scheduled),
-                covered, uncovered, unknown)
+  return Report(
+    by_cost,
+    dict(fingerprints),
+    module.fingerprint,
+    tuple(dropped),
+    len(module.scheduled),
+    covered,
+    uncovered,
+    unknown,
+  )

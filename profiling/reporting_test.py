@@ -26,9 +26,10 @@ def _profile(costs):
 
 
 class ReportTest(absltest.TestCase):
-
   def test_top_costs_and_fingerprint_counts(self):
-    r = reporting.report(_profile([("fp1::fusion.1", 5.0), ("fp1::all-gather.3", 50.0), ("copy.4", 1.0)]))
+    r = reporting.report(
+      _profile([("fp1::fusion.1", 5.0), ("fp1::all-gather.3", 50.0), ("copy.4", 1.0)])
+    )
     self.assertEqual([n for n, _ in r.costs], ["fp1::all-gather.3", "fp1::fusion.1", "copy.4"])
     self.assertEqual(r.fingerprints, {"fp1": 2, None: 1})
     self.assertIsNone(r.coverage)
@@ -38,7 +39,9 @@ class ReportTest(absltest.TestCase):
     self.assertNotIn("copy.4", text.split("Top 2 by cost:")[1])
 
   def test_coverage_counts_matching_and_unprefixed_entries(self):
-    r = reporting.report(_profile([("fp1::fusion.1", 5.0), ("copy.4", 1.0), ("fp1::all-gather.3", 9.0)]), _HLO)
+    r = reporting.report(
+      _profile([("fp1::fusion.1", 5.0), ("copy.4", 1.0), ("fp1::all-gather.3", 9.0)]), _HLO
+    )
     self.assertEqual(r.module_fingerprint, "fp1")
     self.assertEqual(r.scheduled, 4)  # fusion.1, fusion.2, all-gather.3, copy.4.
     self.assertEqual(r.covered, ("all-gather.3", "copy.4", "fusion.1"))
@@ -48,7 +51,9 @@ class ReportTest(absltest.TestCase):
     self.assertIn("3 of 4 scheduled instructions", r.format())
 
   def test_other_fingerprint_is_reported_as_dropped(self):
-    r = reporting.report(_profile([("old::fusion.1", 5.0), ("fp1::fusion.2", 1.0), ("fp1::gone.9", 2.0)]), _HLO)
+    r = reporting.report(
+      _profile([("old::fusion.1", 5.0), ("fp1::fusion.2", 1.0), ("fp1::gone.9", 2.0)]), _HLO
+    )
     self.assertEqual(r.dropped, ("old::fusion.1",))
     self.assertEqual(r.covered, ("fusion.2",))
     self.assertEqual(r.unknown, ("gone.9",))
@@ -57,7 +62,9 @@ class ReportTest(absltest.TestCase):
     self.assertIn("silently ignore", text)
 
   def test_reads_files_by_extension(self):
-    path = self.create_tempfile("p.pbtxt", content=_pgle.serialize_profile([("a", 1.0)], True).decode()).full_path
+    path = self.create_tempfile(
+      "p.pbtxt", content=_pgle.serialize_profile([("a", 1.0)], True).decode()
+    ).full_path
     self.assertEqual(reporting.report(path).costs, (("a", 1.0),))
 
 

@@ -14,8 +14,12 @@ HOST_PLANE_NAME = "/host:CPU"
 _METADATA_PLANE_NAME = "/host:metadata"
 
 
-def relabel(xspace_bytes: bytes, plane_name: str, fingerprint: str | None = None,
-            module_substring: str = "train_step") -> bytes:
+def relabel(
+  xspace_bytes: bytes,
+  plane_name: str,
+  fingerprint: str | None = None,
+  module_substring: str = "train_step",
+) -> bytes:
   """Renames the /host:CPU plane `plane_name`; with `fingerprint`, tags the module as XLA's GPU scheduler would.
 
   The fingerprint goes into the entry root's `fingerprint_before_lhs` frontend attribute of each
@@ -34,7 +38,9 @@ def relabel(xspace_bytes: bytes, plane_name: str, fingerprint: str | None = None
           hlo = hlo_pb2.HloProto.FromString(stat.bytes_value)
           if module_substring not in hlo.hlo_module.name:
             continue
-          (entry,) = [c for c in hlo.hlo_module.computations if c.id == hlo.hlo_module.entry_computation_id]
+          (entry,) = [
+            c for c in hlo.hlo_module.computations if c.id == hlo.hlo_module.entry_computation_id
+          ]
           (root,) = [i for i in entry.instructions if i.id == entry.root_id]
           root.frontend_attributes.map["fingerprint_before_lhs"] = fingerprint
           stat.bytes_value = hlo.SerializeToString()

@@ -46,7 +46,9 @@ class ProfileMismatch(Exception):
 class Measurement:
   seconds: tuple[float, ...]  # One per repeat, in run order.
   peak_rss_mib: float  # Largest over the repeats.
-  rss_after_import_mib: float  # Smallest over the repeats: the interpreter and the converter's module.
+  rss_after_import_mib: (
+    float  # Smallest over the repeats: the interpreter and the converter's module.
+  )
 
   @property
   def median_seconds(self) -> float:
@@ -76,8 +78,10 @@ def machine() -> str:
         break
   # Another job on a shared machine slows both converters and blurs the ratio: say how busy it was.
   load = os.getloadavg()[0]
-  return (f"{model}, nproc {len(os.sched_getaffinity(0))}, load average {load:.2f} at start; "
-          f"our extension built as {build_config()}")
+  return (
+    f"{model}, nproc {len(os.sched_getaffinity(0))}, load average {load:.2f} at start; "
+    f"our extension built as {build_config()}"
+  )
 
 
 def build_config() -> str:
@@ -113,13 +117,17 @@ def compare(ours: dict[str, float], theirs: dict[str, float]) -> float:
     raise ProfileMismatch("jaxlib's profile is empty: the trace has nothing to compare")
   if set(ours) != set(theirs):
     only_ours, only_theirs = sorted(set(ours) - set(theirs)), sorted(set(theirs) - set(ours))
-    raise ProfileMismatch(f"different names: only in ours {only_ours[:5]} ({len(only_ours)}), "
-                          f"only in jaxlib's {only_theirs[:5]} ({len(only_theirs)})")
+    raise ProfileMismatch(
+      f"different names: only in ours {only_ours[:5]} ({len(only_ours)}), "
+      f"only in jaxlib's {only_theirs[:5]} ({len(only_theirs)})"
+    )
   largest = 0.0
   for name, cost in sorted(theirs.items()):
     if abs(ours[name] - cost) > RELATIVE_TOLERANCE * abs(cost):
-      raise ProfileMismatch(f"{name}: ours {ours[name]!r} us, jaxlib's {cost!r} us "
-                            f"(relative difference {abs(ours[name] - cost) / abs(cost):.3g})")
+      raise ProfileMismatch(
+        f"{name}: ours {ours[name]!r} us, jaxlib's {cost!r} us "
+        f"(relative difference {abs(ours[name] - cost) / abs(cost):.3g})"
+      )
     if cost:
       largest = max(largest, abs(ours[name] - cost) / abs(cost))
   return largest
@@ -130,7 +138,9 @@ def _convert_in_subprocess(which: str, run_dir: str, output: str) -> dict[str, f
   command = [sys.executable, "-m", convert_worker.__name__, which, run_dir, output]
   result = subprocess.run(command, capture_output=True, text=True, check=False)
   if result.returncode != 0:
-    raise RuntimeError(f"{which} converter failed (exit {result.returncode}):\n{result.stderr[-4000:]}")
+    raise RuntimeError(
+      f"{which} converter failed (exit {result.returncode}):\n{result.stderr[-4000:]}"
+    )
   return json.loads(result.stdout.strip().splitlines()[-1])
 
 
@@ -148,18 +158,19 @@ def run(size_mb: float, repeats: int, workdir: str, log=print) -> Report:
   results = {which: [] for which in _CONVERTERS}
   for r in range(repeats):
     # Alternate which goes first, so that neither always finds the file fresher in the page cache.
-    for which in (_CONVERTERS if r % 2 == 0 else reversed(_CONVERTERS)):
+    for which in _CONVERTERS if r % 2 == 0 else reversed(_CONVERTERS):
       log(f"repeat {r + 1}/{repeats}: {which} ...")
       results[which].append(_convert_in_subprocess(which, run_dir, outputs[which]))
   theirs = read_costs(outputs["jaxlib"])
   compare(read_costs(outputs["ours"]), theirs)
 
   measurements = {
-      which: Measurement(
-          seconds=tuple(m["seconds"] for m in ms),
-          peak_rss_mib=max(m["peak_rss_mib"] for m in ms),
-          rss_after_import_mib=min(m["rss_after_import_mib"] for m in ms),
-      ) for which, ms in results.items()
+    which: Measurement(
+      seconds=tuple(m["seconds"] for m in ms),
+      peak_rss_mib=max(m["peak_rss_mib"] for m in ms),
+      rss_after_import_mib=min(m["rss_after_import_mib"] for m in ms),
+    )
+    for which, ms in results.items()
   }
   return Report(len(trace.data) / 2**20, trace, measurements, len(theirs), machine())
 
@@ -167,37 +178,53 @@ def run(size_mb: float, repeats: int, workdir: str, log=print) -> Report:
 def format_report(report: Report) -> str:
   t = report.trace
   lines = [
-      f"trace    {report.trace_mib:.1f} MiB: {t.events:,} events on {t.plane_name}, "
-      f"{t.op_events:,} of them with hlo_op; {t.copies:,} copies of a {_STEPS}-step trace of {t.events_per_copy} "
-      "events",
+    f"trace    {report.trace_mib:.1f} MiB: {t.events:,} events on {t.plane_name}, "
+    f"{t.op_events:,} of them with hlo_op; {t.copies:,} copies of a {_STEPS}-step trace of {t.events_per_copy} "
+    "events",
   ]
   for which, m in report.measurements.items():
     runs = ", ".join(f"{s:.3f}" for s in m.seconds)
-    lines.append(f"{which:<8} median {m.median_seconds:.3f} s (runs {runs}); peak RSS {m.peak_rss_mib:.0f} MiB "
-                 f"({m.rss_after_import_mib:.0f} MiB after imports)")
+    lines.append(
+      f"{which:<8} median {m.median_seconds:.3f} s (runs {runs}); peak RSS {m.peak_rss_mib:.0f} MiB "
+      f"({m.rss_after_import_mib:.0f} MiB after imports)"
+    )
   lines += [
-      f"ratio    {report.ratio:.2f}x (jaxlib median / ours median; > 1 means ours is faster)",
-      f"parity   same {report.names} names, cost_us equal within {RELATIVE_TOLERANCE:g} relative",
-      f"machine  {report.machine}",
+    f"ratio    {report.ratio:.2f}x (jaxlib median / ours median; > 1 means ours is faster)",
+    f"parity   same {report.names} names, cost_us equal within {RELATIVE_TOLERANCE:g} relative",
+    f"machine  {report.machine}",
   ]
   return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--size_mb", type=float, default=100, help="size of the trace to convert, in MiB")
-  parser.add_argument("--repeats", type=int, default=3, help="conversions per converter; the median is reported")
-  parser.add_argument("--workdir", help="where to write the traces and profiles (default: a temporary "
-                      "directory, removed at the end); kept when given")
+  parser = argparse.ArgumentParser(
+    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+  )
+  parser.add_argument(
+    "--size_mb", type=float, default=100, help="size of the trace to convert, in MiB"
+  )
+  parser.add_argument(
+    "--repeats", type=int, default=3, help="conversions per converter; the median is reported"
+  )
+  parser.add_argument(
+    "--workdir",
+    help="where to write the traces and profiles (default: a temporary "
+    "directory, removed at the end); kept when given",
+  )
   args = parser.parse_args(argv)
   if args.size_mb <= 0 or args.repeats < 1:
     parser.error(f"--size_mb must be > 0 and --repeats >= 1, got {args.size_mb} and {args.repeats}")
 
   # `bazel run` runs us in the runfiles tree: a relative --workdir is relative to where the user ran it.
-  workdir = (os.path.join(os.environ.get("BUILD_WORKING_DIRECTORY", os.getcwd()), args.workdir)
-             if args.workdir else tempfile.mkdtemp(prefix="convert_benchmark_"))
+  workdir = (
+    os.path.join(os.environ.get("BUILD_WORKING_DIRECTORY", os.getcwd()), args.workdir)
+    if args.workdir
+    else tempfile.mkdtemp(prefix="convert_benchmark_")
+  )
   try:
-    report = run(args.size_mb, args.repeats, workdir, log=lambda m: print(m, file=sys.stderr, flush=True))
+    report = run(
+      args.size_mb, args.repeats, workdir, log=lambda m: print(m, file=sys.stderr, flush=True)
+    )
   except ProfileMismatch as e:
     print(f"FAIL: our converter and jaxlib's disagree on the benchmark trace: {e}", file=sys.stderr)
     return 1

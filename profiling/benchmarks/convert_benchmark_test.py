@@ -18,14 +18,15 @@ def _run_main(*args: str) -> tuple[int, str, str]:
 
 
 class CompareTest(absltest.TestCase):
-
   def test_equal_within_tolerance_returns_the_largest_relative_difference(self):
     largest = convert_benchmark.compare({"a": 1.0, "b": 2.0}, {"a": 1.0 + 1e-12, "b": 2.0})
     self.assertAlmostEqual(largest, 1e-12, delta=1e-15)
     self.assertEqual(convert_benchmark.compare({"a": 3.0}, {"a": 3.0}), 0.0)
 
   def test_rejects_different_names(self):
-    with self.assertRaisesRegex(convert_benchmark.ProfileMismatch, r"only in ours \['c'\].*only in jaxlib's \['b'\]"):
+    with self.assertRaisesRegex(
+      convert_benchmark.ProfileMismatch, r"only in ours \['c'\].*only in jaxlib's \['b'\]"
+    ):
       convert_benchmark.compare({"a": 1.0, "c": 2.0}, {"a": 1.0, "b": 2.0})
 
   def test_rejects_a_cost_off_by_more_than_the_tolerance(self):
@@ -38,7 +39,6 @@ class CompareTest(absltest.TestCase):
 
 
 class BenchmarkTest(absltest.TestCase):
-
   def test_report(self):
     code, out, err = _run_main()
     self.assertEqual(code, 0, err)
@@ -46,7 +46,9 @@ class BenchmarkTest(absltest.TestCase):
     self.assertEqual(list(fields), ["trace", "ours", "jaxlib", "ratio", "parity", "machine"])
 
     size_mib, events, op_events = re.match(
-        r"([\d.]+) MiB: ([\d,]+) events on /device:GPU:0, ([\d,]+) of them with hlo_op", fields["trace"]).groups()
+      r"([\d.]+) MiB: ([\d,]+) events on /device:GPU:0, ([\d,]+) of them with hlo_op",
+      fields["trace"],
+    ).groups()
     self.assertBetween(float(size_mib), 1.0, 1.2)
     self.assertGreater(int(events.replace(",", "")), int(op_events.replace(",", "")))
     self.assertGreater(int(op_events.replace(",", "")), 1000)
@@ -54,7 +56,9 @@ class BenchmarkTest(absltest.TestCase):
     medians = {}
     for which in ("ours", "jaxlib"):
       median, peak, after_import = re.match(
-          r"median ([\d.]+) s \(runs [\d.]+\); peak RSS (\d+) MiB \((\d+) MiB after imports\)", fields[which]).groups()
+        r"median ([\d.]+) s \(runs [\d.]+\); peak RSS (\d+) MiB \((\d+) MiB after imports\)",
+        fields[which],
+      ).groups()
       medians[which] = float(median)
       self.assertGreater(medians[which], 0)
       self.assertGreaterEqual(int(peak), int(after_import))
@@ -68,9 +72,13 @@ class BenchmarkTest(absltest.TestCase):
     lowest = (medians["jaxlib"] - half_ms) / (medians["ours"] + half_ms)
     highest = (medians["jaxlib"] + half_ms) / max(medians["ours"] - half_ms, 1e-9)
     self.assertBetween(ratio, lowest - 0.005, highest + 0.005)
-    names = int(re.match(r"same (\d+) names, cost_us equal within 1e-09 relative", fields["parity"]).group(1))
+    names = int(
+      re.match(r"same (\d+) names, cost_us equal within 1e-09 relative", fields["parity"]).group(1)
+    )
     self.assertGreater(names, 5)  # The train step's fusions and dots.
-    self.assertRegex(fields["machine"], r"nproc \d+, load average [\d.]+ at start; our extension built as k8-")
+    self.assertRegex(
+      fields["machine"], r"nproc \d+, load average [\d.]+ at start; our extension built as k8-"
+    )
 
   def test_fails_when_the_converters_disagree(self):
     read_costs = convert_benchmark.read_costs
@@ -83,7 +91,10 @@ class BenchmarkTest(absltest.TestCase):
       code, out, err = _run_main("--size_mb=0.2")
     self.assertEqual(code, 1)
     self.assertEqual(out, "")
-    self.assertRegex(err, r"FAIL: our converter and jaxlib's disagree on the benchmark trace: .*relative difference 1e-06")
+    self.assertRegex(
+      err,
+      r"FAIL: our converter and jaxlib's disagree on the benchmark trace: .*relative difference 1e-06",
+    )
 
 
 if __name__ == "__main__":

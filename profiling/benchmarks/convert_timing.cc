@@ -21,7 +21,9 @@ namespace {
 double CpuSeconds() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
@@ -29,8 +31,9 @@ double CpuSeconds() {
 
 int main(int argc, char** argv) {
   if (argc < 2 || argc > 3) {
-    std::fprintf(stderr, "usage: %s RUN_DIR [REPEATS]\n  RUN_DIR holds the *xplane.pb trace(s) to convert\n",
-                 argv[0]);
+    std::fprintf(
+        stderr, "usage: %s RUN_DIR [REPEATS]\n  RUN_DIR holds the *xplane.pb trace(s) to convert\n",
+        argv[0]);
     return 2;
   }
   const int repeats = argc == 3 ? std::atoi(argv[2]) : 3;
@@ -44,12 +47,14 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "conversion failed: %s\n", e.what());
       return 1;
     }
-    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-    std::printf("run %d: %.3f s wall, %.3f s CPU; %zu instructions\n", r + 1, wall, CpuSeconds() - cpu_start,
-                result.entries.size());
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    std::printf("run %d: %.3f s wall, %.3f s CPU; %zu instructions\n", r + 1, wall,
+                CpuSeconds() - cpu_start, result.entries.size());
   }
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  std::printf("peak RSS %.0f MiB\n", static_cast<double>(usage.ru_maxrss) / 1024);  // Linux reports KiB.
+  std::printf("peak RSS %.0f MiB\n",
+              static_cast<double>(usage.ru_maxrss) / 1024);  // Linux reports KiB.
   return 0;
 }

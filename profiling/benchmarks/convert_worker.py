@@ -16,12 +16,14 @@ from collections.abc import Callable
 
 def _ours() -> Callable[[str], bytes]:
   from profiling import conversion  # pylint: disable=g-import-not-at-top
+
   return conversion.convert  # Default mode: device planes, mean cost, as XLA's converter.
 
 
 def _jaxlib() -> Callable[[str], bytes]:
   # The function jax.experimental.profiler.get_profiled_instructions_proto calls.
   from jax._src.lib import _profiler  # pylint: disable=g-import-not-at-top
+
   return _profiler.get_profiled_instructions_proto
 
 
@@ -50,7 +52,9 @@ def main(argv: list[str]) -> int:
   peak = _status_mib("VmHWM")
   with open(output, "wb") as f:
     f.write(profile)
-  print(json.dumps({"seconds": seconds, "peak_rss_mib": peak, "rss_after_import_mib": rss_after_import}))
+  print(
+    json.dumps({"seconds": seconds, "peak_rss_mib": peak, "rss_after_import_mib": rss_after_import})
+  )
   return 0
 
 

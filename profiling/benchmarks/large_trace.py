@@ -58,19 +58,25 @@ def _device_plane_index(space: xplane_pb2.XSpace) -> int:
       if plane.name.startswith(prefix):
         return i
   names = [plane.name for plane in space.planes]
-  raise ValueError(f"no device plane ({', '.join(_DEVICE_PLANE_PREFIXES)}) in the trace, only {names}: "
-                   "relabel a CPU trace's /host:CPU plane first (profiling/trace_relabel.py)")
+  raise ValueError(
+    f"no device plane ({', '.join(_DEVICE_PLANE_PREFIXES)}) in the trace, only {names}: "
+    "relabel a CPU trace's /host:CPU plane first (profiling/trace_relabel.py)"
+  )
 
 
 def _check_repeatable(plane: xplane_pb2.XPlane) -> None:
   if any(m.name == "scope_range_id" for m in plane.stat_metadata.values()):
-    raise ValueError(f"{plane.name} has scope_range_id stats: copies of an event would share its id "
-                     "and merge into one span, so repeating events would change the costs")
+    raise ValueError(
+      f"{plane.name} has scope_range_id stats: copies of an event would share its id "
+      "and merge into one span, so repeating events would change the costs"
+    )
   for line in plane.lines:
     for event in line.events:
       if event.WhichOneof("data") == "num_occurrences":
-        raise ValueError(f"{plane.name} line {line.name!r} has aggregated events (num_occurrences): "
-                         "they have no start time to shift; give a trace of timed events")
+        raise ValueError(
+          f"{plane.name} line {line.name!r} has aggregated events (num_occurrences): "
+          "they have no start time to shift; give a trace of timed events"
+        )
 
 
 class _LineGrower:
@@ -113,7 +119,11 @@ class _LineGrower:
 
 def _period_ps(plane: xplane_pb2.XPlane) -> int:
   starts = [line.timestamp_ns * 1000 + e.offset_ps for line in plane.lines for e in line.events]
-  ends = [line.timestamp_ns * 1000 + e.offset_ps + e.duration_ps for line in plane.lines for e in line.events]
+  ends = [
+    line.timestamp_ns * 1000 + e.offset_ps + e.duration_ps
+    for line in plane.lines
+    for e in line.events
+  ]
   if not starts:
     raise ValueError(f"{plane.name} has no events to repeat")
   return max(ends) - min(starts) + _GAP_PS
@@ -153,13 +163,21 @@ def grow(xspace_bytes: bytes, size_bytes: int) -> GrownTrace:
   out += space.SerializeToString()
 
   events_per_copy = sum(len(line.events) for line in plane.lines)
-  return GrownTrace(bytes(out), plane.name, events_per_copy * copies, _op_events(plane) * copies,
-                    events_per_copy, copies)
+  return GrownTrace(
+    bytes(out),
+    plane.name,
+    events_per_copy * copies,
+    _op_events(plane) * copies,
+    events_per_copy,
+    copies,
+  )
 
 
 def _op_events(plane: xplane_pb2.XPlane) -> int:
   op_stat_ids = {i for i, m in plane.stat_metadata.items() if m.name == "hlo_op"}
+
   def has_op(event):
     stats = list(event.stats) + list(plane.event_metadata[event.metadata_id].stats)
     return any(s.metadata_id in op_stat_ids for s in stats)
+
   return sum(has_op(e) for line in plane.lines for e in line.events)

@@ -14,14 +14,18 @@ def _space(scope_range_id: bool = False, plane_name: str = "/device:GPU:0") -> b
   space = xplane_pb2.XSpace()
   space.planes.add(name="/host:metadata")
   plane = space.planes.add(name=plane_name)
-  for stat_id, name in [(_OP, "hlo_op"), (_MODULE, "hlo_module")] + [(_SCOPE, "scope_range_id")] * scope_range_id:
+  for stat_id, name in [(_OP, "hlo_op"), (_MODULE, "hlo_module")] + [
+    (_SCOPE, "scope_range_id")
+  ] * scope_range_id:
     plane.stat_metadata[stat_id].CopyFrom(xplane_pb2.XStatMetadata(id=stat_id, name=name))
   for ref_id, name in [(10, "fusion"), (11, "dot"), (12, "jit_step")]:
     plane.stat_metadata[ref_id].CopyFrom(xplane_pb2.XStatMetadata(id=ref_id, name=name))
   plane.event_metadata[1].CopyFrom(xplane_pb2.XEventMetadata(id=1, name="kernel"))
 
   def add(line, offset_us, duration_us, op_ref):
-    event = line.events.add(metadata_id=1, offset_ps=offset_us * 10**6, duration_ps=duration_us * 10**6)
+    event = line.events.add(
+      metadata_id=1, offset_ps=offset_us * 10**6, duration_ps=duration_us * 10**6
+    )
     event.stats.add(metadata_id=_OP, ref_value=op_ref)
     event.stats.add(metadata_id=_MODULE, ref_value=12)
 
@@ -40,7 +44,6 @@ def _costs(data: bytes) -> dict[str, float]:
 
 
 class GrowTest(absltest.TestCase):
-
   def test_grows_to_the_size_with_whole_copies(self):
     original = _space()
     grown = large_trace.grow(original, 20_000)
@@ -60,7 +63,9 @@ class GrowTest(absltest.TestCase):
     # The period spans every event of both streams (stream 1's, from 0 to 80 us, cover stream 2's)
     # plus a 1 us gap.
     period_ps = 80 * 10**6 + 10**6
-    self.assertEqual([e.offset_ps for e in stream1.events[:4]], [0, 50 * 10**6, period_ps, period_ps + 50 * 10**6])
+    self.assertEqual(
+      [e.offset_ps for e in stream1.events[:4]], [0, 50 * 10**6, period_ps, period_ps + 50 * 10**6]
+    )
     self.assertEqual(stream1.events[-1].offset_ps, (grown.copies - 1) * period_ps + 50 * 10**6)
     self.assertEqual(stream1.events[2].stats, stream1.events[0].stats)
 

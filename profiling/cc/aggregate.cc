@@ -12,7 +12,8 @@ void ValidateAggregation(const AggregationSpec& spec) {
   if (spec.kind != Aggregation::kPercentile) return;
   if (!std::isfinite(spec.percentile) || spec.percentile < 0 || spec.percentile > 100) {
     // XLA returns an empty profile here, which XLA's scheduler then uses silently.
-    throw InvalidArgumentError("percentile must be in [0, 100], got " + std::to_string(spec.percentile) +
+    throw InvalidArgumentError("percentile must be in [0, 100], got " +
+                               std::to_string(spec.percentile) +
                                " (90 is auto PGLE's default; 50 is close to the median)");
   }
 }
@@ -22,7 +23,8 @@ double XlaPercentile(std::vector<double> values, double percentile) {
   if (values.empty()) throw InvalidArgumentError("percentile of no values");
   std::sort(values.begin(), values.end());
   // Truncation, not rounding: XLA assigns the double to an int index.
-  const size_t index = static_cast<size_t>(percentile / 100.0 * static_cast<double>(values.size() - 1));
+  const size_t index =
+      static_cast<size_t>(percentile / 100.0 * static_cast<double>(values.size() - 1));
   return values[index];
 }
 
@@ -33,7 +35,8 @@ double Median(std::vector<double> values) {
   return values.size() % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
 }
 
-std::vector<ProfileEntry> Aggregate(const std::vector<HostCosts>& groups, const AggregationSpec& spec) {
+std::vector<ProfileEntry> Aggregate(const std::vector<HostCosts>& groups,
+                                    const AggregationSpec& spec) {
   ValidateAggregation(spec);
   struct Collected {
     std::vector<double> group_means;

@@ -42,7 +42,8 @@ void ValidateAggregation(const AggregationSpec& spec);
 
 // One entry per instruction name over `groups`, sorted by name. An instruction missing from some
 // groups is aggregated over the groups that have it, as in XLA.
-std::vector<ProfileEntry> Aggregate(const std::vector<HostCosts>& groups, const AggregationSpec& spec);
+std::vector<ProfileEntry> Aggregate(const std::vector<HostCosts>& groups,
+                                    const AggregationSpec& spec);
 
 }  // namespace pgle
 

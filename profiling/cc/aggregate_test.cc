@@ -54,7 +54,8 @@ TEST(AggregateTest, StatisticsAreOverPerRunMeans) {
 }
 
 TEST(AggregateTest, OutputIsSortedByName) {
-  std::vector<HostCosts> groups = {HostCosts{{"z", {1, 1}}, {"a", {1, 1}}, {"m", {1, 1}}, {"b", {1, 1}}}};
+  std::vector<HostCosts> groups = {
+      HostCosts{{"z", {1, 1}}, {"a", {1, 1}}, {"m", {1, 1}}, {"b", {1, 1}}}};
   auto entries = Aggregate(groups, {});
   std::vector<std::string> names;
   for (const auto& e : entries) names.push_back(e.name);

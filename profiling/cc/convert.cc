@@ -29,22 +29,24 @@ std::string ExplainNoEvents(const HostTrace& host, PlaneSelection selection) {
   out << host.label << " has no HLO instruction events";
   if (host.spans.planes_read().empty()) {
     out << ": it has no device plane (its planes: " << Join(host.spans.planes_seen())
-        << "). XLA's converter reads only /device:GPU:*, else /device:TPU:*, else /device:CUSTOM:* planes.";
+        << "). XLA's converter reads only /device:GPU:*, else /device:TPU:*, else /device:CUSTOM:* "
+           "planes.";
     if (selection == PlaneSelection::kDevice) {
       out << " A trace taken on CPU holds its ops on /host:CPU: convert with include_host=True "
              "(CLI: --include_host) to read it, or trace on a GPU.";
     }
   } else {
     out << " in its planes " << Join(host.spans.planes_read())
-        << " (an event counts when it has both `hlo_op` and `hlo_module` stats). Trace steps that run a "
+        << " (an event counts when it has both `hlo_op` and `hlo_module` stats). Trace steps that "
+           "run a "
            "jitted function after it has compiled, and stop the trace after they finished "
            "(jax.block_until_ready).";
   }
   return out.str();
 }
 
-ConvertResult Finish(std::vector<HostTrace> hosts, size_t num_groups, const FingerprintMap& fingerprints,
-                     const ConvertOptions& options) {
+ConvertResult Finish(std::vector<HostTrace> hosts, size_t num_groups,
+                     const FingerprintMap& fingerprints, const ConvertOptions& options) {
   std::vector<HostCosts> groups(num_groups);
   std::vector<std::vector<std::string>> why_empty(num_groups);
   for (HostTrace& host : hosts) {
@@ -86,10 +88,12 @@ ConvertResult Finish(std::vector<HostTrace> hosts, size_t num_groups, const Fing
 
 }  // namespace
 
-ConvertResult ConvertRunDirs(const std::vector<std::string>& run_dirs, const ConvertOptions& options) {
+ConvertResult ConvertRunDirs(const std::vector<std::string>& run_dirs,
+                             const ConvertOptions& options) {
   ValidateAggregation(options.aggregation);
   if (run_dirs.empty()) {
-    throw InvalidArgumentError("no run directory given: pass <logdir>/plugins/profile/<run>/ of each run");
+    throw InvalidArgumentError(
+        "no run directory given: pass <logdir>/plugins/profile/<run>/ of each run");
   }
   std::vector<HostTrace> hosts;
   std::vector<std::string> files_read;
@@ -112,7 +116,8 @@ ConvertResult ConvertRunDirs(const std::vector<std::string>& run_dirs, const Con
   return result;
 }
 
-ConvertResult ConvertXSpaces(const std::vector<std::string>& xspaces, const ConvertOptions& options) {
+ConvertResult ConvertXSpaces(const std::vector<std::string>& xspaces,
+                             const ConvertOptions& options) {
   ValidateAggregation(options.aggregation);
   if (xspaces.empty()) throw InvalidArgumentError("no serialized XSpace given");
   std::vector<HostTrace> hosts;
@@ -145,13 +150,15 @@ ProfileResult ToProfile(ConvertResult conversion, ProfileFormat format, bool kee
 
 }  // namespace
 
-ProfileResult ConvertRunDirsToProfile(const std::vector<std::string>& run_dirs, const ConvertOptions& options,
-                                      ProfileFormat format, bool keep_entries) {
+ProfileResult ConvertRunDirsToProfile(const std::vector<std::string>& run_dirs,
+                                      const ConvertOptions& options, ProfileFormat format,
+                                      bool keep_entries) {
   return ToProfile(ConvertRunDirs(run_dirs, options), format, keep_entries);
 }
 
-ProfileResult ConvertXSpacesToProfile(const std::vector<std::string>& xspaces, const ConvertOptions& options,
-                                      ProfileFormat format, bool keep_entries) {
+ProfileResult ConvertXSpacesToProfile(const std::vector<std::string>& xspaces,
+                                      const ConvertOptions& options, ProfileFormat format,
+                                      bool keep_entries) {
   return ToProfile(ConvertXSpaces(xspaces, options), format, keep_entries);
 }
 

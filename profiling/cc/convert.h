@@ -29,18 +29,20 @@ struct ConvertOptions {
 };
 
 struct ConvertResult {
-  std::vector<ProfileEntry> entries;  // Sorted by name; never empty.
+  std::vector<ProfileEntry> entries;     // Sorted by name; never empty.
   std::vector<std::string> trace_files;  // What was read, in order.
   size_t num_groups = 0;
 };
 
 // Converts the `*xplane.pb` files directly inside each of `run_dirs`. Throws TraceNotFoundError,
 // TraceFormatError, NoDeviceEventsError or InvalidArgumentError (see errors.h).
-ConvertResult ConvertRunDirs(const std::vector<std::string>& run_dirs, const ConvertOptions& options);
+ConvertResult ConvertRunDirs(const std::vector<std::string>& run_dirs,
+                             const ConvertOptions& options);
 
 // Converts serialized XSpaces (what a ProfilerSession returns), each one run of one host; each is
 // its own group. Throws like ConvertRunDirs.
-ConvertResult ConvertXSpaces(const std::vector<std::string>& xspaces, const ConvertOptions& options);
+ConvertResult ConvertXSpaces(const std::vector<std::string>& xspaces,
+                             const ConvertOptions& options);
 
 // A conversion's profile, serialized, and what a caller reports about it.
 struct ProfileResult {
@@ -52,10 +54,12 @@ struct ProfileResult {
 
 // ConvertRunDirs / ConvertXSpaces and SerializeProfile in one call, so that a profile crosses into
 // Python once, as bytes. `keep_entries` also returns the entries (for listings). Throws like them.
-ProfileResult ConvertRunDirsToProfile(const std::vector<std::string>& run_dirs, const ConvertOptions& options,
-                                      ProfileFormat format, bool keep_entries);
-ProfileResult ConvertXSpacesToProfile(const std::vector<std::string>& xspaces, const ConvertOptions& options,
-                                      ProfileFormat format, bool keep_entries);
+ProfileResult ConvertRunDirsToProfile(const std::vector<std::string>& run_dirs,
+                                      const ConvertOptions& options, ProfileFormat format,
+                                      bool keep_entries);
+ProfileResult ConvertXSpacesToProfile(const std::vector<std::string>& xspaces,
+                                      const ConvertOptions& options, ProfileFormat format,
+                                      bool keep_entries);
 
 }  // namespace pgle
 

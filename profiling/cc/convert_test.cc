@@ -13,10 +13,10 @@ namespace {
 namespace fs = std::filesystem;
 using ::pgle::testing::FreshDir;
 
+using tensorflow::profiler::XSpace;
 using testing::HloProtoBytes;
 using testing::PlaneBuilder;
 using testing::Ref;
-using tensorflow::profiler::XSpace;
 
 constexpr int64_t kUs = 1000 * 1000;
 
@@ -31,14 +31,16 @@ XSpace HostTrace(const std::vector<int64_t>& durations_us, bool with_metadata = 
   auto* line = device.AddLine("Stream #1");
   int64_t t = 0;
   for (int64_t d : durations_us) {
-    device.AddEvent(line, "fusion.1", t, d * kUs,
-                    {{"hlo_op", Ref{"fusion.1"}}, {"hlo_module", Ref{"jit_step"}}, {"program_id", int64_t{3}}});
+    device.AddEvent(
+        line, "fusion.1", t, d * kUs,
+        {{"hlo_op", Ref{"fusion.1"}}, {"hlo_module", Ref{"jit_step"}}, {"program_id", int64_t{3}}});
     t += 100 * kUs;
   }
   if (with_metadata) {
     auto* metadata_plane = space.add_planes();
     metadata_plane->set_name("/host:metadata");
-    PlaneBuilder(metadata_plane).AddMetadataBytes("jit_step(3)", "Hlo Proto", HloProtoBytes("jit_step", 3, "fp"));
+    PlaneBuilder(metadata_plane)
+        .AddMetadataBytes("jit_step(3)", "Hlo Proto", HloProtoBytes("jit_step", 3, "fp"));
   }
   return space;
 }
@@ -78,7 +80,8 @@ TEST(ConvertRunDirsTest, PercentileOverRunsOrHosts) {
   EXPECT_DOUBLE_EQ(by_host.entries[0].cost_us, 10);
 }
 
-std::string NoEventsMessage(const std::vector<std::string>& dirs, const ConvertOptions& options = {}) {
+std::string NoEventsMessage(const std::vector<std::string>& dirs,
+                            const ConvertOptions& options = {}) {
   try {
     ConvertRunDirs(dirs, options);
   } catch (const NoDeviceEventsError& e) {
@@ -111,7 +114,8 @@ TEST(ConvertRunDirsTest, OneEmptyRunAmongOthersIsAnError) {
   fs::path good = FreshDir("good"), bad = FreshDir("bad");
   Write(good / "h.xplane.pb", HostTrace({1}));
   Write(bad / "h.xplane.pb", HostTrace({}));
-  EXPECT_NE(NoEventsMessage({good.string(), bad.string()}).find("one of the runs"), std::string::npos);
+  EXPECT_NE(NoEventsMessage({good.string(), bad.string()}).find("one of the runs"),
+            std::string::npos);
   // Per host, an idle host is left out.
   ConvertOptions options;
   options.group_by_host = true;
@@ -129,7 +133,8 @@ TEST(ConvertRunDirsTest, MissingDirectoryAndBadPercentile) {
 TEST(ConvertXSpacesTest, EachSerializedSpaceIsOneGroup) {
   ConvertOptions options;
   options.aggregation = {Aggregation::kMax};
-  auto result = ConvertXSpaces({HostTrace({1}).SerializeAsString(), HostTrace({5, 7}).SerializeAsString()}, options);
+  auto result = ConvertXSpaces(
+      {HostTrace({1}).SerializeAsString(), HostTrace({5, 7}).SerializeAsString()}, options);
   EXPECT_EQ(result.num_groups, 2u);
   EXPECT_DOUBLE_EQ(result.entries[0].cost_us, 6);
   EXPECT_THROW(ConvertXSpaces({"\x0a\x05zz"}, {}), TraceFormatError);

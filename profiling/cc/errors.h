@@ -28,7 +28,8 @@ class TraceFormatError : public PgleError {
 };
 
 // A well-formed trace from which no instruction cost could be taken (no device plane, or device
-// planes without HLO events). Raised instead of writing an empty profile that XLA would use silently.
+// planes without HLO events). Raised instead of writing an empty profile that XLA would use
+// silently.
 class NoDeviceEventsError : public PgleError {
  public:
   using PgleError::PgleError;

@@ -25,12 +25,15 @@ std::string ValidTrace() {
   auto* line = gpu.AddLine("Stream #1", 12);
   for (int i = 0; i < 20; ++i) {
     gpu.AddEvent(line, "fusion." + std::to_string(i % 4), i * 1000000, 500000 + i,
-                 {{"hlo_op", Ref{"fusion." + std::to_string(i % 4)}}, {"hlo_module", Ref{"jit_step"}},
-                  {"program_id", int64_t{3}}, {"scope_range_id", int64_t{i / 2}}});
+                 {{"hlo_op", Ref{"fusion." + std::to_string(i % 4)}},
+                  {"hlo_module", Ref{"jit_step"}},
+                  {"program_id", int64_t{3}},
+                  {"scope_range_id", int64_t{i / 2}}});
   }
   auto* metadata = space.add_planes();
   metadata->set_name("/host:metadata");
-  PlaneBuilder(metadata).AddMetadataBytes("jit_step(3)", "Hlo Proto", HloProtoBytes("jit_step", 3, "fp"));
+  PlaneBuilder(metadata).AddMetadataBytes("jit_step(3)", "Hlo Proto",
+                                          HloProtoBytes("jit_step", 3, "fp"));
   return space.SerializeAsString();
 }
 

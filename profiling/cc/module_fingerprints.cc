@@ -65,7 +65,8 @@ void CollectFingerprints(const tensorflow::profiler::XSpace& space, FingerprintM
         std::optional<std::string> fingerprint = EntryRootFingerprint(proto.hlo_module());
         if (!fingerprint) continue;
         // Keyed by the proto's own name and id, not by the metadata's display name, as in XLA.
-        (*fingerprints)[ModuleKey(proto.hlo_module().name(), proto.hlo_module().id())] = *fingerprint;
+        (*fingerprints)[ModuleKey(proto.hlo_module().name(), proto.hlo_module().id())] =
+            *fingerprint;
       }
     }
     return;  // XLA reads only the first plane with this name.

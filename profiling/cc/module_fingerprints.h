@@ -3,11 +3,11 @@
 
 // Which compiled module an HLO event belongs to, as XLA's GPU scheduler will recognise it.
 //
-// Profile entries are named `<fingerprint>::<instruction>`; the scheduler keeps an entry only if the
-// fingerprint equals the one of the module it is compiling (or the name has no `::`). The fingerprint
-// is the frontend attribute `fingerprint_before_lhs` that the scheduler put on the entry
-// computation's root instruction; the trace carries the compiled HloProtos in the `/host:metadata`
-// plane, one per event metadata, as a bytes stat (named "Hlo Proto").
+// Profile entries are named `<fingerprint>::<instruction>`; the scheduler keeps an entry only if
+// the fingerprint equals the one of the module it is compiling (or the name has no `::`). The
+// fingerprint is the frontend attribute `fingerprint_before_lhs` that the scheduler put on the
+// entry computation's root instruction; the trace carries the compiled HloProtos in the
+// `/host:metadata` plane, one per event metadata, as a bytes stat (named "Hlo Proto").
 
 #include <optional>
 #include <string>

@@ -14,7 +14,8 @@ TEST(ModuleKeyTest, NameAndProgramId) { EXPECT_EQ(ModuleKey("jit_step", 42), "ji
 
 TEST(ModuleFingerprintTest, ReadsTheEntryRootAttributeOnly) {
   EXPECT_EQ(ModuleFingerprint(HloProtoBytes("m", 1, "abc123")), "abc123");
-  // The called computation's root carries "decoy"; with no attribute on the entry root there is none.
+  // The called computation's root carries "decoy"; with no attribute on the entry root there is
+  // none.
   EXPECT_EQ(ModuleFingerprint(HloProtoBytes("m", 1, "")), std::nullopt);
 }
 

@@ -20,7 +20,9 @@ using ::tensorflow::profiler::ProfiledInstructionsProto;
 class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
  public:
   void AddError(int line, int column, const std::string& message) override {
-    if (first_.empty()) first_ = "line " + std::to_string(line + 1) + ", column " + std::to_string(column + 1) + ": " + message;
+    if (first_.empty())
+      first_ = "line " + std::to_string(line + 1) + ", column " + std::to_string(column + 1) +
+               ": " + message;
   }
   const std::string& first() const { return first_; }
 
@@ -28,7 +30,8 @@ class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
   std::string first_;
 };
 
-ProfiledInstructionsProto ParseProto(std::string_view bytes, ProfileFormat format = ProfileFormat::kBinary) {
+ProfiledInstructionsProto ParseProto(std::string_view bytes,
+                                     ProfileFormat format = ProfileFormat::kBinary) {
   ProfiledInstructionsProto proto;
   if (format == ProfileFormat::kText) {
     FirstErrorCollector errors;
@@ -40,7 +43,8 @@ ProfiledInstructionsProto ParseProto(std::string_view bytes, ProfileFormat forma
     }
   } else if (bytes.size() > static_cast<size_t>(INT_MAX) ||
              !proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    throw ProfileError("not a serialized ProfiledInstructionsProto (" + std::to_string(bytes.size()) +
+    throw ProfileError("not a serialized ProfiledInstructionsProto (" +
+                       std::to_string(bytes.size()) +
                        " bytes that protobuf could not parse; truncated or another format?)");
   }
   for (const auto& cost : proto.costs()) {
@@ -91,7 +95,8 @@ std::string SerializeProfile(std::vector<InstructionCost> costs, ProfileFormat f
     }
     return out;
   }
-  if (!proto.SerializeToString(&out)) throw ProfileError("protobuf could not serialize the profile");
+  if (!proto.SerializeToString(&out))
+    throw ProfileError("protobuf could not serialize the profile");
   return out;
 }
 

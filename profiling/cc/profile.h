@@ -12,7 +12,8 @@
 
 namespace pgle {
 
-// Raised for input that is not a valid ProfiledInstructionsProto; the message says which check failed.
+// Raised for input that is not a valid ProfiledInstructionsProto; the message says which check
+// failed.
 class ProfileError : public PgleError {
  public:
   using PgleError::PgleError;
@@ -32,12 +33,13 @@ struct Profile {
   size_t num_latencies = 0;
 };
 
-// Parses serialized bytes. Throws ProfileError if they are not a ProfiledInstructionsProto, or if an
-// instruction has an empty name or a negative or non-finite cost (XLA would use such a cost as is).
+// Parses serialized bytes. Throws ProfileError if they are not a ProfiledInstructionsProto, or if
+// an instruction has an empty name or a negative or non-finite cost (XLA would use such a cost as
+// is).
 Profile ParseProfile(std::string_view bytes, ProfileFormat format = ProfileFormat::kBinary);
 
-// Re-serializes `bytes` with costs and latencies sorted, so equal profiles give equal bytes whatever
-// order they were collected in. Throws ProfileError like ParseProfile.
+// Re-serializes `bytes` with costs and latencies sorted, so equal profiles give equal bytes
+// whatever order they were collected in. Throws ProfileError like ParseProfile.
 std::string CanonicalProfileBytes(std::string_view bytes);
 
 // Serializes `costs` sorted by name (then cost), so the same costs always give the same bytes.

@@ -71,7 +71,8 @@ TEST(SerializeProfileTest, BinaryIsSortedAndOrderIndependent) {
 
 TEST(SerializeProfileTest, TextParsesBackToTheSameDoubles) {
   const double awkward = 0.1 + 0.2;  // Needs 17 significant digits to round-trip.
-  std::string text = SerializeProfile({{"fp::fusion.1", awkward}, {"dot", 1e-300}}, ProfileFormat::kText);
+  std::string text =
+      SerializeProfile({{"fp::fusion.1", awkward}, {"dot", 1e-300}}, ProfileFormat::kText);
   EXPECT_NE(text.find("name: \"dot\""), std::string::npos) << text;
   ProfiledInstructionsProto parsed;
   ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &parsed)) << text;

@@ -9,8 +9,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <new>
 #include <memory>
+#include <new>
 #include <sstream>
 #include <system_error>
 #include <utility>
@@ -34,7 +34,8 @@ std::string DescribeEntries(std::vector<std::string> names) {
   for (size_t i = 0; i < names.size() && i < kMaxListedEntries; ++i) {
     out << (i ? ", " : "") << names[i];
   }
-  if (names.size() > kMaxListedEntries) out << " (and " << names.size() - kMaxListedEntries << " more)";
+  if (names.size() > kMaxListedEntries)
+    out << " (and " << names.size() - kMaxListedEntries << " more)";
   return out.str();
 }
 
@@ -43,9 +44,10 @@ std::string DescribeEntries(std::vector<std::string> names) {
 std::vector<std::string> ListTraceFiles(const std::string& run_dir) {
   std::error_code error;
   if (!fs::exists(run_dir, error)) {
-    throw TraceNotFoundError("run directory '" + run_dir +
-                             "' does not exist. Pass the directory jax.profiler wrote, "
-                             "<logdir>/plugins/profile/<run>/ (or the logdir itself to use its newest run).");
+    throw TraceNotFoundError(
+        "run directory '" + run_dir +
+        "' does not exist. Pass the directory jax.profiler wrote, "
+        "<logdir>/plugins/profile/<run>/ (or the logdir itself to use its newest run).");
   }
   if (!fs::is_directory(run_dir, error)) {
     throw TraceNotFoundError("'" + run_dir +
@@ -88,7 +90,8 @@ namespace {
 // buffer is an anonymous mapping advised to use huge pages, so filling it costs few page faults.
 SharedBytes ReadFile(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw TraceNotFoundError("cannot open trace file '" + path + "': " + std::strerror(errno));
+  if (fd < 0)
+    throw TraceNotFoundError("cannot open trace file '" + path + "': " + std::strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);
@@ -104,7 +107,8 @@ SharedBytes ReadFile(const std::string& path) {
     close(fd);
     throw std::bad_alloc();
   }
-  std::shared_ptr<const void> owner(data, [size](const void* p) { munmap(const_cast<void*>(p), size); });
+  std::shared_ptr<const void> owner(data,
+                                    [size](const void* p) { munmap(const_cast<void*>(p), size); });
   madvise(data, size, MADV_HUGEPAGE);  // Advice only: without transparent huge pages, 4 KiB pages.
   char* out = static_cast<char*>(data);
   size_t done = 0;
@@ -122,7 +126,8 @@ SharedBytes ReadFile(const std::string& path) {
   const bool resized = fstat(fd, &after) == 0 && after.st_size != st.st_size;
   close(fd);
   if (error != 0) {
-    throw TraceNotFoundError("error while reading trace file '" + path + "': " + std::strerror(error));
+    throw TraceNotFoundError("error while reading trace file '" + path +
+                             "': " + std::strerror(error));
   }
   if (done < size || resized) {
     throw TraceFormatError("trace file '" + path + "' changed size while it was read (" +

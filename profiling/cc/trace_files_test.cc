@@ -42,7 +42,8 @@ TEST(ListTraceFilesTest, MissingDirectorySaysWhatToPass) {
 TEST(ListTraceFilesTest, FileInsteadOfDirectory) {
   fs::path dir = FreshDir("file_not_dir");
   WriteFile(dir / "host.xplane.pb", SerializedSpace("/device:GPU:0"));
-  EXPECT_NE(ListError((dir / "host.xplane.pb").string()).find("is not a directory"), std::string::npos);
+  EXPECT_NE(ListError((dir / "host.xplane.pb").string()).find("is not a directory"),
+            std::string::npos);
 }
 
 TEST(ListTraceFilesTest, NoTraceListsWhatIsThere) {
@@ -121,7 +122,8 @@ TEST(ReadXSpaceFileTest, FileShorterThanItsSizeIsAFormatErrorNotACrash) {
     ReadXSpaceFile(path);
     FAIL() << "a short read parsed";
   } catch (const TraceFormatError& e) {
-    EXPECT_NE(std::string(e.what()).find("changed size while it was read"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("changed size while it was read"), std::string::npos)
+        << e.what();
   }
 }
 

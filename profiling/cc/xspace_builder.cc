@@ -31,12 +31,14 @@ int64_t PlaneBuilder::EventMetadataId(const std::string& name) {
 void PlaneBuilder::SetStat(XStat* stat, const std::string& name, const StatValue& value) {
   stat->set_metadata_id(StatId(name));
   if (auto* s = std::get_if<std::string>(&value)) stat->set_str_value(*s);
-  if (auto* r = std::get_if<Ref>(&value)) stat->set_ref_value(static_cast<uint64_t>(StatId(r->name)));
+  if (auto* r = std::get_if<Ref>(&value))
+    stat->set_ref_value(static_cast<uint64_t>(StatId(r->name)));
   if (auto* i = std::get_if<int64_t>(&value)) stat->set_int64_value(*i);
   if (auto* u = std::get_if<uint64_t>(&value)) stat->set_uint64_value(*u);
 }
 
-XLine* PlaneBuilder::AddLine(const std::string& name, int64_t timestamp_ns, const std::string& display_name) {
+XLine* PlaneBuilder::AddLine(const std::string& name, int64_t timestamp_ns,
+                             const std::string& display_name) {
   XLine* line = plane_->add_lines();
   line->set_id(plane_->lines_size());
   line->set_name(name);
@@ -45,8 +47,8 @@ XLine* PlaneBuilder::AddLine(const std::string& name, int64_t timestamp_ns, cons
   return line;
 }
 
-XEvent* PlaneBuilder::AddEvent(XLine* line, const std::string& name, int64_t offset_ps, int64_t duration_ps,
-                               Stats stats) {
+XEvent* PlaneBuilder::AddEvent(XLine* line, const std::string& name, int64_t offset_ps,
+                               int64_t duration_ps, Stats stats) {
   XEvent* event = line->add_events();
   event->set_metadata_id(EventMetadataId(name));
   event->set_offset_ps(offset_ps);

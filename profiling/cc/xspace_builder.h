@@ -6,10 +6,10 @@
 // state only what matters to them.
 
 #include <cstdint>
-#include <vector>
 #include <string>
 #include <utility>
 #include <variant>
+#include <vector>
 
 #include "profiling/cc/hlo_subset.pb.h"
 #include "profiling/cc/xplane.pb.h"
@@ -39,7 +39,8 @@ class PlaneBuilder {
   void AddMetadataStats(const std::string& name, Stats stats);
 
   // A bytes stat on the metadata named `name` (how /host:metadata carries HloProtos).
-  void AddMetadataBytes(const std::string& name, const std::string& stat_name, const std::string& bytes);
+  void AddMetadataBytes(const std::string& name, const std::string& stat_name,
+                        const std::string& bytes);
 
   int64_t StatId(const std::string& name);
   int64_t EventMetadataId(const std::string& name);

@@ -14,7 +14,8 @@ using ::tensorflow::profiler::XPlane;
 using ::tensorflow::profiler::XSpace;
 using ::tensorflow::profiler::XStat;
 
-constexpr std::string_view kDevicePlanePrefixes[] = {"/device:GPU:", "/device:TPU:", "/device:CUSTOM:"};
+constexpr std::string_view kDevicePlanePrefixes[] = {
+    "/device:GPU:", "/device:TPU:", "/device:CUSTOM:"};
 constexpr std::string_view kHostPlaneName = "/host:CPU";
 constexpr std::string_view kAsyncOpsLineName = "Async XLA Ops";
 
@@ -104,7 +105,8 @@ struct InstructionKeyHash {
 
 // One execution of one instruction: the union of its fragments.
 struct Span {
-  uint32_t instruction;  // Index of its InstructionKey (in ExtractSpans) or of its final name (in Resolve).
+  uint32_t instruction;  // Index of its InstructionKey (in ExtractSpans) or of its final name (in
+                         // Resolve).
   int64_t instance;      // scope_range_id, else start time in ps (one int64 space, as in XLA).
   int64_t start_ps;
   int64_t end_ps;
@@ -182,7 +184,8 @@ std::vector<int> SelectPlanes(const XSpace& space, PlaneSelection selection) {
   std::vector<int> planes;
   for (std::string_view prefix : kDevicePlanePrefixes) {
     for (int i = 0; i < space.planes_size(); ++i) {
-      if (std::string_view(space.planes(i).name()).substr(0, prefix.size()) == prefix) planes.push_back(i);
+      if (std::string_view(space.planes(i).name()).substr(0, prefix.size()) == prefix)
+        planes.push_back(i);
     }
     if (!planes.empty()) return planes;  // A trace never mixes GPU, TPU and custom devices.
   }
@@ -211,7 +214,8 @@ struct HostSpans::Impl {
   StringPool strings;
   std::vector<InstructionKey> instructions;
   std::unordered_map<InstructionKey, uint32_t, InstructionKeyHash> instruction_ids;
-  std::vector<Span> spans;  // Sorted by (instruction, instance), one per instance once ExtractSpans returns.
+  std::vector<Span>
+      spans;  // Sorted by (instruction, instance), one per instance once ExtractSpans returns.
   std::vector<std::string> planes_read;
   std::vector<std::string> planes_seen;
 
@@ -221,7 +225,8 @@ struct HostSpans::Impl {
 };
 
 uint32_t HostSpans::Impl::InstructionId(const InstructionKey& key) {
-  auto [it, inserted] = instruction_ids.try_emplace(key, static_cast<uint32_t>(instructions.size()));
+  auto [it, inserted] =
+      instruction_ids.try_emplace(key, static_cast<uint32_t>(instructions.size()));
   if (inserted) instructions.push_back(key);
   return it->second;
 }
@@ -246,11 +251,20 @@ bool HostSpans::Impl::AddPlane(const LazyXSpace& space, int plane_index) {
     const StatKind* kind = kinds.Find(stat.metadata_id());
     if (kind == nullptr) return;
     switch (*kind) {
-      case StatKind::kHloOp: found->op = stat; break;
-      case StatKind::kHloModule: found->module = stat; break;
-      case StatKind::kProgramId: found->program_id = stat; break;
-      case StatKind::kScopeRangeId: found->scope_range_id = stat; break;
-      case StatKind::kOther: break;
+      case StatKind::kHloOp:
+        found->op = stat;
+        break;
+      case StatKind::kHloModule:
+        found->module = stat;
+        break;
+      case StatKind::kProgramId:
+        found->program_id = stat;
+        break;
+      case StatKind::kScopeRangeId:
+        found->scope_range_id = stat;
+        break;
+      case StatKind::kOther:
+        break;
     }
   };
 
@@ -266,7 +280,8 @@ bool HostSpans::Impl::AddPlane(const LazyXSpace& space, int plane_index) {
         const int64_t ref = static_cast<int64_t>(stat.ref_value());
         if (const uint32_t* id = ref_text.Find(ref)) return *id;
         auto it = plane.stat_metadata().find(ref);
-        return ref_text.Insert(ref, strings.Intern(it == plane.stat_metadata().end() ? "" : it->second.name()));
+        return ref_text.Insert(
+            ref, strings.Intern(it == plane.stat_metadata().end() ? "" : it->second.name()));
       }
       default:
         return strings.Intern(NonStringStatText(stat));
@@ -297,8 +312,10 @@ bool HostSpans::Impl::AddPlane(const LazyXSpace& space, int plane_index) {
 
       const int64_t start_ps = line_start_ps + event.offset_ps;
       const InstructionKey key{text_id(found.module), Has(found.program_id),
-                               Has(found.program_id) ? StatInt(found.program_id) : 0, text_id(found.op)};
-      spans.push_back({InstructionId(key), Has(found.scope_range_id) ? StatInt(found.scope_range_id) : start_ps,
+                               Has(found.program_id) ? StatInt(found.program_id) : 0,
+                               text_id(found.op)};
+      spans.push_back({InstructionId(key),
+                       Has(found.scope_range_id) ? StatInt(found.scope_range_id) : start_ps,
                        start_ps, start_ps + event.duration_ps});
     });
     return accepted ? LineUse::kRead : LineUse::kRefused;
@@ -324,8 +341,10 @@ HostCosts HostSpans::Resolve(const FingerprintMap& fingerprints) const {
     const std::string& op = impl_->strings.Get(key.op);
     // Without a program id XLA looks the bare module name up, which matches no "<name>(<id>)" key
     // unless the name itself looks like one; kept for exactness.
-    auto fingerprint = fingerprints.find(key.has_program_id ? ModuleKey(module, key.program_id) : module);
-    name_of[i] = final_names.Intern(fingerprint == fingerprints.end() ? op : fingerprint->second + "::" + op);
+    auto fingerprint =
+        fingerprints.find(key.has_program_id ? ModuleKey(module, key.program_id) : module);
+    name_of[i] = final_names.Intern(
+        fingerprint == fingerprints.end() ? op : fingerprint->second + "::" + op);
   }
 
   // XLA merges by (final name, instance): different instructions that get one name (modules
@@ -374,7 +393,8 @@ HostSpans ExtractSpans(const LazyXSpace& space, PlaneSelection selection) {
     // Bytes that only protobuf reads exactly (or rejects): start again from its parse.
     result = HostSpans();
     if (!result.impl_->Read(space.Canonical(), selection)) {
-      throw std::logic_error("the converter refused protobuf's own serialization of a trace; please report this");
+      throw std::logic_error(
+          "the converter refused protobuf's own serialization of a trace; please report this");
     }
   }
   // Fragments of one instance may lie on different lines and planes: merged once all are read.

@@ -9,9 +9,9 @@
 namespace pgle {
 namespace {
 
+using tensorflow::profiler::XSpace;
 using testing::PlaneBuilder;
 using testing::Ref;
-using tensorflow::profiler::XSpace;
 
 constexpr int64_t kUs = 1000 * 1000;  // Picoseconds per microsecond.
 
@@ -68,7 +68,8 @@ TEST(ExtractSpansTest, EventNeedsBothHloOpAndHloModule) {
 TEST(ExtractSpansTest, StatsFromMetadataAndEventWins) {
   XSpace space;
   PlaneBuilder gpu = AddPlane(&space, "/device:GPU:0");
-  gpu.AddMetadataStats("kernel", {{"hlo_op", std::string("from_metadata")}, {"hlo_module", std::string("m")}});
+  gpu.AddMetadataStats(
+      "kernel", {{"hlo_op", std::string("from_metadata")}, {"hlo_module", std::string("m")}});
   auto* line = gpu.AddLine("Stream #1");
   gpu.AddEvent(line, "kernel", 0, kUs);
   gpu.AddEvent(line, "kernel", 5 * kUs, 3 * kUs, {{"hlo_op", std::string("from_event")}});
@@ -94,7 +95,8 @@ TEST(ExtractSpansTest, FragmentsWithOneScopeRangeIdMergeToTheirEnclosingSpan) {
   PlaneBuilder gpu = AddPlane(&space, "/device:GPU:0");
   auto* line = gpu.AddLine("Stream #1");
   auto with_scope = [](int64_t scope) {
-    return testing::Stats{{"hlo_op", Ref{"fusion.3"}}, {"hlo_module", Ref{"m"}}, {"scope_range_id", scope}};
+    return testing::Stats{
+        {"hlo_op", Ref{"fusion.3"}}, {"hlo_module", Ref{"m"}}, {"scope_range_id", scope}};
   };
   // Instance 1: three kernels from 0 to 10 us. Instance 2: one kernel of 2 us.
   gpu.AddEvent(line, "k1", 0, 2 * kUs, with_scope(1));
@@ -110,8 +112,10 @@ TEST(ExtractSpansTest, WithoutScopeIdEventsStartingTogetherAreOneInstance) {
   XSpace space;
   PlaneBuilder gpu = AddPlane(&space, "/device:GPU:0");
   // Same absolute start (line timestamps differ, offsets compensate): one instance of 5 us.
-  gpu.AddEvent(gpu.AddLine("Stream #1", /*timestamp_ns=*/1000), "a", 0, 2 * kUs, Hlo("all-reduce.1"));
-  gpu.AddEvent(gpu.AddLine("Stream #2", /*timestamp_ns=*/0), "a", 1000 * 1000, 5 * kUs, Hlo("all-reduce.1"));
+  gpu.AddEvent(gpu.AddLine("Stream #1", /*timestamp_ns=*/1000), "a", 0, 2 * kUs,
+               Hlo("all-reduce.1"));
+  gpu.AddEvent(gpu.AddLine("Stream #2", /*timestamp_ns=*/0), "a", 1000 * 1000, 5 * kUs,
+               Hlo("all-reduce.1"));
   HostCosts costs = Costs(space);
   EXPECT_EQ(costs["all-reduce.1"].count, 1);
   EXPECT_DOUBLE_EQ(Mean(costs, "all-reduce.1"), 5.0);
@@ -159,10 +163,12 @@ TEST(ResolveTest, PrefixesTheFingerprintOfModuleNameAndProgramId) {
   PlaneBuilder gpu = AddPlane(&space, "/device:GPU:0");
   auto* line = gpu.AddLine("l");
   gpu.AddEvent(line, "x", 0, kUs, Hlo("fusion.1", /*program_id=*/7));
-  gpu.AddEvent(line, "x", 0, kUs, Hlo("fusion.1", /*program_id=*/8));  // Module without fingerprint.
-  // Program id as uint64, as some tracers write it.
   gpu.AddEvent(line, "x", 0, kUs,
-               {{"hlo_op", Ref{"dot.2"}}, {"hlo_module", Ref{"jit_step"}}, {"program_id", uint64_t{7}}});
+               Hlo("fusion.1", /*program_id=*/8));  // Module without fingerprint.
+  // Program id as uint64, as some tracers write it.
+  gpu.AddEvent(
+      line, "x", 0, kUs,
+      {{"hlo_op", Ref{"dot.2"}}, {"hlo_module", Ref{"jit_step"}}, {"program_id", uint64_t{7}}});
   HostCosts costs = Costs(space, PlaneSelection::kDevice, {{"jit_step(7)", "fp"}});
   EXPECT_TRUE(costs.count("fp::fusion.1"));
   EXPECT_TRUE(costs.count("fusion.1"));
@@ -176,7 +182,8 @@ TEST(ResolveTest, ModulesSharingAFingerprintMergeInstancesLikeXla) {
   auto* line = gpu.AddLine("l");
   gpu.AddEvent(line, "x", 0, kUs, Hlo("fusion.1", 1));
   gpu.AddEvent(line, "x", 0, 3 * kUs, Hlo("fusion.1", 2));
-  HostCosts costs = Costs(space, PlaneSelection::kDevice, {{"jit_step(1)", "fp"}, {"jit_step(2)", "fp"}});
+  HostCosts costs =
+      Costs(space, PlaneSelection::kDevice, {{"jit_step(1)", "fp"}, {"jit_step(2)", "fp"}});
   EXPECT_EQ(costs["fp::fusion.1"].count, 1);
   EXPECT_DOUBLE_EQ(Mean(costs, "fp::fusion.1"), 3.0);
 }
@@ -186,7 +193,8 @@ TEST(ExtractSpansTest, NumericAndMissingRefValuesAsXlaPrintsThem) {
   PlaneBuilder gpu = AddPlane(&space, "/device:GPU:0");
   auto* line = gpu.AddLine("l");
   gpu.AddEvent(line, "x", 0, kUs, {{"hlo_op", int64_t{12}}, {"hlo_module", std::string("m")}});
-  auto* event = gpu.AddEvent(line, "y", 0, kUs, {{"hlo_op", std::string("?")}, {"hlo_module", std::string("m")}});
+  auto* event = gpu.AddEvent(line, "y", 0, kUs,
+                             {{"hlo_op", std::string("?")}, {"hlo_module", std::string("m")}});
   event->mutable_stats(0)->set_ref_value(999);  // Dangling reference: the empty name.
   HostCosts costs = Costs(space);
   EXPECT_TRUE(costs.count("12"));
@@ -198,7 +206,8 @@ TEST(ExtractSpansTest, MetadataIdsFarFromOneTwoThreeWork) {
   XSpace space;
   auto* plane = space.add_planes();
   plane->set_name("/device:GPU:0");
-  const int64_t op_id = int64_t{1} << 40, module_id = -5, name_id = 70000, event_id = int64_t{1} << 50;
+  const int64_t op_id = int64_t{1} << 40, module_id = -5, name_id = 70000,
+                event_id = int64_t{1} << 50;
   (*plane->mutable_stat_metadata())[op_id].set_name("hlo_op");
   (*plane->mutable_stat_metadata())[module_id].set_name("hlo_module");
   (*plane->mutable_stat_metadata())[name_id].set_name("fusion.9");
@@ -226,7 +235,8 @@ TEST(ExtractSpansTest, InterleavedInstancesOfManyOpsMergeEachToItsOwn) {
     for (int op = 0; op < 3; ++op) {
       testing::Stats stats = Hlo("op" + std::to_string(op));
       stats.push_back({"scope_range_id", instance});
-      // A fragment of (1 + op) us at 100 us * instance, and one ending 1 us later on the other line.
+      // A fragment of (1 + op) us at 100 us * instance, and one ending 1 us later on the other
+      // line.
       gpu.AddEvent(line, "k", instance * 100 * kUs, (1 + op) * kUs, stats);
       gpu.AddEvent(other_line, "k", instance * 100 * kUs + op * kUs, 2 * kUs, stats);
     }
@@ -251,7 +261,8 @@ TEST(ExtractSpansTest, ReadsThroughProtobufWhatTheFastReaderRefuses) {
   const std::string group = "\xa3\x01\x08\x01\xa4\x01";
   XSpace with_group = space;
   auto* event = with_group.mutable_planes(0)->mutable_lines(0)->mutable_events(1);
-  ASSERT_TRUE(event->ParseFromString(event->SerializeAsString() + group));  // Kept as an unknown field.
+  ASSERT_TRUE(
+      event->ParseFromString(event->SerializeAsString() + group));  // Kept as an unknown field.
   ASSERT_FALSE(LazyXSpace::Parse(with_group.SerializeAsString(), "t").CheckLines(0));
   HostCosts costs = Costs(with_group);
   EXPECT_EQ(costs["fusion.1"].count, 2);
@@ -268,7 +279,8 @@ TEST(ExtractSpansTest, DamageInALineNotReadIsStillAFormatError) {
   const size_t at = bytes.find("fine");
   ASSERT_NE(at, std::string::npos);
   bytes[at] = '\xff';  // Invalid UTF-8 in a string stat of the host plane, which is not read.
-  EXPECT_THROW(ExtractSpans(LazyXSpace::Parse(bytes, "t"), PlaneSelection::kDevice), TraceFormatError);
+  EXPECT_THROW(ExtractSpans(LazyXSpace::Parse(bytes, "t"), PlaneSelection::kDevice),
+               TraceFormatError);
 }
 
 }  // namespace

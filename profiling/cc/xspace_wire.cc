@@ -20,14 +20,15 @@ constexpr uint32_t kPlaneLines = 3;
 constexpr uint32_t kLineName = 2, kLineTimestampNs = 3, kLineDisplayName = 11;
 constexpr uint32_t kEventMetadataId = 1, kEventOffsetPs = 2, kEventDurationPs = 3, kEventStats = 4,
                    kEventNumOccurrences = 5;
-constexpr uint32_t kStatMetadataId = 1, kStatDouble = 2, kStatUint64 = 3, kStatInt64 = 4, kStatStr = 5,
-                   kStatBytes = 6, kStatRef = 7;
+constexpr uint32_t kStatMetadataId = 1, kStatDouble = 2, kStatUint64 = 3, kStatInt64 = 4,
+                   kStatStr = 5, kStatBytes = 6, kStatRef = 7;
 
 // Protobuf rejects proto3 `string` fields that are not UTF-8 when parsing; so do we.
 bool ValidUtf8(std::string_view s) {
   for (char c : s) {
     if (static_cast<unsigned char>(c) >= 0x80) {
-      return google::protobuf::internal::IsStructurallyValidUTF8(s.data(), static_cast<int>(s.size()));
+      return google::protobuf::internal::IsStructurallyValidUTF8(s.data(),
+                                                                 static_cast<int>(s.size()));
     }
   }
   return true;
@@ -57,12 +58,23 @@ StatView::StatView(const XStat& stat)
       std::memcpy(&bits_, &value, sizeof(value));
       break;
     }
-    case XStat::kUint64Value: bits_ = stat.uint64_value(); break;
-    case XStat::kInt64Value: bits_ = static_cast<uint64_t>(stat.int64_value()); break;
-    case XStat::kRefValue: bits_ = stat.ref_value(); break;
-    case XStat::kStrValue: text_ = stat.str_value(); break;
-    case XStat::kBytesValue: text_ = stat.bytes_value(); break;
-    case XStat::VALUE_NOT_SET: break;
+    case XStat::kUint64Value:
+      bits_ = stat.uint64_value();
+      break;
+    case XStat::kInt64Value:
+      bits_ = static_cast<uint64_t>(stat.int64_value());
+      break;
+    case XStat::kRefValue:
+      bits_ = stat.ref_value();
+      break;
+    case XStat::kStrValue:
+      text_ = stat.str_value();
+      break;
+    case XStat::kBytesValue:
+      text_ = stat.bytes_value();
+      break;
+    case XStat::VALUE_NOT_SET:
+      break;
   }
 }
 
@@ -136,11 +148,20 @@ bool DecodeEvent(std::string_view bytes, EventView* event) {
     if (field.wire_type != wire::kVarint) continue;
     const int64_t value = static_cast<int64_t>(field.value);
     switch (field.number) {
-      case kEventMetadataId: event->metadata_id = value; break;
-      case kEventOffsetPs: event->offset_ps = value; break;
-      case kEventNumOccurrences: event->offset_ps = 0; break;  // Same oneof: clears offset_ps.
-      case kEventDurationPs: event->duration_ps = value; break;
-      default: break;
+      case kEventMetadataId:
+        event->metadata_id = value;
+        break;
+      case kEventOffsetPs:
+        event->offset_ps = value;
+        break;
+      case kEventNumOccurrences:
+        event->offset_ps = 0;
+        break;  // Same oneof: clears offset_ps.
+      case kEventDurationPs:
+        event->duration_ps = value;
+        break;
+      default:
+        break;
     }
   }
   return true;
@@ -183,7 +204,8 @@ bool LazyXSpace::CheckLines(int plane) const {
 std::vector<std::string_view> LazyXSpace::lines(int plane) const {
   std::vector<std::string_view> views;
   views.reserve(lines_[plane].size());
-  for (const Range& range : lines_[plane]) views.push_back(bytes_.bytes.substr(range.offset, range.size));
+  for (const Range& range : lines_[plane])
+    views.push_back(bytes_.bytes.substr(range.offset, range.size));
   return views;
 }
 
@@ -218,7 +240,8 @@ bool LazyXSpace::Split() {
     AppendLengthDelimited(kSpacePlanes, plane_header, &header);
     lines_.push_back(std::move(plane_lines));
   }
-  return headers_.ParseFromString(header) && static_cast<size_t>(headers_.planes_size()) == lines_.size();
+  return headers_.ParseFromString(header) &&
+         static_cast<size_t>(headers_.planes_size()) == lines_.size();
 }
 
 LazyXSpace LazyXSpace::Parse(SharedBytes bytes, const std::string& what) {
@@ -241,7 +264,8 @@ LazyXSpace LazyXSpace::Parse(std::string bytes, const std::string& what) {
 LazyXSpace LazyXSpace::Canonical() const {
   tensorflow::profiler::XSpace full;
   if (!full.ParseFromArray(bytes_.bytes.data(), static_cast<int>(bytes_.bytes.size()))) {
-    throw TraceFormatError(what_ + " is not a serialized XSpace (" + std::to_string(bytes_.bytes.size()) +
+    throw TraceFormatError(what_ + " is not a serialized XSpace (" +
+                           std::to_string(bytes_.bytes.size()) +
                            " bytes that protobuf could not parse): the file is truncated (was the "
                            "trace still being written?) or is not a jax.profiler *.xplane.pb. "
                            "Capture the trace again.");
@@ -253,8 +277,8 @@ LazyXSpace LazyXSpace::Canonical() const {
   auto owner = std::make_shared<const std::string>(full.SerializeAsString());
   canonical.bytes_ = {owner, *owner};
   if (!canonical.Split()) {
-    throw std::logic_error("the converter could not split protobuf's own serialization of " + what_ +
-                           "; please report this with the trace");
+    throw std::logic_error("the converter could not split protobuf's own serialization of " +
+                           what_ + "; please report this with the trace");
   }
   return canonical;
 }

@@ -144,8 +144,8 @@ enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFix
 struct Field {
   uint32_t number = 0;
   uint32_t wire_type = 0;
-  uint64_t value = 0;           // Varint and fixed values.
-  std::string_view bytes;       // Length-delimited payload.
+  uint64_t value = 0;      // Varint and fixed values.
+  std::string_view bytes;  // Length-delimited payload.
 };
 
 // Reads the fields of one serialized message in order. Forced inline (GCC declines otherwise, and

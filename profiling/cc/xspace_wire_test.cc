@@ -29,7 +29,9 @@ std::string Varint(uint64_t value) {
   out.push_back(static_cast<char>(value));
   return out;
 }
-std::string Tag(uint32_t number, uint32_t wire_type) { return Varint((uint64_t{number} << 3) | wire_type); }
+std::string Tag(uint32_t number, uint32_t wire_type) {
+  return Varint((uint64_t{number} << 3) | wire_type);
+}
 std::string VarintField(uint32_t number, uint64_t value) { return Tag(number, 0) + Varint(value); }
 std::string LenField(uint32_t number, const std::string& payload) {
   return Tag(number, 2) + Varint(payload.size()) + payload;
@@ -44,7 +46,9 @@ std::string Fixed32Field(uint32_t number, uint32_t value) {
   std::memcpy(bytes.data(), &value, 4);
   return Tag(number, 5) + bytes;
 }
-std::string GroupField(uint32_t number, const std::string& inside) { return Tag(number, 3) + inside + Tag(number, 4); }
+std::string GroupField(uint32_t number, const std::string& inside) {
+  return Tag(number, 3) + inside + Tag(number, 4);
+}
 
 // The serialized XSpace of one "/device:GPU:0" plane with the serialized lines `lines`.
 std::string SpaceWithLines(const std::vector<std::string>& lines) {
@@ -76,13 +80,26 @@ void ExpectDecodesAsProtobuf(std::string_view bytes) {
       EXPECT_EQ(got.metadata_id(), stat.metadata_id());
       ASSERT_EQ(got.value_case(), stat.value_case());
       switch (stat.value_case()) {
-        case XStat::kDoubleValue: EXPECT_EQ(got.double_value(), stat.double_value()); break;
-        case XStat::kUint64Value: EXPECT_EQ(got.uint64_value(), stat.uint64_value()); break;
-        case XStat::kInt64Value: EXPECT_EQ(got.int64_value(), stat.int64_value()); break;
-        case XStat::kRefValue: EXPECT_EQ(got.ref_value(), stat.ref_value()); break;
-        case XStat::kStrValue: EXPECT_EQ(got.str_value(), stat.str_value()); break;
-        case XStat::kBytesValue: EXPECT_EQ(got.str_value(), stat.bytes_value()); break;
-        case XStat::VALUE_NOT_SET: break;
+        case XStat::kDoubleValue:
+          EXPECT_EQ(got.double_value(), stat.double_value());
+          break;
+        case XStat::kUint64Value:
+          EXPECT_EQ(got.uint64_value(), stat.uint64_value());
+          break;
+        case XStat::kInt64Value:
+          EXPECT_EQ(got.int64_value(), stat.int64_value());
+          break;
+        case XStat::kRefValue:
+          EXPECT_EQ(got.ref_value(), stat.ref_value());
+          break;
+        case XStat::kStrValue:
+          EXPECT_EQ(got.str_value(), stat.str_value());
+          break;
+        case XStat::kBytesValue:
+          EXPECT_EQ(got.str_value(), stat.bytes_value());
+          break;
+        case XStat::VALUE_NOT_SET:
+          break;
       }
     }
   }));
@@ -119,8 +136,9 @@ TEST(DecodeTest, EveryStatValueTypeAsProtobuf) {
   XSpace space;
   PlaneBuilder gpu(space.add_planes());
   auto* line = gpu.AddLine("Stream #1", 123456789, "shown");
-  gpu.AddEvent(line, "a", -5, int64_t{1} << 40,
-               {{"s", std::string("text")}, {"r", Ref{"name"}}, {"i", int64_t{-7}}, {"u", ~uint64_t{0}}});
+  gpu.AddEvent(
+      line, "a", -5, int64_t{1} << 40,
+      {{"s", std::string("text")}, {"r", Ref{"name"}}, {"i", int64_t{-7}}, {"u", ~uint64_t{0}}});
   auto* event = gpu.AddEvent(line, "b", 1, 2);
   event->add_stats()->set_double_value(2.5);
   event->add_stats()->set_bytes_value(std::string("\xff\x00\x01", 3));  // Bytes need not be UTF-8.
@@ -130,18 +148,22 @@ TEST(DecodeTest, EveryStatValueTypeAsProtobuf) {
 }
 
 TEST(DecodeTest, WireFormsProtobufNeverWritesDecodeAsProtobufParsesThem) {
-  const std::string stat = VarintField(4, 11) + LenField(5, "later_wins") +  // oneof: the string wins
-                           VarintField(1, 3) + VarintField(1, 8) +          // last metadata_id wins
-                           LenField(3, "x") +                               // uint64 field, wrong wire type
-                           Fixed32Field(99, 1) + Fixed64Field(98, 1.0);     // unknown fields
-  const std::string event = LenField(4, stat) + VarintField(2, 40) + VarintField(5, 2) +  // oneof: offset cleared
-                            VarintField(3, 9) + LenField(1, "wrong") + VarintField(1, 6) +
-                            Varint(uint64_t{3} << 3) + Varint(~uint64_t{0}) + VarintField(3, 10) +
-                            VarintField(1000, 5) + LenField(4, VarintField(1, 2) + Fixed64Field(2, -1.5));
-  const std::string event2 = VarintField(2, 40) + LenField(4, VarintField(7, 12) + VarintField(3, 13));
+  const std::string stat = VarintField(4, 11) +
+                           LenField(5, "later_wins") +              // oneof: the string wins
+                           VarintField(1, 3) + VarintField(1, 8) +  // last metadata_id wins
+                           LenField(3, "x") +                       // uint64 field, wrong wire type
+                           Fixed32Field(99, 1) + Fixed64Field(98, 1.0);  // unknown fields
+  const std::string event =
+      LenField(4, stat) + VarintField(2, 40) + VarintField(5, 2) +  // oneof: offset cleared
+      VarintField(3, 9) + LenField(1, "wrong") + VarintField(1, 6) + Varint(uint64_t{3} << 3) +
+      Varint(~uint64_t{0}) + VarintField(3, 10) + VarintField(1000, 5) +
+      LenField(4, VarintField(1, 2) + Fixed64Field(2, -1.5));
+  const std::string event2 =
+      VarintField(2, 40) + LenField(4, VarintField(7, 12) + VarintField(3, 13));
   // Events before the timestamp, the name twice, an unknown length-delimited field.
-  const std::string line = LenField(4, event) + VarintField(3, 77) + LenField(2, "first") + LenField(2, "second") +
-                           LenField(50, "unknown") + LenField(4, event2) + LenField(4, "");
+  const std::string line = LenField(4, event) + VarintField(3, 77) + LenField(2, "first") +
+                           LenField(2, "second") + LenField(50, "unknown") + LenField(4, event2) +
+                           LenField(4, "");
   ExpectDecodesAsProtobuf(line);
   EventView decoded;
   ASSERT_TRUE(DecodeEvent(event, &decoded));
@@ -152,20 +174,22 @@ TEST(DecodeTest, WireFormsProtobufNeverWritesDecodeAsProtobufParsesThem) {
 
 TEST(DecodeTest, RejectsWhatItLeavesToProtobuf) {
   EventView event;
-  EXPECT_FALSE(DecodeEvent(GroupField(20, VarintField(1, 1)), &event));                  // A group.
-  EXPECT_FALSE(DecodeEvent(VarintField(1, 1).substr(0, 1), &event));                    // Truncated.
-  EXPECT_FALSE(DecodeEvent(LenField(4, "\x0a\x05zz"), &event));                          // Stat overruns.
-  EXPECT_FALSE(DecodeEvent(Tag(1, 6) + "x", &event));                                     // Wire type 6.
-  EXPECT_FALSE(DecodeEvent(Varint(0) + Varint(1), &event));                               // Field number 0.
-  EXPECT_FALSE(DecodeEvent(Tag(1, 0) + std::string(10, '\x80') + "\x01", &event));        // 11-byte varint.
+  EXPECT_FALSE(DecodeEvent(GroupField(20, VarintField(1, 1)), &event));  // A group.
+  EXPECT_FALSE(DecodeEvent(VarintField(1, 1).substr(0, 1), &event));     // Truncated.
+  EXPECT_FALSE(DecodeEvent(LenField(4, "\x0a\x05zz"), &event));          // Stat overruns.
+  EXPECT_FALSE(DecodeEvent(Tag(1, 6) + "x", &event));                    // Wire type 6.
+  EXPECT_FALSE(DecodeEvent(Varint(0) + Varint(1), &event));              // Field number 0.
+  EXPECT_FALSE(
+      DecodeEvent(Tag(1, 0) + std::string(10, '\x80') + "\x01", &event));  // 11-byte varint.
   LineHeader header;
   EXPECT_TRUE(DecodeLineHeader(LenField(2, "\xc3\xa9t\xc3\xa9"), &header));
-  EXPECT_FALSE(DecodeLineHeader(LenField(2, "bad \xc3"), &header));                      // Invalid UTF-8.
+  EXPECT_FALSE(DecodeLineHeader(LenField(2, "bad \xc3"), &header));  // Invalid UTF-8.
 }
 
 TEST(LazyXSpaceTest, WhatTheFastReaderRefusesProtobufReadsInCanonical) {
   // A group inside an event: protobuf keeps it as an unknown field; the fast reader refuses it.
-  const std::string event = VarintField(1, 4) + GroupField(20, VarintField(1, 1)) + VarintField(3, 6);
+  const std::string event =
+      VarintField(1, 4) + GroupField(20, VarintField(1, 1)) + VarintField(3, 6);
   const std::string line = VarintField(3, 2) + LenField(4, event);
   LazyXSpace lazy = LazyXSpace::Parse(SpaceWithLines({line}), "test");
   ASSERT_EQ(lazy.lines(0).size(), 1u);
@@ -185,14 +209,16 @@ TEST(LazyXSpaceTest, WhatTheFastReaderRefusesProtobufReadsInCanonical) {
 }
 
 TEST(LazyXSpaceTest, BytesProtobufRejectsAreAFormatError) {
-  const std::string valid = SpaceWithLines({LenField(4, VarintField(1, 4) + LenField(4, LenField(5, "op")))});
+  const std::string valid =
+      SpaceWithLines({LenField(4, VarintField(1, 4) + LenField(4, LenField(5, "op")))});
   EXPECT_NO_THROW(LazyXSpace::Parse(valid, "test").Canonical());
   EXPECT_THROW(LazyXSpace::Parse(valid.substr(0, valid.size() - 1), "test"), TraceFormatError);
   // An unmatched end-group tag.
   EXPECT_THROW(LazyXSpace::Parse(valid + Tag(7, 4), "test"), TraceFormatError);
   // Invalid UTF-8 in a string stat, deep inside a line: the line is refused when read, and
   // protobuf refuses the whole trace.
-  LazyXSpace bad = LazyXSpace::Parse(SpaceWithLines({LenField(4, LenField(4, LenField(5, "op\xff")))}), "bad trace");
+  LazyXSpace bad = LazyXSpace::Parse(
+      SpaceWithLines({LenField(4, LenField(4, LenField(5, "op\xff")))}), "bad trace");
   EXPECT_FALSE(bad.CheckLines(0));
   try {
     bad.Canonical();
