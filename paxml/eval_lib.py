@@ -64,7 +64,7 @@ def dataset_name(data: Any, index: int) -> str:
   return getattr(data, "name", None) or f"{type(data).__name__}{index}"
 
 
-def eval_batches(data: Any):
+def batches_to_evaluate(data: Any):
   """Pax's eval reading: a full epoch after `reset()` if `reset_for_eval`, else N batches."""
   if getattr(data, "reset_for_eval", False):
     data.reset()
@@ -169,7 +169,7 @@ class Programs:
     """Every eval dataset -> summaries/eval_test_<name>; returns {name: metrics}."""
     results = {}
     for name, data in self.eval_inputs:
-      results[name] = self._evaluate(params, eval_batches(data))
+      results[name] = self._evaluate(params, batches_to_evaluate(data))
       self._writer(f"eval_test_{name}").scalars(
           step, {f"Metrics/{k}": v for k, v in results[name].items()})
       logging.info("eval_test_%s at step %d: %s", name, step, _brief(results[name]))
@@ -185,7 +185,7 @@ class Programs:
       rows = []
       step_rng = jax.random.fold_in(jax.random.PRNGKey(self.random_seed), step)
       with self.partitioner.rules_context():
-        for index, batch in enumerate(eval_batches(data)):
+        for index, batch in enumerate(batches_to_evaluate(data)):
           metrics, out = self._decode_fn(
               params, self.partitioner.global_batch(pytypes.NestedMap(batch)),
               jax.random.fold_in(step_rng, index))

@@ -73,7 +73,7 @@ class StepWindowProfiler:
         self.profile_path)
 
 
-def collect(experiment, job_log_dir: str, *, start_step: int, num_steps: int) -> str:
+def train_and_collect_profile(experiment, job_log_dir: str, *, start_step: int, num_steps: int) -> str:
   """Trains `experiment` in `job_log_dir`, tracing steps [start_step, start_step + num_steps).
 
   The library form of main's --pgle_collect_start_step/--pgle_collect_num_steps (`profiling.collect`

@@ -44,7 +44,8 @@ class StepWindowProfilerTest(absltest.TestCase):
 
   def test_training_writes_a_profile_of_the_window(self):
     job_log_dir = self.create_tempdir().full_path
-    path = pgle_collection.collect(_TinyLm(), job_log_dir, start_step=3, num_steps=2)
+    path = pgle_collection.train_and_collect_profile(
+        _TinyLm(), job_log_dir, start_step=3, num_steps=2)
     self.assertEqual(path, pgle_collection.profile_path(job_log_dir))
     costs = conversion.read_profile(path)
     # The train step's HLO: its matmuls (dot / fusions) must be among the costed instructions.
@@ -59,7 +60,8 @@ class StepWindowProfilerTest(absltest.TestCase):
   def test_window_after_the_last_step_writes_nothing(self):
     job_log_dir = self.create_tempdir().full_path
     with self.assertRaisesRegex(RuntimeError, "did not reach steps 50..51"):
-      pgle_collection.collect(_TinyLm(), job_log_dir, start_step=50, num_steps=2)
+      pgle_collection.train_and_collect_profile(
+          _TinyLm(), job_log_dir, start_step=50, num_steps=2)
     self.assertFalse(os.path.exists(os.path.join(job_log_dir, "pgle")))
 
   def test_rejects_an_empty_window(self):
