@@ -4,8 +4,13 @@ Native proto_library needs @com_google_protobuf (a download); the system protoc 
 libprotobuf exactly, so generated code and runtime agree.
 """
 
-def cc_proto(name, srcs, visibility = None):
-    """Generates `<file>.pb.{h,cc}` for each of `srcs` and a cc_library `name` that compiles them."""
+def cc_proto(name, srcs = None, visibility = None):
+    """Generates `<file>.pb.{h,cc}` for each of `srcs` and a cc_library `name` that compiles them.
+
+    `srcs` defaults to the one file the name stands for: `xplane_cc_proto` compiles `xplane.proto`.
+    """
+    if srcs == None:
+        srcs = [name[:-len("_cc_proto")] + ".proto"]
     stems = [src[:-len(".proto")] for src in srcs]
     native.genrule(
         name = name + "_protoc",
