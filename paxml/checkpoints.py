@@ -47,6 +47,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from paxml import checkpoint_integrity as integrity
+from paxml import checkpoint_retention
 from paxml.durations import Duration, parse_duration  # pylint: disable=unused-import
 from paxml.preemption import PreemptionGuard  # pylint: disable=unused-import
 
@@ -236,20 +237,10 @@ class CheckpointStore:
     if self._max_to_keep is None or self._read_only or jax.process_index() != 0:
       return
     complete = self.complete_steps()
-    keep = set(complete[-self._max_to_keep:]) if self._max_to_keep > 0 else set()
-    last_kept_time = None
-    for step in complete:
-      saved_at = self._saved_at(step)
-      if self._keep_period and step % self._keep_period == 0:
-        keep.add(step)
-      if self._keep_seconds is not None and saved_at is not None and (
-          last_kept_time is None or saved_at - last_kept_time >= self._keep_seconds):
-        keep.add(step)
-      if step in keep and saved_at is not None:
-        last_kept_time = saved_at
-    # Only steps older than the newest kept complete one go: an unverified newer step never
-    # replaces a verified one.
-    removed = [s for s in complete if s not in keep]
+    saved_at = {s: self._saved_at(s) for s in complete} if self._keep_seconds else {}
+    removed = checkpoint_retention.steps_to_remove(
+        complete, saved_at, max_to_keep=self._max_to_keep,
+        keep_period=self._keep_period, keep_seconds=self._keep_seconds)
     for step in removed:
       shutil.rmtree(self.step_dir(step), ignore_errors=True)
     if removed:

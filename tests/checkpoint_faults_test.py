@@ -155,6 +155,26 @@ class CheckpointFaultsTest(absltest.TestCase):
     # Reported in the step after the failed save of step 0, not at the next save (step 2).
     self.assertFalse(os.path.exists(_step_dir(job_log_dir, 2)))
 
+  def test_an_exception_right_after_a_save_leaves_that_save_complete(self):
+    job_log_dir = self.create_tempdir().full_path
+
+    class FailBeforeStep3:
+      def before_step(self, step):
+        if step == 3:
+          raise RuntimeError("boom")
+
+      def after_step(self, step, outputs):
+        pass
+
+      def close(self):
+        pass
+
+    with self.assertRaisesRegex(RuntimeError, "boom"):
+      trainer.train_and_evaluate(FaultsLm(), job_log_dir, profiler=FailBeforeStep3())
+    # Step 2 was saved in the background just before; the exception waited for it.
+    checkpoint_integrity.verify_files(_step_dir(job_log_dir, 2), 2)
+    self.assertFalse(os.path.exists(os.path.join(job_log_dir, job_lock.LOCK_FILE)))
+
   def test_a_run_that_only_skips_steps_stops_with_an_error(self):
     job_log_dir = self.create_tempdir().full_path
     with self.assertRaisesRegex(trainer.TrainingDivergedError, "all skipped"):
@@ -180,6 +200,16 @@ class CheckpointFaultsTest(absltest.TestCase):
     self.assertFalse(os.path.exists(os.path.join(job_log_dir, job_lock.LOCK_FILE)))
 
 
+class MisspeltFieldTest(absltest.TestCase):
+
+  def test_an_unread_field_one_edit_from_a_read_one_is_a_warning(self):
+    with self.assertLogs("absl", "WARNING") as logs:
+      with self.assertRaisesRegex(main.UsageError, "devices"):  # The mesh, not the typo.
+        main.run("fault_experiments.TypoLm", self.create_tempdir().full_path)
+    self.assertIn("TypoLm.NUM_TRIAN_STEPS is never read; did you mean NUM_TRAIN_STEPS?",
+                  "\n".join(logs.output))
+
+
 class OneLineErrorsTest(absltest.TestCase):
   """The command line: `error: ...` on the last line, exit status 1, no traceback."""
 
@@ -190,13 +220,14 @@ class OneLineErrorsTest(absltest.TestCase):
 
   def test_missing_restore_step_lists_the_steps(self):
     job_log_dir = self.create_tempdir().full_path
-    main.run("fault_experiments.FaultsLm", job_log_dir)
+    status, stderr = _run_cli(_EXP + "FaultsLm", f"--job_log_dir={job_log_dir}")
+    self.assertEqual(status, 0, stderr[-3000:])
+    # The process exited right after its final save, yet that checkpoint is complete.
+    checkpoint_integrity.verify_files(_step_dir(job_log_dir, 6), 6)
     status, stderr = _run_cli(_EXP + "FaultsLm",
                               f"--job_log_dir={job_log_dir}", "--mode=decode_once",
                               "--restore_checkpoint_step=5")
     self._assert_one_line_error(status, stderr, r"no checkpoint at step 5 .* \[0, 2, 4, 6\]")
-    # The final checkpoint of a process that exited right after saving is complete.
-    checkpoint_integrity.verify_files(_step_dir(job_log_dir, 6), 6)
 
   def test_eval_on_an_empty_directory_times_out(self):
     status, stderr = _run_cli(_EXP + "FaultsLm",

@@ -29,3 +29,11 @@ class DivergingLm(FaultsLm):
   LEARNING_RATE = 1e38
   MAX_CONSECUTIVE_SKIPPED_STEPS = 3
   CLIP_GRADIENT_NORM_TO_VALUE = None
+
+
+@experiment_registry.register
+class TypoLm(FaultsLm):
+  """A misspelt override (never read), and a mesh no test machine has, so it stops early."""
+
+  NUM_TRIAN_STEPS = 3
+  ICI_MESH_SHAPE = (1, 64, 2)
