@@ -485,8 +485,9 @@ class CheckpointReader(CheckpointStore):
     """The saved state's tree at `step` with a `jax.ShapeDtypeStruct` per array; nothing is read
     but the metadata. Its structure is the saved one: dicts for dataclasses and named tuples,
     lists for tuples."""
+    path = self._state_path(step)  # Raises, listing the steps there are, if there is none.
     try:
-      tree = ocp.PyTreeCheckpointer().metadata(self._state_path(step)).item_metadata.tree
+      tree = ocp.PyTreeCheckpointer().metadata(path).item_metadata.tree
     except (OSError, ValueError, KeyError, TypeError) as e:
       raise integrity.CorruptCheckpointError(step, f"unreadable metadata: {e}") from e
     return jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype), tree)
