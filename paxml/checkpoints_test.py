@@ -2,6 +2,7 @@
 
 import datetime
 import os
+import shutil
 import signal
 import threading
 import time
@@ -98,6 +99,46 @@ class CheckpointerTest(absltest.TestCase):
         _step_dirs(os.path.join(self.job_log_dir, "checkpoints")),
         ["checkpoint_00000010", "checkpoint_00000015"],
     )
+
+  def test_unverified_newer_steps_never_push_out_verified_ones(self):
+    directory = os.path.join(self.job_log_dir, "checkpoints")
+    with self._checkpointer(interval=1, keep=2) as ckpt:
+      ckpt.save(0, _state(0), {})
+      ckpt.save(1, _state(1), {})
+      ckpt.wait_until_finished()
+    # Steps 2 and 3 finished in Orbax but never got their manifest (killed in between).
+    for step in (2, 3):
+      shutil.copytree(os.path.join(directory, "checkpoint_00000001"),
+                      os.path.join(directory, f"checkpoint_{step:08d}"))
+      os.remove(os.path.join(directory, f"checkpoint_{step:08d}", "checksums.json"))
+    with self._checkpointer(interval=1, keep=2) as ckpt:
+      ckpt.save(4, _state(4), {}, force=True)
+      ckpt.wait_until_finished()
+    # The two newest verified ones are kept; the unverified ones are not counted (nor deleted).
+    self.assertEqual(_step_dirs(directory), ["checkpoint_00000001", "checkpoint_00000002",
+                                             "checkpoint_00000003", "checkpoint_00000004"])
+
+  def test_corrupt_latest_falls_back_and_is_moved_aside(self):
+    with self._checkpointer(interval=1, keep=5) as ckpt:
+      ckpt.save(0, _state(0), {"at": 0})
+      ckpt.save(1, _state(1, scale=2.0), {"at": 1})
+    os.remove(os.path.join(self.job_log_dir, "checkpoints", "checkpoint_00000001", "state",
+                           "_METADATA"))
+    with self._checkpointer(interval=1, keep=5) as ckpt:
+      with self.assertLogs("absl", "WARNING") as logs:
+        restored = ckpt.restore(_abstract(_state(0)))
+    self.assertEqual((restored.step, restored.input_state), (0, {"at": 0}))
+    self.assertIn("checkpoint step 1 is corrupt: state/_METADATA is missing", logs.output[0])
+    self.assertEqual(os.listdir(os.path.join(self.job_log_dir, "checkpoints_corrupt")),
+                     ["checkpoint_00000001"])
+
+  def test_a_missing_step_lists_the_steps(self):
+    with self._checkpointer(interval=1) as ckpt:
+      ckpt.save(0, _state(0), {})
+      ckpt.save(2, _state(2), {})
+      with self.assertRaisesRegex(checkpoints.CheckpointNotFoundError,
+                                  r"no checkpoint at step 1 .* steps there are \[0, 2\]"):
+        ckpt.restore(_abstract(_state(0)), step=1)
 
   def test_force_saves_off_interval_but_never_an_old_step(self):
     with self._checkpointer(interval=5) as ckpt:

@@ -10,7 +10,10 @@ In training (trainer.py):
 Standalone (`--mode=eval|decode|decode_once|infer`, `run_job`): the job follows the
 checkpoints in `<job_log_dir>/checkpoints`, read-only (it never deletes the trainer's files),
 runs its programs on each new one and stops after the one at `num_train_steps`. While waiting
-it says what for, at most once a minute. `decode_once` decodes one checkpoint and exits;
+it says what for, at most once a minute; with `wait_timeout_secs` (--eval_wait_timeout) it stops
+after that long without a new checkpoint, with an error if none appeared at all. It reads only
+the params of each checkpoint, verified against their checksums; a corrupt step is reported
+once and skipped (left in place: the job never changes the trainer's files). `decode_once` decodes one checkpoint and exits;
 `infer` does the same and writes to output/<name>/ instead of decoder_out/.
 
 Eval batches follow Pax: an input with `reset_for_eval=True` is reset and read to its end (one
@@ -309,27 +312,43 @@ def run_job(experiment: base_experiment.BaseExperiment, job_log_dir: str, mode: 
 
   reader = checkpoints.CheckpointReader(checkpoints.checkpoint_dir(job_log_dir), missing_ok=True)
   done, results = [], {}
+  follow = mode in ("eval", "decode") and restore_step is None
   try:
     with programs, jax.set_mesh(partitioner.mesh):
-      step = restore_step
       while True:
-        if step is None:
-          step = wait_for_checkpoint(
-              reader, done[-1] if done else None, poll_secs=poll_secs,
-              timeout_secs=wait_timeout_secs, num_train_steps=task.num_train_steps)
-          if step is None:
+        after = done[-1] if done else None
+        if restore_step is None or done:
+          latest = wait_for_checkpoint(
+              reader, after, poll_secs=poll_secs, timeout_secs=wait_timeout_secs,
+              num_train_steps=task.num_train_steps)
+          if latest is None:
+            if not done:
+              raise checkpoints.CheckpointNotFoundError(
+                  f"no checkpoint appeared in {reader.directory} within {wait_timeout_secs:g}s "
+                  "(--eval_wait_timeout); start the trainer on this --job_log_dir, or wait "
+                  "longer")
             logging.info("No new checkpoint within %ss; stopping", wait_timeout_secs)
             break
-        state = reader.restore(layout.abstract, step).state
-        logging.info("%s: restored checkpoint at step %d", mode, step)
+        try:
+          # Only the params: the optimizer state (twice their size for Adam) is never read.
+          # Corrupt steps are reported once and skipped for the newest one that verifies.
+          restored = reader.restore_params(
+              layout.abstract.params, restore_step if not done else None, newer_than=after)
+        except checkpoints.CheckpointError:
+          if not follow:
+            raise
+          restored = None  # Every new step was corrupt (each reported).
+        if restored is None:
+          continue  # Wait for a newer one.
+        step, params = restored
+        logging.info("%s: restored the params of checkpoint step %d", mode, step)
         if is_eval:
-          results = programs.eval_test(state.params, step)
+          results = programs.eval_test(params, step)
         else:
-          results = programs.decode(state.params, step, write_summaries=mode != "infer")
+          results = programs.decode(params, step, write_summaries=mode != "infer")
         done.append(step)
         if mode in ("decode_once", "infer") or step >= task.num_train_steps:
           break
-        step = None
   finally:
     reader.close()
   return {"steps": done, "results": results}

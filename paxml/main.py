@@ -7,10 +7,12 @@ r"""Command-line entry point: find the experiment named by --exp and run it.
 """
 
 from collections.abc import Sequence
+import errno
 import logging as std_logging
 import os
 import sys
 import tempfile
+import traceback
 from typing import Any
 
 from absl import app
@@ -51,6 +53,7 @@ def _import_tensorflow_quietly() -> None:
 _import_tensorflow_quietly()
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
+from paxml import experiment_lint
 from paxml import experiment_registry
 from paxml import user_paths
 # Registers the built-in experiments, so their short names (`demo.DemoLm`)
@@ -82,6 +85,10 @@ _DECODE_DURING_TRAIN = flags.DEFINE_bool(
 _RESTORE_CHECKPOINT_STEP = flags.DEFINE_integer(
     "restore_checkpoint_step", None,
     "eval/decode modes: start from this checkpoint step instead of the latest.")
+_EVAL_WAIT_TIMEOUT = flags.DEFINE_float(
+    "eval_wait_timeout", None,
+    "eval/decode modes: stop after this many seconds without a new checkpoint (an error if none "
+    "appeared at all); default: wait as long as it takes.")
 _DATA_DIR = flags.DEFINE_string(
     "data_dir", None,
     "Directory of the experiment's prepared data; sets its DATA_DIR field (the C4 experiments "
@@ -182,13 +189,18 @@ def run(
     experiment.decode_datasets()
   except (TypeError, ValueError, AttributeError) as e:
     raise UsageError(f"{name} has an invalid configuration: {e}") from e
+  experiment_lint.warn_near_misses(experiment, name)
   # Imported here, not at the top: the trainer pulls in TensorFlow (~10 s),
   # and a mistyped --exp should fail at once.
   # pylint: disable=g-import-not-at-top
+  from paxml import checkpoint_integrity
+  from paxml import checkpoints
   from paxml import eval_lib
   from paxml import job_files
+  from paxml import job_lock
   from paxml import partitioning
   from paxml import trainer
+  from paxml.data import text_pipeline
   if pgle_profile or pgle_collect:
     # Only then: it loads the PGLE C++ extension.
     from paxml import pgle_collection
@@ -220,24 +232,39 @@ def run(
           decode_during_train=decode_during_train, profiler=profiler)
     return eval_lib.run_job(experiment, job_log_dir, mode, restore_step=restore_checkpoint_step,
                             wait_timeout_secs=wait_timeout_secs)
-  except (partitioning.MeshError, job_files.JobLogDirError) as e:
+  except (partitioning.MeshError, job_files.JobLogDirError, job_lock.JobLockError,
+          checkpoints.CheckpointError, checkpoint_integrity.CorruptCheckpointError,
+          trainer.TrainingDivergedError, text_pipeline.InputDataError) as e:
     raise UsageError(str(e)) from e
 
 
 class _HideLibraryInfo(std_logging.Filter):
-  """Drops INFO records from Orbax and JAX.
+  """Drops INFO records from Orbax and JAX, and their tracebacks.
 
-  Orbax logs about ten INFO lines per checkpoint save; they bury the progress
-  lines a person follows. Warnings and errors still pass, and --verbosity=1
-  shows everything.
+  Orbax logs about ten INFO lines per checkpoint save; they bury the progress lines a person
+  follows. A failed background save makes it log the same traceback several times; our own
+  `error:` line says what failed. Warnings and errors still pass (as one line), and
+  --verbosity=1 shows everything.
   """
 
   _PACKAGES = tuple(os.sep + p + os.sep for p in ("orbax", "jax"))
 
   def filter(self, record: std_logging.LogRecord) -> bool:
+    from_library = any(p in record.pathname for p in self._PACKAGES)
     if record.levelno >= std_logging.WARNING:
+      if from_library and record.exc_info:
+        record.exc_info, record.exc_text = None, None
       return True
-    return not any(p in record.pathname for p in self._PACKAGES)
+    return not from_library
+
+
+def _disk_full(error: BaseException) -> OSError | None:
+  """The ENOSPC error behind `error` (itself or a cause), if any."""
+  while error is not None:
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+      return error
+    error = error.__cause__ or error.__context__
+  return None
 
 
 def main(argv: Sequence[str]) -> int:
@@ -262,10 +289,22 @@ def main(argv: Sequence[str]) -> int:
         pgle_profile=_PGLE_PROFILE.value and user_paths.resolve(_PGLE_PROFILE.value),
         jax_profiler_port=_JAX_PROFILER_PORT.value,
         data_dir=_DATA_DIR.value and user_paths.resolve(_DATA_DIR.value),
+        wait_timeout_secs=_EVAL_WAIT_TIMEOUT.value,
     )
   except (experiment_registry.Error, UsageError) as e:
-    # One line, no traceback: the message says what to change.
+    # One line, no traceback unless --verbosity=1 asks: the message says what to change.
+    if logging.get_verbosity() >= logging.DEBUG:
+      traceback.print_exc()
     print(f"error: {e}", file=sys.stderr)
+    return 1
+  except OSError as e:
+    full = _disk_full(e)
+    if full is None:
+      raise
+    if logging.get_verbosity() >= logging.DEBUG:
+      traceback.print_exc()
+    print(f"error: disk full writing {full.filename or _JOB_LOG_DIR.value}: free space there "
+          "and run again (it resumes from the last complete checkpoint).", file=sys.stderr)
     return 1
   if result.get("preempted"):
     logging.info("Stopped on SIGTERM after saving step %d; run again to resume",

@@ -100,6 +100,11 @@ class TaskConfig:
   `save_max_to_keep` (Pax's default is '12h'); None keeps only the newest."""
   summary_interval_steps: int = 100
   """Scalars and a progress line every this many steps (and at the last)."""
+  max_consecutive_skipped_steps: int | None = 20
+  """Like Pax, a step whose loss or gradient norm is NaN/Inf is skipped (weights unchanged);
+  once this many steps in a row were skipped the run stops with an error. Counted in whole
+  summary windows (checked at summary steps), so with a longer `summary_interval_steps` it
+  stops after the first window skipped throughout. None: never stop (Pax's behaviour)."""
   eval_interval_steps: int | None = None
   """Evaluate every this many steps: on a training batch (summaries/eval_train) and, with
   --eval_on_test, on each eval dataset; always after the last step. None: only after the last."""
@@ -120,7 +125,7 @@ class TaskConfig:
                  "summary_interval_steps", "num_microbatches"):
       if getattr(self, name) < 1:
         raise ValueError(f"TaskConfig.{name} must be at least 1, got {getattr(self, name)}")
-    for name in ("eval_interval_steps", "decode_interval_steps"):
+    for name in ("eval_interval_steps", "decode_interval_steps", "max_consecutive_skipped_steps"):
       value = getattr(self, name)
       if value is not None and value < 1:
         raise ValueError(f"TaskConfig.{name} must be None or at least 1, got {value}")

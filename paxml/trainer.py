@@ -28,7 +28,9 @@ from paxml import base_experiment
 from paxml import checkpoints
 from paxml import eval_lib
 from paxml import job_files
+from paxml import job_lock
 from paxml import partitioning
+from paxml import preemption
 from paxml import progress
 from paxml import summaries
 from paxml import tasks_lib
@@ -173,8 +175,57 @@ def train_and_evaluate(
     The last summarised metrics plus `step`, the final step (and `preempted`: 1.0 when a
     SIGTERM stopped the run after saving). When the checkpoint is already at
     `num_train_steps`, only `step`.
+
+  Raises:
+    job_lock.JobLockError: another trainer holds job_log_dir (paxml/job_lock.py).
+    TrainingDivergedError: `max_consecutive_skipped_steps` steps in a row were skipped.
+    checkpoints.CheckpointError: a save failed (e.g. disk full), or no checkpoint verifies.
   """
   job_files.prepare(job_log_dir)
+  # Before anything else touches the directory: a second trainer must not overwrite the
+  # config files or clean up the first one's in-progress checkpoint.
+  with job_lock.JobLease(job_log_dir):
+    return _train(experiment, job_log_dir, eval_on_test=eval_on_test,
+                  decode_during_train=decode_during_train, profiler=profiler)
+
+
+class TrainingDivergedError(RuntimeError):
+  """Every step of a long stretch was skipped (NaN/Inf loss or gradients); see `_SkipWatch`."""
+
+
+class _SkipWatch:
+  """Stops a run that only skips steps, keeping Pax's skip of isolated bad steps.
+
+  Checked at summary steps (the metrics are fetched only then): a summary window in which
+  every step was skipped adds its length to the run of skipped steps, any other window resets
+  it. Reaching `limit` raises TrainingDivergedError, so the job exits with an error instead of
+  "Finished" on unchanged weights. Skipped steps leave the weights as they were, so every
+  checkpoint still holds the last good ones.
+  """
+
+  def __init__(self, limit: int | None, start_step: int, start_skipped: int):
+    self.limit = limit
+    self._last_step = start_step
+    self._last_skipped = start_skipped
+    self._run = 0
+
+  def update(self, step: int, skipped_total: int) -> None:
+    window = step - self._last_step
+    if window > 0:
+      all_skipped = skipped_total - self._last_skipped >= window
+      self._run = self._run + window if all_skipped else 0
+    self._last_step, self._last_skipped = step, skipped_total
+    if self.limit and self._run >= self.limit:
+      raise TrainingDivergedError(
+          f"the last {self._run} steps (to step {step}) were all skipped because the loss or "
+          "the gradient norm was NaN/Inf; stopping (max_consecutive_skipped_steps="
+          f"{self.limit}). The checkpoints hold the weights from before; lower the learning "
+          "rate or check the data, then run again.")
+
+
+def _train(experiment: base_experiment.BaseExperiment, job_log_dir: str, *,
+           eval_on_test: bool, decode_during_train: bool, profiler) -> dict[str, float]:
+  """`train_and_evaluate` once it holds the job_log_dir lease."""
   task = experiment.task()
   datasets = experiment.datasets()
   job_files.write_config_files(job_log_dir, "train", experiment, datasets, task)
@@ -204,7 +255,7 @@ def train_and_evaluate(
       save_interval_steps=task.save_interval_steps,
       max_to_keep=task.save_max_to_keep,
       save_keep_interval_duration=task.save_keep_interval_duration,
-  ) as checkpointer, checkpoints.PreemptionGuard() as preemption, programs:
+  ) as checkpointer, preemption.PreemptionGuard() as preempt, programs:
     restored = checkpointer.restore(layout.abstract)
     if restored is not None:
       state = restored.state
@@ -255,6 +306,7 @@ def train_and_evaluate(
         num_devices=partitioner.mesh.size,
         peak_flops_per_device=progress.peak_flops_per_device(jax.devices()[0]),
         start_step=step)
+    skip_watch = _SkipWatch(task.max_consecutive_skipped_steps, step, int(state.skipped_steps))
 
     # Leaving the `with` blocks flushes the summaries and waits for asynchronous
     # checkpoint saves, even when training fails.
@@ -266,7 +318,8 @@ def train_and_evaluate(
         # Before the step, as in Pax: a fresh run saves its initial state, and
         # a state is saved before its buffers are donated to the next step.
         checkpointer.save(step, state, train_input.get_state())
-        if preemption_check.check(step) and preemption.requested_on_any_process():
+        checkpointer.check()  # A failed background save stops the run now, not a save later.
+        if preemption_check.check(step) and preempt.requested_on_any_process():
           if checkpointer.latest_step() != step:  # Not already saved as a regular step.
             checkpointer.save(step, state, train_input.get_state(), force=True)
           logging.info("Stopping at step %d on SIGTERM; checkpoint saved in %s", step,
@@ -289,6 +342,7 @@ def train_and_evaluate(
           logging.info("%s lr %.2e grad_norm %.3f skipped %d",
                        meter.line(step, metrics["loss"], rates), metrics["lr"],
                        metrics["learning/raw_grad_norm"], metrics["learning/skipped_steps"])
+          skip_watch.update(step, int(metrics["learning/skipped_steps"]))
         if eval_due.check(step):
           if not task.eval_skip_train:
             programs.eval_train(state.params, step, eval_lib.peek(train_input))

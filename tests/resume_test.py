@@ -15,6 +15,7 @@ import textwrap
 from absl.testing import absltest
 import numpy as np
 
+from paxml import checkpoint_integrity
 from paxml import trainer
 from paxml.testing import event_files
 from paxml.testing import tiny_lm
@@ -108,6 +109,9 @@ class ResumeTest(absltest.TestCase):
     self.assertEqual(stopped["preempted"], 1.0)
     self.assertEqual(stopped["step"], 6.0)  # Step 5 ran; the check before step 6 saw the flag.
     self.assertIn("checkpoint_00000006", os.listdir(os.path.join(job_log_dir, "checkpoints")))
+    # Complete when train_and_evaluate returns: its manifest is written and verifies.
+    checkpoint_integrity.verify_files(
+        os.path.join(job_log_dir, "checkpoints", "checkpoint_00000006"), 6)
     first = event_files.scalars_by_file(job_log_dir)[0]
     self._assert_same_losses(first, range(1, 7))
 

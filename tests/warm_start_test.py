@@ -143,7 +143,7 @@ class WarmStartTest(absltest.TestCase):
 
   def test_source_checkpoint_step_is_chosen_by_rule_or_path(self):
     job_log_dir = self.create_tempdir().full_path
-    with self.assertRaisesRegex(FileNotFoundError, r"No finished checkpoint at step 7 .*\[0, 20\]"):
+    with self.assertRaisesRegex(FileNotFoundError, r"no checkpoint at step 7 .*\[0, 20\]"):
       trainer.train_and_evaluate(_target(self.source_dir, step=7), job_log_dir)
     # A checkpoint_%08d path names its step: the source's initial state.
     step_dir = os.path.join(checkpoints.checkpoint_dir(self.source_dir), "checkpoint_00000000")
@@ -168,7 +168,7 @@ class WarmStartTest(absltest.TestCase):
     empty = self.create_tempdir().full_path
     with self.assertRaisesRegex(FileNotFoundError, "has no finished checkpoint"):
       trainer.train_and_evaluate(_target(empty), self.create_tempdir().full_path)
-    with self.assertRaisesRegex(FileNotFoundError, "No checkpoint directory at .*/missing"):
+    with self.assertRaisesRegex(FileNotFoundError, "no checkpoint directory at .*/missing"):
       trainer.train_and_evaluate(_target(empty + "/missing"), self.create_tempdir().full_path)
 
 

@@ -18,12 +18,26 @@ _VERSE = re.compile(r"^\s+(\d+)\s+(.*)$")
 _CHAPTER = re.compile(r"^(\S.*\S)\s+(\d+)$")
 
 
-def read_documents(path: str, fmt: str) -> list[tuple[str, str]]:
-  """(title, text) of every document in the file, in file order."""
+def read_documents(path: str, fmt: str, replace_invalid_utf8: bool = False
+                   ) -> list[tuple[str, str]]:
+  """(title, text) of every document in the file, in file order.
+
+  Text that is not valid UTF-8 is a ValueError naming the file and the byte offset, unless
+  `replace_invalid_utf8` (then the bad bytes become U+FFFD).
+  """
   if fmt not in FORMATS:
     raise ValueError(f"corpus format must be one of {FORMATS}, got {fmt!r}.")
-  with open(path, encoding="utf-8") as f:
-    lines = f.read().splitlines()
+  with open(path, "rb") as f:
+    data = f.read()
+  try:
+    text = data.decode("utf-8", errors="replace" if replace_invalid_utf8 else "strict")
+  except UnicodeDecodeError as e:
+    line = data.count(b"\n", 0, e.start) + 1
+    raise ValueError(
+        f"{path}: not valid UTF-8 at byte offset {e.start} (line {line}: "
+        f"{data[e.start:e.start + 4]!r}). Convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8), "
+        "or pass --replace_invalid_utf8 to replace bad bytes with U+FFFD.") from None
+  lines = text.splitlines()
   if fmt == "kjv":
     return list(_kjv_chapters(lines, path))
   if fmt == "lines":

@@ -21,10 +21,13 @@ import collections
 import json
 import math
 import os
+import sys
+import traceback
 from typing import Any, Sequence
 
 from absl import app
 from absl import flags
+from absl import logging
 import numpy as np
 import tensorflow as tf
 import tqdm
@@ -43,13 +46,16 @@ _NUM_SHARDS = flags.DEFINE_integer("num_shards", 8, "Train TFRecord shards (>= t
 _VOCAB_SIZE = flags.DEFINE_integer("vocab_size", 4096, "SentencePiece vocabulary size.")
 _MODEL_TYPE = flags.DEFINE_enum("model_type", "unigram", ["unigram", "bpe"], "SentencePiece model.")
 _EVAL_EVERY = flags.DEFINE_integer("eval_every", 20, "Hold out one document in this many.")
+_REPLACE_INVALID_UTF8 = flags.DEFINE_bool(
+    "replace_invalid_utf8", False,
+    "Replace bytes that are not valid UTF-8 with U+FFFD instead of stopping with an error.")
 
 
 def run(input_path: str, fmt: str, output_dir: str, num_shards: int = 8, vocab_size: int = 4096,
-        model_type: str = "unigram", eval_every: int = 20, progress: bool = True
-        ) -> dict[str, Any]:
+        model_type: str = "unigram", eval_every: int = 20, progress: bool = True,
+        replace_invalid_utf8: bool = False) -> dict[str, Any]:
   """Writes the shards, the model and summary.json; returns the summary."""
-  docs = corpus.read_documents(input_path, fmt)
+  docs = corpus.read_documents(input_path, fmt, replace_invalid_utf8)
   if len(docs) < eval_every:
     raise ValueError(f"{input_path}: {len(docs)} documents in format {fmt!r}; need at least "
                      f"eval_every={eval_every} to hold one out. Check --format.")
@@ -148,17 +154,25 @@ def _find_input(path: str) -> str:
   return os.path.join(start, os.path.expanduser(path))
 
 
-def main(argv: Sequence[str]) -> None:
+def main(argv: Sequence[str]) -> int:
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   if not _OUTPUT_DIR.value:
     raise app.UsageError("--output_dir is required: the directory to write the data into.")
   start = os.environ.get("BUILD_WORKING_DIRECTORY") or os.getcwd()
-  summary = run(_find_input(_INPUT.value), _FORMAT.value,
-                os.path.join(start, os.path.expanduser(_OUTPUT_DIR.value)), _NUM_SHARDS.value,
-                _VOCAB_SIZE.value, _MODEL_TYPE.value, _EVAL_EVERY.value,
-                progress=True)
+  try:
+    summary = run(_find_input(_INPUT.value), _FORMAT.value,
+                  os.path.join(start, os.path.expanduser(_OUTPUT_DIR.value)), _NUM_SHARDS.value,
+                  _VOCAB_SIZE.value, _MODEL_TYPE.value, _EVAL_EVERY.value,
+                  progress=True, replace_invalid_utf8=_REPLACE_INVALID_UTF8.value)
+  except (ValueError, OSError, RuntimeError) as e:
+    # One line (what, and what to do); --verbosity=1 adds the traceback.
+    if logging.get_verbosity() >= logging.DEBUG:
+      traceback.print_exc()
+    print(f"error: {e}", file=sys.stderr)
+    return 1
   print(format_summary(summary))
+  return 0
 
 
 if __name__ == "__main__":

@@ -53,6 +53,16 @@ class CorpusTest(absltest.TestCase):
     self.assertEqual([t for _, t in corpus.read_documents(path, "paragraphs")], ["a b c", "d e"])
     self.assertEqual([t for _, t in corpus.read_documents(path, "lines")], ["a b", "c", "d e"])
 
+  def test_text_that_is_not_utf8_is_an_error_naming_the_byte(self):
+    path = os.path.join(absltest.get_default_test_tmpdir(), "latin1.txt")
+    with open(path, "wb") as f:
+      f.write(b"a b\n\nna\xefve\n")
+    with self.assertRaisesRegex(ValueError, r"latin1\.txt: not valid UTF-8 at byte offset 7 "
+                                r"\(line 3: .*--replace_invalid_utf8"):
+      corpus.read_documents(path, "paragraphs")
+    self.assertEqual([t for _, t in corpus.read_documents(path, "paragraphs", True)],
+                     ["a b", "na\ufffdve"])
+
   def test_split_spreads_eval_over_the_corpus(self):
     train, evals = corpus.split_train_eval(list(range(40)), 10)
     self.assertEqual(evals, [5, 15, 25, 35])

@@ -62,6 +62,8 @@ class TextInput(base_input.BaseInput):
     shuffle_buffer_size: documents in tf.data's shuffle buffer.
     deterministic: keep a reproducible order (needed for exact input checkpointing).
     read_batch_size: raw records handed from tf.data to Python (and to SentencePiece) at once.
+    replace_invalid_utf8: text that is not valid UTF-8 is an InputDataError naming the file,
+      the record and the byte offset; True replaces the bad bytes with U+FFFD instead.
   """
 
   file_pattern: str | list[str] = ""
@@ -76,6 +78,7 @@ class TextInput(base_input.BaseInput):
   shuffle_buffer_size: int = 10_000
   deterministic: bool = True
   read_batch_size: int = 256
+  replace_invalid_utf8: bool = False
 
   def __post_init__(self):
     super().__post_init__()
@@ -231,7 +234,7 @@ class TextInput(base_input.BaseInput):
     """The text of one raw record; errors name the file and the record."""
     where = f"{filename.decode()}, record {number}"
     if self.file_format == "text":
-      return record.decode("utf-8", errors="replace")
+      return self._decode(record, f"{where} (line {number + 1})")
     if self.file_format == "jsonl":
       try:
         obj = json.loads(record)
@@ -257,7 +260,18 @@ class TextInput(base_input.BaseInput):
       raise InputDataError(
           f"{where}: feature {self.text_key!r} should hold one UTF-8 string (bytes_list of "
           f"length 1), got {got}.")
-    return feature.bytes_list.value[0].decode("utf-8", errors="replace")
+    return self._decode(feature.bytes_list.value[0], f"{where}, feature {self.text_key!r}")
+
+  def _decode(self, data: bytes, where: str) -> str:
+    if self.replace_invalid_utf8:
+      return data.decode("utf-8", errors="replace")
+    try:
+      return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+      raise InputDataError(
+          f"{where}: not valid UTF-8 at byte {e.start} of the text ({data[e.start:e.start + 4]!r}"
+          "). Convert the file to UTF-8, or set replace_invalid_utf8=True to replace bad bytes."
+      ) from None
 
   def _explain_data_loss(self, files: list[str], error: Exception) -> InputDataError:
     for f in files:

@@ -228,6 +228,19 @@ class ErrorsTest(absltest.TestCase):
                                 r"string, got int"):
       self._read_all(path, fmt="jsonl")
 
+  def test_text_that_is_not_utf8_names_file_line_and_byte(self):
+    path = os.path.join(self.dir, "latin1.txt")
+    with open(path, "wb") as f:
+      f.write("fine line\ncaf\u00e9 ok\n".encode("utf-8") + "na\u00efve\n".encode("latin-1"))
+    with self.assertRaisesRegex(text_pipeline.InputDataError,
+                                r"latin1\.txt, record 2 \(line 3\): not valid UTF-8 at byte 2 "
+                                r".*replace_invalid_utf8=True"):
+      self._read_all(path, fmt="text")
+    inp = text_pipeline.TextInput(file_pattern=path, file_format="text", seq_len=16,
+                                  tokenizer_path=self.tok_path, repeat=False,
+                                  replace_invalid_utf8=True)
+    self.assertEqual(inp._parse(path.encode(), 2, b"na\xefve"), "na\ufffdve")
+
   def test_bad_config_values(self):
     with self.assertRaisesRegex(base_input.InputConfigError, "file_format must be one of"):
       text_pipeline.TextInput(file_pattern="x", file_format="csv", tokenizer_path=self.tok_path)
