@@ -15,11 +15,12 @@ class NotebookTest(absltest.TestCase):
   def test_every_cell_runs(self):
     tmp = self.create_tempdir().full_path
     # Jupyter, IPython and matplotlib write state under HOME; keep it in the test's directory.
+    # No MPLBACKEND: the kernel's default inline backend is what puts the plot into the notebook.
     # The kernel inherits this process' environment, so it imports the same pinned packages.
     os.environ.update({
         "HOME": tmp, "JUPYTER_RUNTIME_DIR": os.path.join(tmp, "runtime"),
         "IPYTHONDIR": os.path.join(tmp, "ipython"), "MPLCONFIGDIR": os.path.join(tmp, "mpl"),
-        "MPLBACKEND": "Agg", "PAX_NOTEBOOK_DATA_DIR": os.path.join(tmp, "kjv"),
+        "PAX_NOTEBOOK_DATA_DIR": os.path.join(tmp, "kjv"),
         "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
     })
     notebook = nbformat.read(_NOTEBOOK, as_version=4)
