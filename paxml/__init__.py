@@ -14,6 +14,8 @@ Public modules (import them directly; this file imports nothing, so
     input_specs.json in job_log_dir.
   eval_lib: eval/decode programs and the --mode=eval|decode|decode_once|infer jobs.
   synthetic_input: a learnable synthetic LM input.
+  seqio_input: `SeqIOInput` (Pax's SeqIO input: sharded, padded finite eval, the task's
+    score/predict metrics) and the `LanguageModelFeatures` / `SequenceModelFeatures` converters.
   triggers: when periodic work runs (step/time intervals, first steps).
   checkpoints: Orbax checkpoints (`Checkpointer` under `<job_log_dir>/checkpoints`,
     `TreeCheckpointer` for any pytree + JSON metadata, `PreemptionGuard`).
@@ -35,6 +37,7 @@ __all__ = [
     "main",
     "partitioning",
     "progress",
+    "seqio_input",
     "summaries",
     "synthetic_input",
     "tasks_lib",

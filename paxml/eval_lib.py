@@ -18,6 +18,12 @@ once and skipped (left in place: the job never changes the trainer's files). `de
 
 Eval batches follow Pax: an input with `reset_for_eval=True` is reset and read to its end (one
 epoch); any other input gives `eval_loop_num_batches` (default 1) batches on a rolling basis.
+
+SeqIO metrics: an input whose `has_seqio_metrics(score_metrics)` is true (paxml.seqio_input's
+SeqIOInput over a task with score / predict metric fns) also gets every (global batch, model
+output) pair of the eval or decode; its `process_outputs` computes the task's metrics, which go
+to the same summaries as `scoring_eval/<metric>` (eval) and `decoder/<metric>` (decode), as Pax,
+and as JSONL to <job_log_dir>/eval_out/<name>/ and decoder_out/<name>/.
 """
 
 import dataclasses
@@ -48,6 +54,12 @@ def eval_step(params: Any, batch: pytypes.NestedMap, *, model: nn.Module) -> Wei
   """The model's metrics on `batch`, without dropout (no 'dropout' rng)."""
   metrics, _ = model.apply({"params": params}, batch)
   return metrics
+
+
+def eval_step_with_outputs(params: Any, batch: pytypes.NestedMap, *, model: nn.Module
+                           ) -> tuple[WeightedScalars, pytypes.NestedMap]:
+  """`eval_step` plus the model's per-example outputs (for SeqIO score metrics)."""
+  return model.apply({"params": params}, batch)
 
 
 def decode_step(params: Any, batch: pytypes.NestedMap, rng: jax.Array, *,
@@ -147,6 +159,10 @@ class Programs:
         lambda p, b, r: decode_step(p, b, r, model=self.model),
         in_shardings=(self.param_shardings, batch, replicated),
         out_shardings=(replicated, batch))
+    # Eval with the per-example outputs too, for inputs with SeqIO score metrics.
+    self._score_fn = jax.jit(
+        lambda p, b: eval_step_with_outputs(p, b, model=self.model),
+        in_shardings=(self.param_shardings, batch), out_shardings=(replicated, batch))
     self._writers: dict[str, Any] = {}
 
   def _writer(self, name: str) -> Any:
@@ -154,12 +170,30 @@ class Programs:
       self._writers[name] = open_writer(self.job_log_dir, name)
     return self._writers[name]
 
-  def _evaluate(self, params: Any, batches) -> dict[str, float]:
+  def _evaluate(self, params: Any, batches, outputs: list | None = None) -> dict[str, float]:
+    """Combined metrics of `batches`; appends (global batch, per-example output) pairs, on the
+    host, to `outputs` when given."""
     sums = MetricSums()
     with self.partitioner.rules_context():
       for batch in batches:
-        sums.add(self._eval_fn(params, self.partitioner.global_batch(pytypes.NestedMap(batch))))
+        batch = self.partitioner.global_batch(pytypes.NestedMap(batch))
+        if outputs is None:
+          sums.add(self._eval_fn(params, batch))
+        else:
+          metrics, out = self._score_fn(params, batch)
+          sums.add(metrics)
+          outputs.append((jax.tree.map(_host_value, batch), jax.tree.map(_host_value, out)))
     return sums.result()
+
+  def _seqio_metrics(self, data: Any, outputs: list, *, score: bool, step: int, name: str
+                     ) -> dict[str, float]:
+    """The SeqIO task's metrics of one eval (score) or decode (predict), prefixed as Pax's."""
+    if jax.process_index() != 0:
+      return {}  # The outputs are global; process 0 computes and writes, as Pax.
+    out_dir = os.path.join(self.job_log_dir, "eval_out" if score else self.decode_dir, name)
+    metrics = data.process_outputs(outputs, score_metrics=score, step=step, output_dir=out_dir)
+    prefix = "scoring_eval" if score else "decoder"
+    return {f"{prefix}/{k}": v for k, v in metrics.items()}
 
   def eval_train(self, params: Any, step: int, batch: Any) -> dict[str, float]:
     """Metrics on one training batch (not trained on yet) -> summaries/eval_train."""
@@ -172,9 +206,14 @@ class Programs:
     """Every eval dataset -> summaries/eval_test_<name>; returns {name: metrics}."""
     results = {}
     for name, data in self.eval_inputs:
-      results[name] = self._evaluate(params, batches_to_evaluate(data))
-      self._writer(f"eval_test_{name}").scalars(
-          step, {f"Metrics/{k}": v for k, v in results[name].items()})
+      outputs = [] if _has_seqio_metrics(data, score=True) else None
+      results[name] = self._evaluate(params, batches_to_evaluate(data), outputs)
+      scalars = {f"Metrics/{k}": v for k, v in results[name].items()}
+      if outputs is not None:
+        seqio_metrics = self._seqio_metrics(data, outputs, score=True, step=step, name=name)
+        results[name].update(seqio_metrics)
+        scalars.update(seqio_metrics)
+      self._writer(f"eval_test_{name}").scalars(step, scalars)
       logging.info("eval_test_%s at step %d: %s", name, step, _brief(results[name]))
     return results
 
@@ -186,22 +225,28 @@ class Programs:
     for name, data in self.decode_inputs:
       sums = MetricSums()
       rows = []
+      outputs = [] if _has_seqio_metrics(data, score=False) else None
       step_rng = jax.random.fold_in(jax.random.PRNGKey(self.random_seed), step)
       with self.partitioner.rules_context():
         for index, batch in enumerate(batches_to_evaluate(data)):
-          metrics, out = self._decode_fn(
-              params, self.partitioner.global_batch(pytypes.NestedMap(batch)),
-              jax.random.fold_in(step_rng, index))
+          batch = self.partitioner.global_batch(pytypes.NestedMap(batch))
+          metrics, out = self._decode_fn(params, batch, jax.random.fold_in(step_rng, index))
           sums.add(metrics)
           out = {k: _host_value(v) for k, v in out.items()}
+          if outputs is not None:
+            outputs.append((jax.tree.map(_host_value, batch), out))
           texts = _detokenize(data, out)
           rows.extend({**{k: v[i].tolist() for k, v in out.items()},
                        **{k: v[i] for k, v in texts.items()}}
                       for i in range(len(next(iter(out.values())))))
       results[name] = sums.result()
+      scalars = {f"Metrics/{k}": v for k, v in results[name].items()}
+      if outputs is not None:
+        seqio_metrics = self._seqio_metrics(data, outputs, score=False, step=step, name=name)
+        results[name].update(seqio_metrics)
+        scalars.update(seqio_metrics)
       if write_summaries:
-        self._writer(f"decode_test_{name}").scalars(
-            step, {f"Metrics/{k}": v for k, v in results[name].items()})
+        self._writer(f"decode_test_{name}").scalars(step, scalars)
       if jax.process_index() == 0:
         out_dir = os.path.join(self.job_log_dir, self.decode_dir, name)
         os.makedirs(out_dir, exist_ok=True)
@@ -241,6 +286,11 @@ def _detokenize(data: Any, out: dict[str, np.ndarray]) -> dict[str, list[str]]:
   for b, (start, end) in enumerate(zip(starts, ends)):
     generated[b, :end - start] = ids[b, start:end]
   return {"prefix": prefix, "decoded": data.ids_to_strings(generated, ends - starts)}
+
+
+def _has_seqio_metrics(data: Any, *, score: bool) -> bool:
+  has = getattr(data, "has_seqio_metrics", None)
+  return bool(has and has(score))
 
 
 def _brief(metrics: dict[str, float]) -> str:

@@ -124,6 +124,10 @@ def main():
     if deps[key]:
       out.append("    deps = [\n%s    ],\n" % starlark_list(":" + d for d in deps[key]))
     out.append(")\n\n")
+  # tensorflow-text requires `tensorflow` (tensorflow-cpu does not satisfy it), so the lock pins
+  # tensorflow; the label the BUILD files have always used keeps pointing at it.
+  if "tensorflow" in dists and "tensorflow_cpu" not in dists:
+    out.append('alias(\n    name = "tensorflow_cpu",\n    actual = ":tensorflow",\n)\n\n')
   if dropped:
     out.append("# Edges dropped to break dependency cycles: %s\n\n" % dropped)
   # Console scripts (site/bin), one label each, for tools that run one: @pypi//:site/bin/ruff.

@@ -14,6 +14,9 @@ def _pip_repository_impl(rctx):
         [
             python.exe, "-m", "pip", "install",
             "--no-deps", "--require-hashes", "--only-binary=:all:",
+            # promise (tensorflow-datasets needs it, seqio needs tensorflow-datasets) is published
+            # only as an sdist; pip builds that one pure-Python package, hash-checked like the rest.
+            "--no-binary=promise",
             "--no-input", "--disable-pip-version-check", "--quiet",
             "--target", "site",
             "-r", str(lock),

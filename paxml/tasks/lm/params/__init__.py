@@ -3,6 +3,7 @@
 Modules (each registers its classes with `experiment_registry` on import):
   demo: `DemoLm`, a small LM on the King James Bible (prepared on first use) that trains in
     about two minutes on CPU; `SyntheticDemoLm`, a tiny LM on synthetic data (seconds).
+  seqio_demo: `SeqIODemoLm`, DemoLm on SeqIO tasks over the KJV with SeqIO eval metrics.
 """
 
-__all__ = ["demo"]
+__all__ = ["demo", "seqio_demo"]
