@@ -6,49 +6,87 @@ The drivers call `get_experiment_state(series)`, `save(series)`,
 
 `OrbaxCheckpointer(config, mode)` (the default) keeps each series in
 `<config.checkpoint_dir>/models/<series>/checkpoint_%08d` through
-`paxml.checkpoints.TreeCheckpointer`: a killed training job resumes from
+`paxml.toolkit.checkpoint_store` (pending saves are finished before the
+process exits): a killed training job resumes from
 "latest" and a restarted evaluator finds its "best" value again. The
 snapshot is copied to host memory when `save` is called, so the training
 loop may donate its buffers at once: save, run ahead, restore gives the
 saved values. Saves are synchronous (see `OrbaxCheckpointer.__init__`).
+The tree structure is saved with the arrays, so attributes an experiment
+sets to None in `__init__` and builds on its first step restore fine.
 """
 
+import base64
 import math
 import os
+import pickle
 import threading
 import types
-from typing import Any, Protocol
+from typing import Any
 
 from absl import logging
 import jax
 import numpy as np
 
-from paxml import checkpoints
-from paxml.experiment_api import rng as rng_lib
+from paxml.experiment_api import utils
+from paxml.toolkit import checkpoint_store
 
+Checkpointer = utils.Checkpointer
 
-class Checkpointer(Protocol):
-  """What `train.train` and `train.evaluate` need from a checkpointer."""
-
-  def get_experiment_state(self, series: str) -> Any: ...
-
-  def save(self, series: str) -> None: ...
-
-  def restore(self, series: str) -> None: ...
-
-  def restore_path(self, series: str) -> str | None: ...
-
-  def can_be_restored(self, series: str) -> bool: ...
-
-  def wait_for_checkpointing_to_finish(self) -> None: ...
+_ARRAY_TYPES = (np.ndarray, np.generic, jax.Array)
 
 
 def _snapshot(state: Any) -> dict[str, Any]:
   """The saved tree of an experiment state, copied to host memory."""
   tree = {"experiment": state.experiment_module.snapshot_state()}
   if getattr(state, "train_step_rng", None) is not None:
-    tree["train_step_rng"] = rng_lib.get_first(state.train_step_rng)
+    tree["train_step_rng"] = utils.get_first(state.train_step_rng)
   return jax.device_get(tree)
+
+
+def _encode(obj: Any) -> str:
+  return base64.b64encode(pickle.dumps(obj)).decode("ascii")
+
+
+def _decode(text: str) -> Any:
+  return pickle.loads(base64.b64decode(text))
+
+
+def _split(tree: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+  """Arrays to store, and the JSON that rebuilds the tree around them.
+
+  The tree structure is kept (pickled), so restore does not need a template:
+  attributes that are None in a fresh experiment (built lazily on the first
+  step) restore to what was saved. Non-array leaves (strings, Python
+  numbers) go into the JSON, pickled.
+  """
+  leaves, treedef = jax.tree.flatten(tree)
+  arrays, kinds = {}, []
+  for i, leaf in enumerate(leaves):
+    if isinstance(leaf, _ARRAY_TYPES):
+      arrays[str(i)] = np.asarray(leaf)
+      kinds.append({"shape": list(np.shape(leaf)), "dtype": np.asarray(leaf).dtype.str,
+                    "generic": isinstance(leaf, np.generic)})
+    else:
+      kinds.append({"value": _encode(leaf)})
+  return arrays, {"treedef": _encode(treedef), "leaves": kinds}
+
+
+def _template(structure: dict[str, Any]) -> dict[str, np.ndarray]:
+  return {str(i): np.zeros(k["shape"], np.dtype(k["dtype"]))
+          for i, k in enumerate(structure["leaves"]) if "shape" in k}
+
+
+def _join(arrays: dict[str, Any], structure: dict[str, Any]) -> Any:
+  leaves = []
+  for i, k in enumerate(structure["leaves"]):
+    if "shape" not in k:
+      leaves.append(_decode(k["value"]))
+    elif k["generic"]:
+      leaves.append(np.asarray(arrays[str(i)]).reshape(())[()])
+    else:
+      leaves.append(np.asarray(arrays[str(i)]))
+  return jax.tree.unflatten(_decode(structure["treedef"]), leaves)
 
 
 class OrbaxCheckpointer:
@@ -69,16 +107,16 @@ class OrbaxCheckpointer:
     self._max_to_keep = config.max_checkpoints_to_keep
     self._async = async_save
     self._states: dict[str, types.SimpleNamespace] = {}
-    self._series: dict[str, checkpoints.TreeCheckpointer] = {}
+    self._series: dict[str, checkpoint_store.Store] = {}
     self._lock = threading.Lock()
 
-  def _checkpointer(self, series: str) -> checkpoints.TreeCheckpointer:
+  def _checkpointer(self, series: str) -> checkpoint_store.Store:
     with self._lock:
       if series not in self._series:
-        self._series[series] = checkpoints.TreeCheckpointer(
+        self._series[series] = checkpoint_store.Store(
             os.path.join(self._root, series), max_to_keep=self._max_to_keep,
             async_save=self._async,
-            cleanup_tmp_directories=self._writes_latest or series != "latest")
+            reader_only=not (self._writes_latest or series != "latest"))
       return self._series[series]
 
   def get_experiment_state(self, series: str) -> types.SimpleNamespace:
@@ -88,16 +126,12 @@ class OrbaxCheckpointer:
 
   def save(self, series: str) -> None:
     state = self.get_experiment_state(series)
-    snapshot = _snapshot(state)
-    metadata = {"global_step": int(state.global_step)}
-    if "train_step_rng" in snapshot:
-      # An evaluator restores without a key of its own: it needs the spec.
-      rng = snapshot["train_step_rng"]
-      metadata["train_step_rng"] = {"shape": list(rng.shape), "dtype": rng.dtype.str}
+    arrays, structure = _split(_snapshot(state))
+    metadata = {"global_step": int(state.global_step), "structure": structure}
     best = getattr(state, "best_eval_metric_value", None)
     if best is not None:
       metadata["best_eval_metric_value"] = float(best)
-    saved = self._checkpointer(series).save(int(state.global_step), snapshot,
+    saved = self._checkpointer(series).save(int(state.global_step), arrays,
                                             metadata=metadata)
     if saved:
       logging.info("Saved %r checkpoint at global_step %d", series, state.global_step)
@@ -111,22 +145,18 @@ class OrbaxCheckpointer:
     if metadata is None:
       raise ValueError(f"No {series!r} checkpoint in {ckpt.directory} to restore; check "
                        "can_be_restored() first.")
-    target = _snapshot(state)
-    target.pop("train_step_rng", None)
-    if "train_step_rng" in metadata:
-      spec = metadata["train_step_rng"]
-      target["train_step_rng"] = np.zeros(spec["shape"], np.dtype(spec["dtype"]))
-    restored = ckpt.restore(target, step=metadata["global_step"])
+    restored = ckpt.restore(_template(metadata["structure"]), step=metadata["global_step"])
     if restored is None:
       raise ValueError(f"No {series!r} checkpoint in {ckpt.directory} to restore; check "
                        "can_be_restored() first.")
-    state.experiment_module.restore_from_snapshot(restored.tree["experiment"])
-    if "train_step_rng" in restored.tree and hasattr(state, "train_step_rng"):
+    tree = _join(restored[1], metadata["structure"])
+    state.experiment_module.restore_from_snapshot(tree["experiment"])
+    if "train_step_rng" in tree and getattr(state, "train_step_rng", None) is not None:
       state.train_step_rng = state.experiment_module.initialize_train_step_rng(
-          restored.tree["train_step_rng"])
-    state.global_step = restored.metadata["global_step"]
-    if "best_eval_metric_value" in restored.metadata:
-      state.best_eval_metric_value = restored.metadata["best_eval_metric_value"]
+          tree["train_step_rng"])
+    state.global_step = metadata["global_step"]
+    if "best_eval_metric_value" in metadata:
+      state.best_eval_metric_value = metadata["best_eval_metric_value"]
     logging.info("Restored %r checkpoint of global_step %d", series, state.global_step)
 
   def restore_path(self, series: str) -> str | None:

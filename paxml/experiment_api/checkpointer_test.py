@@ -13,7 +13,7 @@ import numpy as np
 from paxml.experiment_api import base_config
 from paxml.experiment_api import checkpointer
 from paxml.experiment_api import experiment
-from paxml.experiment_api import rng as rng_lib
+from paxml.experiment_api import utils
 
 
 class Counter(experiment.AbstractExperiment):
@@ -21,7 +21,7 @@ class Counter(experiment.AbstractExperiment):
   NON_BROADCAST_CHECKPOINT_ATTRS = {"_host_counter": "counter"}
 
   def __init__(self, mode, init_rng=None):
-    self._params = rng_lib.bcast_local_devices({"w": jnp.zeros(3)})
+    self._params = utils.bcast_local_devices({"w": jnp.zeros(3)})
     self._host_counter = np.int64(0)
     # Donates the params, as a real pmapped update would.
     self._update = jax.pmap(lambda p: jax.tree.map(lambda x: x + 1, p), donate_argnums=0)

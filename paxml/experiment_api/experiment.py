@@ -16,6 +16,7 @@ snapshot_state / restore_from_snapshot, on_new_best_model.
 """
 
 import abc
+import functools
 import time
 from typing import Any
 
@@ -23,7 +24,7 @@ from absl import logging
 import jax
 import numpy as np
 
-from paxml.experiment_api import rng as rng_lib
+from paxml.experiment_api import utils
 
 
 class AbstractExperiment(abc.ABC):
@@ -34,8 +35,9 @@ class AbstractExperiment(abc.ABC):
 
   @abc.abstractmethod
   def __init__(self, mode: str, init_rng: jax.Array | None = None):
-    """`mode` is the --jaxline_mode value ('train', 'eval...', or
-    'train_eval_multithreaded' in both threads of that mode)."""
+    """`mode` is 'train' in the training job, the --jaxline_mode value in an
+    evaluator ('eval...', or 'train_eval_multithreaded' in that mode's
+    evaluator thread)."""
 
   @abc.abstractmethod
   def step(self, *, global_step: jax.Array, rng: jax.Array, writer: Any) -> dict[str, Any]:
@@ -48,7 +50,7 @@ class AbstractExperiment(abc.ABC):
 
   def initialize_train_step_rng(self, rng: jax.Array) -> jax.Array:
     """Places the step key on the devices; default: a copy on each local device."""
-    return rng_lib.bcast_local_devices(rng)
+    return utils.bcast_local_devices(rng)
 
   def should_run_step(self, global_step: int, config: Any) -> bool:
     """Whether to train step `global_step`; also ends the eval loop."""
@@ -58,29 +60,42 @@ class AbstractExperiment(abc.ABC):
                  writer: Any = None) -> None:
     """Steps until `should_run_step` is False, calling the periodic actions.
 
-    After each `step` the host-side `state.global_step` is incremented and
-    every action is called with `(time, global_step, scalars)`.
+    One pmapped program per step advances the device step counter and
+    splits and specialises the key; after `step`, `state.global_step` is
+    incremented and every action is called as `action(t, global_step,
+    scalars)`.
     """
-    split = rng_lib.make_step_rng_splitter(config.random_mode_train)
-    host_ids = rng_lib.host_id_devices()
-    while self.should_run_step(state.global_step, config):
-      with jax.profiler.StepTraceAnnotation("train", step_num=state.global_step):
-        step_rng, state.train_step_rng = split(state.train_step_rng, host_ids)
-        global_step = rng_lib.bcast_local_devices(np.int32(state.global_step))
-        scalars = self.step(global_step=global_step, rng=step_rng, writer=writer)
-        state.global_step += 1
-        t = time.time()
+    mode = config.random_mode_train
+
+    @functools.partial(jax.pmap, axis_name="i")
+    def next_device_state(global_step, rng, host_id):
+      step_rng, state_rng = jax.random.split(rng)
+      step_rng = utils.specialize_rng_host_device(step_rng, host_id, "i", mode)
+      return global_step + 1, (step_rng, state_rng)
+
+    global_step_devices = np.broadcast_to(np.int32(state.global_step - 1),
+                                          [jax.local_device_count()])
+    host_ids = utils.host_id_devices_for_rng(mode)
+    if host_ids is None:
+      host_ids = np.zeros([jax.local_device_count()], np.int32)  # Unused by the mode.
+    with utils.log_activity("training loop"):
+      while self.should_run_step(state.global_step, config):
+        with jax.profiler.StepTraceAnnotation("train", step_num=state.global_step):
+          global_step_devices, (step_rng, state.train_step_rng) = next_device_state(
+              global_step_devices, state.train_step_rng, host_ids)
+          scalars = self.step(global_step=global_step_devices, rng=step_rng, writer=writer)
+          t = time.time()
+          state.global_step += 1
         for action in periodic_actions:
           action(t, state.global_step, scalars)
 
   def snapshot_state(self) -> dict[str, Any]:
-    """Returns {checkpoint name: value}: device 0's copy of CHECKPOINT_ATTRS."""
+    """{checkpoint name: value}; device 0's copy of CHECKPOINT_ATTRS."""
     if not self.CHECKPOINT_ATTRS and not self.NON_BROADCAST_CHECKPOINT_ATTRS:
-      logging.log_first_n(
-          logging.WARNING, "%s has neither CHECKPOINT_ATTRS nor "
-          "NON_BROADCAST_CHECKPOINT_ATTRS: your job will not checkpoint any state.", 1,
-          type(self).__name__)
-    snapshot = {name: rng_lib.get_first(getattr(self, attr))
+      logging.warning(
+          "Your experiment's self.CHECKPOINT_ATTRS and self.NON_BROADCAST_CHECKPOINT_ATTRS "
+          "are empty. Your job will not checkpoint any state or parameters.")
+    snapshot = {name: utils.get_first(getattr(self, attr))
                 for attr, name in self.CHECKPOINT_ATTRS.items()}
     snapshot.update({name: getattr(self, attr)
                      for attr, name in self.NON_BROADCAST_CHECKPOINT_ATTRS.items()})
@@ -88,13 +103,15 @@ class AbstractExperiment(abc.ABC):
 
   def restore_from_snapshot(self, snapshot: dict[str, Any]) -> None:
     """Sets the attributes from a snapshot, re-broadcasting CHECKPOINT_ATTRS."""
-    for attr, name in self.CHECKPOINT_ATTRS.items():
-      # Drop the old device buffers first, so the new ones don't fragment memory.
+    # Drop every old device buffer first, so the new ones don't fragment memory.
+    for attr in list(self.CHECKPOINT_ATTRS) + list(self.NON_BROADCAST_CHECKPOINT_ATTRS):
       if hasattr(self, attr):
         delattr(self, attr)
-      setattr(self, attr, rng_lib.bcast_local_devices(snapshot[name]))
+    for attr, name in self.CHECKPOINT_ATTRS.items():
+      setattr(self, attr, utils.bcast_local_devices(snapshot[name]))
     for attr, name in self.NON_BROADCAST_CHECKPOINT_ATTRS.items():
       setattr(self, attr, snapshot[name])
 
   def on_new_best_model(self, best_state: Any) -> None:
-    """Called before each "best" checkpoint save; may change `best_state`."""
+    """Called before each "best" checkpoint save, with `global_step` and
+    `best_eval_metric_value` already set; may add to `best_state`."""

@@ -14,20 +14,23 @@ evaluator in the main thread; both experiments get that mode string).
 import ast
 import concurrent.futures
 import contextlib
-import pdb
-import sys
 import threading
 from typing import Any, Callable
 
 from absl import flags
 from absl import logging
-import jax
 from ml_collections import config_flags
 
 from paxml.experiment_api import base_config
 from paxml.experiment_api import checkpointer as checkpointer_lib
 from paxml.experiment_api import train
+from paxml.experiment_api import utils
 from paxml.experiment_api import writers
+
+# JAXline's platform module offers these too.
+TensorBoardLogger = writers.TensorBoardLogger
+create_checkpointer = checkpointer_lib.create_checkpointer
+create_writer = writers.create_writer
 
 FLAGS = flags.FLAGS
 _CONFIG = config_flags.DEFINE_config_file(
@@ -35,21 +38,6 @@ _CONFIG = config_flags.DEFINE_config_file(
     "override fields with --config.<field>=<value>.")
 _MODE = flags.DEFINE_string("jaxline_mode", "train",
                             "train, eval* (e.g. eval, eval_test) or train_eval_multithreaded.")
-_POST_MORTEM = flags.DEFINE_bool("jaxline_post_mortem", False,
-                                 "On an exception, enter the debugger at the failure.")
-_DISABLE_PMAP_JIT = flags.DEFINE_bool(
-    "jaxline_disable_pmap_jit", False, "Run jit and pmap uncompiled, op by op, to debug.")
-
-
-@contextlib.contextmanager
-def _maybe_disable_jit(disable: bool):
-  if disable:
-    with jax.disable_jit():
-      yield
-  else:
-    yield
-
-
 def _parse_override(text: str, current: Any) -> Any:
   if isinstance(current, bool) or text.lower() in ("true", "false"):
     return text.lower() in ("true", "1")
@@ -71,6 +59,8 @@ def _ensure_flags_parsed(argv: list[str]) -> list[tuple[str, str]]:
   would reject them (JAXline issue #9). Unregistered overrides are therefore
   taken out here and applied to the loaded config by `_apply_overrides`.
   """
+  if argv and argv[0].startswith("-"):
+    argv = ["jaxline"] + argv  # Called with sys.argv[1:]: no program name.
   overrides, rest = [], []
   for arg in argv[1:]:
     name, eq, value = arg.lstrip("-").partition("=")
@@ -96,18 +86,17 @@ def _apply_overrides(config: Any, overrides: list[tuple[str, str]]) -> None:
       node[leaf] = _parse_override(text, node[leaf])
 
 
+@utils.debugger_fallback
 def main(experiment_class: type, argv: list[str],
          checkpointer_factory: Callable[[Any, str], Any] = checkpointer_lib.create_checkpointer,
          writer_factory: Callable[[Any, str], Any] = writers.create_writer) -> None:
-  """Runs the mode given by --jaxline_mode on the --config experiment."""
+  """Runs the mode given by --jaxline_mode on the --config experiment.
+
+  --jaxline_post_mortem opens pdb on an exception; --jaxline_disable_pmap_jit
+  runs the drivers without compilation (both defined in `utils`).
+  """
   overrides = _ensure_flags_parsed(list(argv))
-  try:
-    with _maybe_disable_jit(_DISABLE_PMAP_JIT.value):
-      _run(experiment_class, checkpointer_factory, writer_factory, overrides)
-  except Exception:  # pylint: disable=broad-except
-    if not _POST_MORTEM.value:
-      raise
-    pdb.post_mortem(sys.exc_info()[2])
+  _run(experiment_class, checkpointer_factory, writer_factory, overrides)
 
 
 def _run(experiment_class, checkpointer_factory, writer_factory, overrides) -> None:
@@ -131,7 +120,7 @@ def _run(experiment_class, checkpointer_factory, writer_factory, overrides) -> N
       def train_then_signal():
         try:
           train.train(experiment_class, config, checkpointer_factory(config, "train"),
-                      writer_factory(config, "train"), mode=mode)
+                      writer_factory(config, "train"))
         finally:
           stop.set()
       future = pool.submit(train_then_signal)

@@ -79,8 +79,10 @@ class PlatformFlagsTest(absltest.TestCase):
     self._main("--jaxline_disable_pmap_jit")
     self.assertEqual(_Recorder.traced_in_python, [True, True])  # eager: concrete values
 
-  def test_post_mortem_opens_the_debugger_at_the_failure_instead_of_raising(self):
-    with mock.patch("pdb.post_mortem") as post_mortem:
+  def test_post_mortem_opens_the_debugger_at_the_failure_then_raises(self):
+    # As JAXline: pdb first, then the exception still ends the program.
+    with mock.patch("pdb.post_mortem") as post_mortem, \
+        self.assertRaisesRegex(RuntimeError, "deliberate failure at step 1"):
       self._main("--config.experiment_kwargs.fail_at=1", "--jaxline_post_mortem")
     post_mortem.assert_called_once()
     (traceback,), _ = post_mortem.call_args

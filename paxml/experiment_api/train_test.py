@@ -103,7 +103,7 @@ class TrainTest(parameterized.TestCase):
 
   def test_step_numbering_actions_and_final_save(self):
     ckpt, writer = DummyCheckpoint(), RecordingWriter()
-    with mock.patch.object(train, "rendezvous") as rendezvous:
+    with mock.patch.object(train.utils, "rendezvous") as rendezvous:
       train.train(DummyExperiment, _config(), ckpt, writer)
     exp = ckpt.states["latest"].experiment_module
     self.assertEqual(exp.steps_seen, list(range(12)))  # The first step sees 0.
@@ -119,7 +119,7 @@ class TrainTest(parameterized.TestCase):
   @parameterized.parameters(1, 4)
   def test_train_step_rng(self, steps):
     ckpt = DummyCheckpoint()
-    with mock.patch.object(train, "rendezvous"):
+    with mock.patch.object(train.utils, "rendezvous"):
       train.train(DummyExperiment, _config(training_steps=steps), ckpt, RecordingWriter())
     exp = ckpt.states["latest"].experiment_module
     self.assertLen(exp.step_rngs, steps)
@@ -131,7 +131,7 @@ class TrainTest(parameterized.TestCase):
 
   def test_same_device_mode_gives_equal_keys_across_devices(self):
     ckpt = DummyCheckpoint()
-    with mock.patch.object(train, "rendezvous"):
+    with mock.patch.object(train.utils, "rendezvous"):
       train.train(DummyExperiment, _config(training_steps=2,
                                            random_mode_train="same_host_same_device"),
                   ckpt, RecordingWriter())
@@ -143,7 +143,7 @@ class TrainTest(parameterized.TestCase):
     ckpt = DummyCheckpoint()
     clock = iter(np.arange(1000.0, 2000.0, 7.0))  # Each step takes 7 s.
     fake_time = types.SimpleNamespace(time=lambda: float(next(clock)))
-    with mock.patch.object(train, "rendezvous"), \
+    with mock.patch.object(train.utils, "rendezvous"), \
         mock.patch.object(train, "time", fake_time), \
         mock.patch.object(experiment, "time", fake_time):
       train.train(DummyExperiment, _config(interval_type="secs", save_checkpoint_interval=20,
@@ -154,7 +154,7 @@ class TrainTest(parameterized.TestCase):
 
   def test_resumes_from_latest_and_initial_checkpoint(self):
     ckpt = DummyCheckpoint(restorable=True)  # restore bumps global_step 0 -> 1.
-    with mock.patch.object(train, "rendezvous"):
+    with mock.patch.object(train.utils, "rendezvous"):
       train.train(DummyExperiment, _config(save_initial_train_checkpoint=True), ckpt,
                   RecordingWriter())
     exp = ckpt.states["latest"].experiment_module

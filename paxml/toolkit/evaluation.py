@@ -1,4 +1,5 @@
-"""Evaluation: results as a monoid, tasks, lock-step loops, cron actions.
+"""Evaluation: results as a monoid, tasks, lock-step loops, cron actions
+(bobbin's `evaluation`).
 
   EvalResults: a flax PyTreeNode the user subclasses; `reduce(other)` merges
     two batches' results, `is_better_than(other)` ranks them for keep-best,
@@ -12,230 +13,249 @@
     join) until every host is out, then the hosts' results are reduced.
   SampledSet: a fixed-size uniform random sample (e.g. example outputs).
   RunEval / RunEvalKeepBest: cron actions; keep-best saves the best train
-    state with its results as JSON metadata and reloads them after a restart.
+    state in `dest_path` and its results as `dest_path/results.json`, and
+    re-reads that file after a restart.
 """
 
-from collections.abc import Callable, Iterable, Mapping
-import dataclasses
-import random
+import collections.abc
+from collections.abc import Callable, Iterable, Iterator, Mapping
+import logging
+import os
 from typing import Any, Generic, TypeVar
 
-from absl import logging
+from etils import epath
 import flax.struct
 import jax
 import numpy as np
 
-from paxml import summaries
-from paxml.toolkit import pmap_utils
+from paxml.toolkit import checkpoint_store
+from paxml.toolkit import pmap_util
+from paxml.toolkit import pytypes
+from paxml.toolkit import tensorboard
 from paxml.toolkit import training
-from paxml.toolkit import var_utils
+from paxml.toolkit.var_util import read_pytree_json_file
+from paxml.toolkit.var_util import write_pytree_json_file
 
-BatchGen = Callable[[], Iterable[Any]]
 T = TypeVar("T")
+Batch = pytypes.Batch
+BatchGen = pytypes.BatchGen
+TrainState = training.TrainState
 
 
 class EvalResults(flax.struct.PyTreeNode):
-  """Metrics accumulated over batches; subclasses add fields and `reduce`."""
-
-  def reduce(self, other: "EvalResults") -> "EvalResults":
-    raise NotImplementedError(f"{type(self).__name__} must implement reduce(other).")
-
-  def is_better_than(self, other: "EvalResults") -> bool:
-    raise NotImplementedError(
-        f"{type(self).__name__} must implement is_better_than(other) to keep the best "
-        "checkpoint.")
-
-  def write_to_tensorboard(self, current_train_state: Any, writer: Any) -> None:
-    """Writes the metrics; the default writes nothing."""
-    del current_train_state, writer
+  """Evaluation metrics; subclasses add fields and implement `reduce`."""
 
   def to_log_message(self) -> str:
-    return repr(self)
+    return str(self)
+
+  def reduce(self, other: "EvalResults") -> "EvalResults":
+    """Returns the results of both `self`'s and `other`'s batches."""
+    raise NotImplementedError(f"{type(self).__name__} must implement reduce(other).")
 
   def unshard_and_reduce(self) -> "EvalResults":
-    """Reduces a result whose leaves have a leading device axis."""
-    shards = pmap_utils.unshard(self)
-    if not shards:
-      return self
-    result = shards[0]
-    for s in shards[1:]:
-      result = result.reduce(s)
-    return result
+    """Folds a result with a leading device axis (from pmap) by `reduce`."""
+    first, *rest = pmap_util.unshard(self)
+    for other in rest:
+      first = first.reduce(other)
+    return first
+
+  def is_better_than(self, other: "EvalResults") -> bool:
+    """Whether `self` beats `other` (used by keep-best)."""
+    raise NotImplementedError("For comparing results, implement `EvalResults.is_better_than`")
+
+  def write_to_tensorboard(self, current_train_state: Any, writer: Any) -> None:
+    """Writes these results to `writer` (used by MultiDirectorySummaryWriter)."""
+    raise NotImplementedError(
+        "`EvalResults` is instructed to publish to TensorBoard. However, "
+        f"`EvalResults.write_to_tensorboard` is not overridden in the subclass ({type(self)})")
+
+
+EvalResultProcessorFn = Callable[[dict[str, EvalResults], Any], Any]
 
 
 class EvalTask:
-  """What to evaluate; subclasses implement `create_eval_results`, `evaluate`."""
+  """How to evaluate: the zero results, one batch's results, the final touch."""
 
   def create_eval_results(self, dataset_name: str) -> EvalResults:
     raise NotImplementedError(f"{type(self).__name__} must implement create_eval_results.")
 
-  def evaluate(self, batch: Any, *args: Any) -> EvalResults:
-    """Returns the results of one batch. `batch` is None on a host that ran out
-    of batches while others have not; return a result that `reduce` ignores
-    (it is discarded), but run the same collectives."""
+  def evaluate(self, batch: Batch, *args: Any, **kwargs: Any) -> EvalResults:
     raise NotImplementedError(f"{type(self).__name__} must implement evaluate(batch, ...).")
 
-  def finalize_eval_results(self, results: EvalResults) -> EvalResults:
-    return results
+  def finalize_eval_results(self, metrics: EvalResults) -> EvalResults:
+    return metrics
 
-  def make_cron_action(self, eval_batch_gens: Mapping[str, BatchGen], *,
-                       tensorboard_root_path: str | None = None) -> "RunEval":
-    return RunEval(self, eval_batch_gens, tensorboard_root_path=tensorboard_root_path)
-
-
-def _any_process_active(active: bool) -> bool:
-  flags = pmap_utils.gather_from_jax_processes(np.asarray(active, np.int32))
-  return bool(np.any(flags))
+  def make_cron_action(self, batch_gens: Mapping[str, BatchGen], *,
+                       tensorboard_root_path: Any = None) -> "RunEval":
+    """A cron action evaluating every dataset of `batch_gens`."""
+    return RunEval(self, batch_gens, tensorboard_root_path=tensorboard_root_path)
 
 
-def _reduce_across_processes(results: EvalResults) -> EvalResults:
-  if jax.process_count() == 1:
-    return results
-  # One result per process along a new leading axis, folded like per-device results.
-  return pmap_utils.gather_from_jax_processes(results).unshard_and_reduce()
-
-
-def eval_batches(eval_task: EvalTask, dataset_name: str, batches: Iterable[Any],
-                 *args: Any) -> EvalResults:
-  """Reduces `evaluate` over `batches`, in lock-step with the other processes."""
-  results = eval_task.create_eval_results(dataset_name)
-  iterator = iter(batches)
+def eval_batches(eval_task: EvalTask, dataset_name: str, batches: Iterable[Batch],
+                 *args: Any, **kwargs: Any) -> EvalResults:
+  """Reduces `eval_task.evaluate` over `batches` (lock-step across processes)."""
+  metrics = eval_task.create_eval_results(dataset_name)
+  batches = iter(batches)
   multi_process = jax.process_count() > 1
-  active = True
   while True:
-    batch = next(iterator, None) if active else None
-    active = batch is not None
+    try:
+      batch, active = next(batches), True
+    except StopIteration:
+      batch, active = None, False
     if multi_process:
-      if not _any_process_active(active):
+      if not np.asarray(pmap_util.gather_from_jax_processes(active)).any():
         break
     elif not active:
       break
-    batch_results = eval_task.evaluate(batch, *args)
-    if not isinstance(batch_results, EvalResults):
-      raise TypeError(
-          f"{type(eval_task).__name__}.evaluate must return an EvalResults, got "
-          f"{type(batch_results).__name__}.")
+    result = eval_task.evaluate(batch, *args, **kwargs)
     if active:
-      results = results.reduce(batch_results)
-  return eval_task.finalize_eval_results(_reduce_across_processes(results))
+      if not isinstance(result, type(metrics)):
+        raise TypeError(
+            f"`eval_task.evaluate` returned {type(result)}. It must be compatible with the "
+            f"return type of `eval_task.create_eval_results ({type(metrics)}).")
+      metrics = metrics.reduce(result)
+  if multi_process:
+    for process, other in enumerate(pmap_util.gather_from_jax_processes(metrics)):
+      if process != jax.process_index():
+        metrics = metrics.reduce(other)
+  return eval_task.finalize_eval_results(metrics)
 
 
-def eval_datasets(eval_task: EvalTask, batch_gens: Mapping[str, BatchGen],
-                  *args: Any) -> dict[str, EvalResults]:
-  """Runs `eval_batches` on each dataset; a batch gen is a nullary function."""
-  return {name: eval_batches(eval_task, name, gen(), *args)
-          for name, gen in batch_gens.items()}
-
-
-class SampledSet(Generic[T]):
-  """An immutable uniform random sample of at most `max_size` elements.
-
-  Each element gets a random priority; the set keeps the `max_size` highest,
-  so the union of two samples is a sample of the union.
-  """
-
-  def __init__(self, max_size: int, items: tuple[tuple[float, T], ...] = (),
-               seed: int | None = None):
-    self.max_size = max_size
-    self._items = tuple(sorted(items, key=lambda p: p[0], reverse=True)[:max_size])
-    self._rng = random.Random(seed)
-
-  def add(self, value: T) -> "SampledSet[T]":
-    return SampledSet(self.max_size, self._items + ((self._rng.random(), value),),
-                      seed=self._rng.random())
-
-  def union(self, other: "SampledSet[T]") -> "SampledSet[T]":
-    return SampledSet(self.max_size, self._items + other._items, seed=self._rng.random())
-
-  def __iter__(self):
-    return iter([v for _, v in self._items])
-
-  def __len__(self) -> int:
-    return len(self._items)
-
-  def __repr__(self) -> str:
-    return f"SampledSet({list(self)!r}, max_size={self.max_size})"
-
-
-ResultProcessor = Callable[[dict[str, EvalResults], Any], Any]
+def eval_datasets(eval_task: EvalTask, batch_gens: Mapping[str, BatchGen], *args: Any,
+                  **kwargs: Any) -> dict[str, EvalResults]:
+  """`eval_batches` over each dataset: {name: results}."""
+  results = {}
+  for name, batch_gen in batch_gens.items():
+    logging.info("Start evaluation process over %s", name)
+    results[name] = eval_batches(eval_task, name, batch_gen(), *args, **kwargs)
+  return results
 
 
 class RunEval:
-  """A cron action: evaluate `train_state.model_vars` on every dataset."""
+  """A cron action evaluating `train_state.model_vars` on every dataset."""
 
-  def __init__(self, eval_task: EvalTask, eval_batch_gens: Mapping[str, BatchGen], *,
-               tensorboard_root_path: str | None = None):
-    self.eval_task = eval_task
-    self.eval_batch_gens = dict(eval_batch_gens)
-    self._processors: list[ResultProcessor] = []
-    self.writer = None
+  def __init__(self, eval_task: EvalTask, eval_batch_gens: Mapping[str, BatchGen],
+               tensorboard_root_path: Any = None):
+    self._eval_task = eval_task
+    self._eval_batch_gens = eval_batch_gens
+    self._result_processors: list[EvalResultProcessorFn] = []
     if tensorboard_root_path is not None:
-      self.writer = summaries.MultiDirectorySummaryWriter(tensorboard_root_path)
-      self.add_result_processor(self.writer.as_result_processor())
+      writer = tensorboard.MultiDirectorySummaryWriter(tensorboard_root_path,
+                                                       keys=eval_batch_gens.keys())
+      self.add_result_processor(writer.as_result_processor())
 
-  def add_result_processor(self, processor: ResultProcessor) -> "RunEval":
-    """Calls `processor(results_by_dataset, train_state)` after each eval."""
-    self._processors.append(processor)
-    return self
-
-  def keep_best_checkpoint(self, tune_on: str, dest_path: str) -> "RunEvalKeepBest":
-    return RunEvalKeepBest(self, tune_on=tune_on, dest_path=dest_path)
-
-  def __call__(self, train_state: Any, *args, **kwargs) -> dict[str, EvalResults]:
-    del args, kwargs
-    results = eval_datasets(self.eval_task, self.eval_batch_gens, train_state.model_vars)
+  def __call__(self, train_state: Any, **unused_kwargs: Any) -> dict[str, EvalResults]:
+    if not isinstance(train_state, TrainState):
+      raise ValueError("`RunEval` action must be used with `bobbin.TrainState` "
+                       "(paxml.toolkit.TrainState).")
+    results = eval_datasets(self._eval_task, self._eval_batch_gens, train_state.model_vars)
     for name, r in results.items():
-      logging.info("eval on %s at step %d: %s", name, int(np.asarray(train_state.step)),
-                   r.to_log_message())
-    for processor in self._processors:
-      processor(results, train_state)
-    if self.writer is not None:
-      self.writer.flush()
+      logging.info("Evaluation results for dataset=%s @step=%d\n%s", name,
+                   int(np.asarray(train_state.step)), r.to_log_message())
+    for process in self._result_processors:
+      process(results, train_state)
     return results
 
+  def keep_best_checkpoint(self, tune_on: str, dest_path: Any) -> "RunEvalKeepBest":
+    return RunEvalKeepBest(self, tune_on, dest_path)
 
-@dataclasses.dataclass
-class KeepBestOutcome:
-  results: dict[str, EvalResults]
-  is_new_best: bool
+  def add_result_processor(self, f: EvalResultProcessorFn) -> "RunEval":
+    self._result_processors.append(f)
+    return self
+
+
+class RunEvalKeepBestResult(flax.struct.PyTreeNode):
+  """What `RunEvalKeepBest` returns."""
+
+  eval_results: dict[str, EvalResults]
+  current_best: EvalResults | None
+  saved_train_state: Any
 
 
 class RunEvalKeepBest:
-  """Runs `run_eval`; when `tune_on`'s results beat the best, saves the state.
+  """Runs an eval action and keeps the train state of the best results.
 
-  The best state goes to `dest_path/checkpoint_%08d` (one kept) with the
-  results as JSON metadata, so a restarted job reloads the best results and
-  keeps comparing against them. Only the leader process does I/O.
+  The best state is `dest_path/checkpoint_<step>` (only the newest kept) and
+  its results `dest_path/results.json`; after a restart the first call
+  re-reads that file, so a worse result does not replace the saved best.
+  Only process 0 reads or writes.
   """
 
-  def __init__(self, run_eval: RunEval, *, tune_on: str, dest_path: str):
-    if tune_on not in run_eval.eval_batch_gens:
-      raise ValueError(f"tune_on={tune_on!r} is not an eval dataset; datasets are "
-                       f"{sorted(run_eval.eval_batch_gens)}.")
-    self.run_eval = run_eval
-    self.tune_on = tune_on
-    self.dest_path = dest_path
-    self.best_results: EvalResults | None = None
-    # A leader-only saver: the other processes keep their best results in memory.
-    self._saver = training.SaveCheckpoint(dest_path, max_to_keep=1)
-    saved = self._saver.read_metadata()
-    if saved is not None:
-      template = run_eval.eval_task.create_eval_results(tune_on)
-      self.best_results = var_utils.parse_pytree_json(saved, template)
-      logging.info("Best %s results so far (from %s): %s", tune_on, dest_path,
-                   self.best_results.to_log_message())
+  def __init__(self, run_eval_action: Callable[..., dict[str, EvalResults]], tune_on: str,
+               dest_path: Any):
+    self._run_eval_action = run_eval_action
+    self._tune_on = tune_on
+    self._dest_path = epath.Path(dest_path)
+    self._results_path = self._dest_path / "results.json"
+    self._current_best = None
+    self._store = None
 
-  def __call__(self, train_state: Any, *args, **kwargs) -> KeepBestOutcome:
-    results = self.run_eval(train_state, *args, **kwargs)
-    current = results[self.tune_on]
-    is_new_best = self.best_results is None or current.is_better_than(self.best_results)
-    if is_new_best:
-      self.best_results = current
-      self._saver.save(train_state, metadata=var_utils.dump_pytree_json(current))
-    return KeepBestOutcome(results=results, is_new_best=bool(is_new_best))
+  def _save_state(self, train_state: Any) -> None:
+    if self._store is None:
+      self._store = checkpoint_store.Store(os.fspath(self._dest_path), max_to_keep=1)
+    self._store.save(int(np.asarray(train_state.step)), train_state)
+
+  def __call__(self, train_state: Any, **kwargs: Any) -> RunEvalKeepBestResult:
+    results = self._run_eval_action(train_state, **kwargs)
+    result = results[self._tune_on]
+    saved = None
+    if self._current_best is None and jax.process_index() == 0:
+      try:
+        self._current_best = read_pytree_json_file(self._results_path, result)
+      except Exception:  # pylint: disable=broad-except
+        self._current_best = None  # No (readable) earlier best.
+    if self._current_best is None or result.is_better_than(self._current_best):
+      self._current_best = result
+      if jax.process_index() == 0:
+        self._save_state(train_state)
+        write_pytree_json_file(self._results_path, result)
+      saved = train_state
+    return RunEvalKeepBestResult(eval_results=results, current_best=self._current_best,
+                                 saved_train_state=saved)
 
   def wait_until_finished(self) -> None:
-    self._saver.wait_until_finished()
+    if self._store is not None:
+      self._store.wait_until_finished()
 
-  def close(self) -> None:
-    self._saver.close()
+
+class SampledSet(collections.abc.Collection, Generic[T], flax.struct.PyTreeNode):
+  """An immutable uniform random sample of at most `max_size` added elements.
+
+  Each element gets a random priority; the `max_size` lowest are kept.
+  `union` takes another SampledSet (keeping its priorities) or any iterable.
+  """
+
+  max_size: int
+  values: tuple[Any, ...] = ()
+  priorities: tuple[float, ...] = ()
+
+  def __contains__(self, q: Any) -> bool:
+    return q in self.values
+
+  def __iter__(self) -> Iterator[Any]:
+    return iter(self.values)
+
+  def __len__(self) -> int:
+    return len(self.values)
+
+  def _draw_priority(self, x: Any) -> float:
+    del x
+    return np.random.uniform()
+
+  def _keep_lowest(self, pairs: list[tuple[Any, float]]) -> "SampledSet":
+    pairs = sorted(pairs, key=lambda p: p[1])[:self.max_size]
+    return self.replace(values=tuple(v for v, _ in pairs),
+                        priorities=tuple(p for _, p in pairs))
+
+  def add(self, x: Any) -> "SampledSet":
+    """Returns this set with `x` added."""
+    return self._keep_lowest(list(zip(self.values, self.priorities))
+                             + [(x, self._draw_priority(x))])
+
+  def union(self, iterable: Iterable[Any]) -> "SampledSet":
+    """Returns the union with another SampledSet or with any iterable."""
+    if isinstance(iterable, SampledSet):
+      other = list(zip(iterable.values, iterable.priorities))
+    else:
+      other = [(x, self._draw_priority(x)) for x in iterable]
+    return self._keep_lowest(list(zip(self.values, self.priorities)) + other)

@@ -1,43 +1,46 @@
-"""Train state, train tasks and the step-function builder (bobbin's training).
+"""Train state, train tasks and the step-function builder (bobbin's `training`).
 
   TrainState: flax's TrainState plus `extra_vars` (every non-params
-    collection, e.g. batch_stats and sown "tensorboard" summaries);
+    collection: batch_stats, the sown "tensorboard" summaries, ...);
     `model_vars` is what `model.apply` takes.
   BaseTrainTask: override `compute_loss(params, batch, *, extra_vars,
-    prng_key, step) -> (loss, (mutated_vars, aux))`.
+    prng_key, step) -> (loss, (mutated_vars, aux))`; optionally
+    `reduce_extra_vars` (cross-device sync of mutated collections) and
+    `write_trainer_log`.
   TrainTask(model, example_args, example_kwargs, required_rngs): adds the
-    model, `get_rng_dict` and `initialize_train_state` (restores the latest
-    checkpoint in `checkpoint_path` when there is one).
+    flax model, `get_rng_dict` and `initialize_train_state`.
   TrainingStepFnBuilder: `task.make_training_step_fn().jit()` or
-    `.pmap("batch")`; call it as `step_fn(state, batch, rng)` ->
-    `(state, StepInfo)`. In both modes the mutated collections are written
-    back into `extra_vars` (bobbin's jit path dropped them, so BatchNorm
-    statistics never moved).
+    `.pmap("batch")`; `step_fn(state, batch, rng) -> (state, StepInfo)`.
+    Mutated collections are written back in every mode (bobbin dropped them
+    outside pmap, so BatchNorm statistics never moved under jit).
   Cron actions: `make_checkpoint_saver`, `make_log_writer`,
-  `make_training_progress_publisher` (PublishTrainingProgress).
+    `make_training_progress_publisher` (PublishTrainingProgress).
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping
 import dataclasses
 import functools
-import logging as py_logging
+import logging
+import os
 import time
 from typing import Any
 
-from absl import logging
 import flax.struct
 import flax.training.train_state
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 
-from paxml import checkpoints
-from paxml import summaries
-from paxml.toolkit import crontab
-from paxml.toolkit import pmap_utils
-from paxml.toolkit import summary
+from paxml.toolkit import checkpoint_store
+from paxml.toolkit import pmap_util
+from paxml.toolkit import pytypes
+from paxml.toolkit import tensorboard
 
-VarCollection = dict[str, Any]
+Batch = pytypes.Batch
+Parameter = pytypes.Parameter
+VarCollection = pytypes.VarCollection
+Action = Callable[..., Any]
 
 
 class TrainState(flax.training.train_state.TrainState):
@@ -45,274 +48,321 @@ class TrainState(flax.training.train_state.TrainState):
 
   extra_vars: VarCollection = flax.struct.field(default_factory=dict)
 
+  @classmethod
+  def create(cls, *, apply_fn: Callable | None, params: Any,
+             tx: optax.GradientTransformation, **kwargs: Any) -> "TrainState":
+    """flax's `create`, also for params that are not a dict (an array, None).
+
+    flax >= 0.8 looks for its OVERWRITE_WITH_GRADIENT collection in `params`
+    and so rejects an array or None; bobbin allowed any tree.
+    """
+    if isinstance(params, Mapping):
+      return super().create(apply_fn=apply_fn, params=params, tx=tx, **kwargs)
+    return cls(step=0, apply_fn=apply_fn, params=params, tx=tx,
+               opt_state=tx.init(params), **kwargs)
+
+  def apply_gradients(self, *, grads: Any, **kwargs: Any) -> "TrainState":
+    """flax's `apply_gradients`, also for params that are not a dict."""
+    if isinstance(grads, Mapping):
+      return super().apply_gradients(grads=grads, **kwargs)
+    updates, opt_state = self.tx.update(grads, self.opt_state, self.params)
+    return self.replace(step=self.step + 1, params=optax.apply_updates(self.params, updates),
+                        opt_state=opt_state, **kwargs)
+
   @property
   def model_vars(self) -> VarCollection:
-    """`extra_vars` with `params` added: the variables `model.apply` takes."""
-    return {**self.extra_vars, "params": self.params}
+    """`extra_vars` plus `params`: the variables `model.apply` takes."""
+    out = dict(self.extra_vars)
+    out["params"] = self.params
+    return out
 
   def is_replicated_for_pmap(self) -> bool:
-    return crontab.is_replicated(self)
+    """Whether the state has a leading device axis (pmap layout)."""
+    return jnp.ndim(self.step) >= 1
 
 
 class StepInfo(flax.struct.PyTreeNode):
-  """What a training step returns besides the new state."""
+  """What a step returns besides the state: the loss and the loss's aux output."""
 
   loss: Any
   loss_aux_out: Any = None
 
 
-def initialize_train_state(apply_fn: Callable[..., Any], init_model_vars: VarCollection,
-                           tx: optax.GradientTransformation, *,
-                           checkpoint_path: str | None = None) -> TrainState:
-  """Builds a TrainState from `model.init` output; restores from `checkpoint_path`.
-
-  The newest checkpoint in `checkpoint_path` (written by
-  `make_checkpoint_saver`) replaces the fresh values; the fresh state gives
-  the structure, shapes and shardings to restore into.
-  """
-  variables = dict(init_model_vars)
-  params = variables.pop("params")
-  state = TrainState.create(apply_fn=apply_fn, params=params, tx=tx, extra_vars=variables)
-  if checkpoint_path is not None:
-    with checkpoints.TreeCheckpointer(checkpoint_path) as ckpt:
-      restored = ckpt.restore(state)
-    if restored is not None:
-      logging.info("Restored train state of step %d from %s", restored.step, checkpoint_path)
-      state = restored.tree
-  return state
-
-
-class SaveCheckpoint:
-  """A cron action that saves the train state in `directory/checkpoint_%08d`."""
-
-  def __init__(self, directory: str, *, max_to_keep: int | None = None,
-               keep_period: int | None = None, only_leader_process: bool = True):
-    self.directory = directory
-    self._checkpointer = None
-    if summaries.is_leader_process() or not only_leader_process:
-      self._checkpointer = checkpoints.TreeCheckpointer(
-          directory, max_to_keep=max_to_keep, keep_period=keep_period)
-
-  def __call__(self, train_state: TrainState, *args, **kwargs) -> bool:
-    del args, kwargs
-    return self.save(train_state)
-
-  def save(self, train_state: TrainState, *, metadata: Any = None) -> bool:
-    """Saves `train_state` (and JSON-serialisable `metadata`) as its step.
-
-    Returns whether it saved: False in a process that does no I/O, or when
-    the step is already saved.
-    """
-    if self._checkpointer is None:
-      return False
-    return self._checkpointer.save(int(np.asarray(train_state.step)), train_state,
-                                   metadata=metadata)
-
-  def read_metadata(self) -> Any:
-    """The newest checkpoint's metadata; None without one, or in a process that does no I/O."""
-    return None if self._checkpointer is None else self._checkpointer.read_metadata()
-
-  def wait_until_finished(self) -> None:
-    if self._checkpointer is not None:
-      self._checkpointer.wait_until_finished()
-
-  def close(self) -> None:
-    if self._checkpointer is not None:
-      self._checkpointer.close()
-
-
-class WriteLog:
-  """A cron action logging `@step=N, loss=L` (loss averaged over devices)."""
-
-  def __init__(self, logger: Any = logging, loglevel: int = py_logging.INFO):
-    self._logger = logger
-    self._level = loglevel
-
-  def __call__(self, train_state, *args, step_info: StepInfo, **kwargs) -> str:
-    del args, kwargs
-    message = "@step=%d, loss=%f" % (int(np.asarray(train_state.step)),
-                                    float(np.mean(np.asarray(step_info.loss))))
-    self._logger.log(self._level, message)
-    return message
-
-
-class PublishTrainingProgress:
-  """A cron action writing `trainer/steps_per_sec` and the sown summaries.
-
-  Steps per second are measured between two calls (the first call only starts
-  the clock). Summaries are every `PublishableSummary` in the listed
-  `extra_vars` collections.
-  """
-
-  def __init__(self, writer: Any, summary_collections: Sequence[str] = ("tensorboard",),
-               clock: Callable[[], float] | None = None):
-    self._writer = writer
-    self._collections = tuple(summary_collections)
-    self._clock = clock or (lambda: time.time())  # Patchable time.time.
-    self._last: tuple[float, int] | None = None
-
-  def __call__(self, train_state, *args, **kwargs) -> dict[str, float]:
-    del args, kwargs
-    step = int(np.asarray(train_state.step))
-    now = self._clock()
-    written = {}
-    if self._last is not None and now > self._last[0]:
-      written["trainer/steps_per_sec"] = (step - self._last[1]) / (now - self._last[0])
-      self._writer.scalar("trainer/steps_per_sec", written["trainer/steps_per_sec"], step)
-    self._last = (now, step)
-    for name in self._collections:
-      if name in train_state.extra_vars:
-        summary.publish_train_intermediates(self._writer, train_state.extra_vars[name], step)
-    return written
-
-
 @dataclasses.dataclass(frozen=True)
 class TrainingStepFnBuilder:
-  """Builds `step(state, batch, rng) -> (state, StepInfo)`; compiled on first call.
+  """Lazily built `step(train_state, batch, prng_key) -> (state, StepInfo)`.
 
-  Immutable: `.jit()` and `.pmap(axis_name)` return configured copies. Under
-  pmap the state must be replicated (`pmap_utils.replicate`); the batch is
-  split across local devices ("shard") and the key split per device ("rng").
+  Immutable: `.jit()` and `.pmap(axis_name)` return configured copies; the
+  function is compiled on the first call. Under pmap the state must be
+  replicated; the batch is split across local devices and the key split
+  per device.
   """
 
-  task: "BaseTrainTask"
-  pmap_axis_name: str | None = None
-  use_jit: bool = False
-  donate_train_state: bool = False
-
-  def jit(self, *, donate_train_state: bool = False) -> "TrainingStepFnBuilder":
-    return dataclasses.replace(self, use_jit=True, pmap_axis_name=None,
-                               donate_train_state=donate_train_state)
-
-  def pmap(self, axis_name: str) -> "TrainingStepFnBuilder":
-    return dataclasses.replace(self, pmap_axis_name=axis_name, use_jit=False)
+  compute_loss_fn: Callable[..., Any]
+  reduce_extra_vars_fn: Callable[..., Any]
+  do_jit: bool = False
+  static_argnums: tuple[int, ...] = ()
+  backend: str | None = None
+  devices: list[Any] | None = None
+  donate_argnums: tuple[int, ...] = ()
+  pmap_axis_name: Any = None
 
   def make_base_step_fn(self) -> Callable[..., tuple[TrainState, StepInfo]]:
     """The uncompiled step: gradient, cross-device mean, update, extra_vars."""
-    task, axis = self.task, self.pmap_axis_name
+    axis = self.pmap_axis_name
 
-    def step(train_state: TrainState, batch: Any, rng: jax.Array):
-      def loss_fn(params):
-        return task.compute_loss(params, batch, extra_vars=train_state.extra_vars,
-                                 prng_key=rng, step=train_state.step)
-      (loss, (mutated, aux)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-          train_state.params)
+    def step(train_state: TrainState, batch: Batch, prng_key: jax.Array):
       if axis is not None:
-        grads = jax.lax.pmean(grads, axis)
+        try:
+          jax.lax.axis_index(axis)
+        except NameError:
+          raise ValueError(
+              f"training step function is configured to use pmap_axis_name={axis}, but is "
+              "called outside of a pmap context. If you do not intend to perform "
+              "multi-device parallelization, do not call `TrainingStepFnBuilder.pmap`"
+          ) from None
+      (loss, (mutated, aux)), grads = jax.value_and_grad(self.compute_loss_fn, has_aux=True)(
+          train_state.params, batch, extra_vars=train_state.extra_vars,
+          prng_key=prng_key, step=train_state.step)
+      if axis is not None:
+        grads = jax.lax.pmean(grads, axis_name=axis)
+      train_state = train_state.apply_gradients(grads=grads)
       extra_vars = dict(train_state.extra_vars)
-      # Every mutated collection is kept, jit or pmap alike.
       for name, tree in (mutated or {}).items():
-        if name != "params":
-          extra_vars[name] = task.reduce_extra_vars(name, tree, axis_name=axis)
-      new_state = train_state.apply_gradients(grads=grads).replace(extra_vars=extra_vars)
-      return new_state, StepInfo(loss=loss, loss_aux_out=aux)
+        if name == "params":
+          continue
+        # Written back under jit too (bobbin kept them only under pmap).
+        extra_vars[name] = (tree if axis is None
+                            else self.reduce_extra_vars_fn(name, tree, axis_name=axis))
+      return train_state.replace(extra_vars=extra_vars), StepInfo(loss=loss, loss_aux_out=aux)
 
     return step
+
+  def pmap(self, axis_name: Any) -> "TrainingStepFnBuilder":
+    if axis_name is None:
+      raise ValueError("axis_name for `pmap` cannot be None.")
+    return dataclasses.replace(self, pmap_axis_name=axis_name)
+
+  def jit(self) -> "TrainingStepFnBuilder":
+    return dataclasses.replace(self, do_jit=True)
 
   @functools.cached_property
   def compiled_fn(self) -> Callable[..., tuple[TrainState, StepInfo]]:
-    step = self.make_base_step_fn()
+    f = self.make_base_step_fn()
     if self.pmap_axis_name is not None:
-      return pmap_utils.tpmap(step, self.pmap_axis_name, ("thru", "shard", "rng"))
-    if self.use_jit:
-      return jax.jit(step, donate_argnums=(0,) if self.donate_train_state else ())
-    return step
+      return pmap_util.tpmap(f, axis_name=self.pmap_axis_name,
+                             argtypes=["thru", "shard", "rng"], devices=self.devices,
+                             backend=self.backend, donate_argnums=self.donate_argnums)
+    if self.do_jit:
+      kwargs = {}
+      if self.devices:
+        kwargs["device"] = self.devices[0]
+      elif self.backend is not None:
+        kwargs["backend"] = self.backend
+      return jax.jit(f, static_argnums=self.static_argnums,
+                     donate_argnums=self.donate_argnums, **kwargs)
+    return f
 
-  def __call__(self, train_state: TrainState, batch: Any, rng: jax.Array):
-    replicated = crontab.is_replicated(train_state)
-    if self.pmap_axis_name is not None and not replicated:
-      raise ValueError(
-          "This step function was built with .pmap(), which needs a train state with a "
-          "leading device axis: call paxml.toolkit.replicate(train_state) first. If you "
-          "don't intend to parallelise over devices, don't call .pmap(); use .jit().")
-    if self.pmap_axis_name is None and replicated:
-      raise ValueError(
-          "The train state is replicated across devices (its step has shape "
-          f"{np.shape(train_state.step)}) but this step function is not pmapped; build it "
-          "with .pmap(axis_name), or unreplicate the state.")
-    return self.compiled_fn(train_state, batch, rng)
+  def __call__(self, *args: Any, **kwargs: Any) -> tuple[TrainState, StepInfo]:
+    return self.compiled_fn(*args, **kwargs)
 
 
-def _pmean_floats(tree: Any, axis_name: str) -> Any:
-  return jax.tree.map(
-      lambda x: jax.lax.pmean(x, axis_name) if jax.numpy.issubdtype(x.dtype, jax.numpy.inexact)
-      else x, tree)
+class PublishTrainingProgress:
+  """A cron action writing `trainer/steps_per_sec` and the sown summaries."""
+
+  def __init__(self, writer: Any, summary_collections: Iterable[str] = ("tensorboard",)):
+    self.writer = writer
+    self.summary_collections = tuple(summary_collections)
+    self.last_fired_time = None
+    self.last_fired_step = None
+
+  def __call__(self, train_state: Any, **unused_kwargs: Any) -> None:
+    if not isinstance(train_state, TrainState):
+      raise ValueError("`PublishTrainingProgress` action must be used with `bobbin.TrainState`"
+                       " (paxml.toolkit.TrainState).")
+    now = time.time()  # Looked up at call time so tests can patch it.
+    if self.last_fired_time is not None:
+      steps_per_sec = (train_state.step - self.last_fired_step) / (now - self.last_fired_time)
+      self.writer.scalar("trainer/steps_per_sec", steps_per_sec, step=train_state.step)
+    for name in self.summary_collections:
+      if name in train_state.extra_vars:
+        tensorboard.publish_train_intermediates(
+            self.writer, train_state.extra_vars[name], train_state.step)
+    self.last_fired_time = now
+    self.last_fired_step = train_state.step
+
+
+class SaveCheckpoint:
+  """A cron action saving the train state as `checkpoint_path/checkpoint_<step>`.
+
+  Saves are asynchronous; `checkpoint_store` waits for them at exit, so the
+  last save of a script survives (bobbin's flax saves were synchronous).
+  Only process 0 writes, as with flax's `save_checkpoint`.
+  """
+
+  def __init__(self, checkpoint_path: Any, save_args: Mapping[str, Any] | None = None):
+    save_args = dict(save_args or {})
+    # flax's save_checkpoint keeps 1 checkpoint by default.
+    self._max_to_keep = save_args.pop("keep", 1)
+    self._keep_period = save_args.pop("keep_every_n_steps", None)
+    save_args.pop("overwrite", None)  # Saving a step that exists is a no-op.
+    if save_args:
+      raise TypeError(f"make_checkpoint_saver got save_args {sorted(save_args)} it does not "
+                      "support; use keep= and keep_every_n_steps=.")
+    self.checkpoint_path = os.fspath(checkpoint_path)
+    self._store = None
+
+  @property
+  def store(self) -> checkpoint_store.Store:
+    if self._store is None:
+      self._store = checkpoint_store.Store(
+          self.checkpoint_path, max_to_keep=self._max_to_keep, keep_period=self._keep_period)
+    return self._store
+
+  def __call__(self, train_state: Any, **unused_kwargs: Any) -> bool:
+    if jax.process_index() != 0:
+      return False
+    return self.store.save(int(np.asarray(train_state.step)), train_state)
+
+  def wait_until_finished(self) -> None:
+    if self._store is not None:
+      self._store.wait_until_finished()
+
+
+def restore_checkpoint(checkpoint_path: Any, target: Any) -> Any:
+  """Returns `target` replaced by the newest checkpoint in `checkpoint_path`.
+
+  `target` unchanged when the directory holds no finished checkpoint.
+  """
+  if checkpoint_path is None or not os.path.exists(checkpoint_path):
+    return target
+  store = checkpoint_store.Store(checkpoint_path, reader_only=True)
+  try:
+    restored = store.restore(target)
+  finally:
+    store.close()
+  if restored is None:
+    return target
+  logging.info("Restored the train state of step %d from %s", restored[0], checkpoint_path)
+  return restored[1]
+
+
+class WriteLog:
+  """A cron action calling `task.write_trainer_log` (default: "@step=N, loss=L")."""
+
+  def __init__(self, task: "BaseTrainTask", logger: logging.Logger | None = None,
+               loglevel: int = logging.INFO):
+    self._task = task
+    self._logger = logging.root if logger is None else logger
+    self._loglevel = loglevel
+
+  def __call__(self, train_state: Any, *, step_info: StepInfo | None = None,
+               **unused_kwargs: Any) -> None:
+    self._task.write_trainer_log(train_state, step_info=step_info, logger=self._logger,
+                                 loglevel=self._loglevel)
 
 
 class BaseTrainTask:
   """What to minimise; subclasses implement `compute_loss`."""
 
-  def compute_loss(self, params: Any, batch: Any, *, extra_vars: VarCollection,
+  def compute_loss(self, params: Parameter, batch: Batch, *, extra_vars: VarCollection,
                    prng_key: jax.Array, step: Any) -> tuple[Any, tuple[VarCollection, Any]]:
     """Returns `(loss, (mutated_vars, aux))` for one (per-device) batch."""
     raise NotImplementedError(
         f"{type(self).__name__} must implement compute_loss(params, batch, *, extra_vars, "
         "prng_key, step) -> (loss, (mutated_vars, aux)).")
 
-  def reduce_extra_vars(self, collection_name: str, tree: Any, *,
-                        axis_name: str | None) -> Any:
-    """Makes a mutated collection identical across devices.
-
-    The default averages floating-point leaves over `axis_name` under pmap
-    (BatchNorm means and summaries) so replicas stay equal, and returns the
-    tree as is otherwise. Override for other reductions.
-    """
-    del collection_name
-    return tree if axis_name is None else _pmean_floats(tree, axis_name)
-
   def make_training_step_fn(self) -> TrainingStepFnBuilder:
-    return TrainingStepFnBuilder(self)
+    """Returns the step builder; configure with `.jit()` or `.pmap(axis)`."""
+    return TrainingStepFnBuilder(compute_loss_fn=self.compute_loss,
+                                 reduce_extra_vars_fn=self.reduce_extra_vars)
 
-  def make_checkpoint_saver(self, directory: str, **kwargs) -> SaveCheckpoint:
-    return SaveCheckpoint(directory, **kwargs)
+  def reduce_extra_vars(self, colname: str, tree: Any, *, axis_name: str) -> Any:
+    """Syncs a mutated collection across devices (called under pmap only).
 
-  def make_log_writer(self, logger: Any = logging,
-                      loglevel: int = py_logging.INFO) -> WriteLog:
-    return WriteLog(logger, loglevel)
+    The default averages the floating-point leaves over `axis_name`
+    (BatchNorm statistics, sown summaries), so replicas stay equal; bobbin's
+    default returned the tree as is and let the replicas drift apart.
+    Override for another reduction.
+    """
+    del colname
+    return jax.tree.map(
+        lambda x: jax.lax.pmean(x, axis_name) if jnp.issubdtype(x.dtype, jnp.inexact) else x,
+        tree)
 
-  def make_training_progress_publisher(
-      self, writer: Any, summary_collections: Sequence[str] = ("tensorboard",),
-      **kwargs) -> PublishTrainingProgress:
-    return PublishTrainingProgress(writer, summary_collections, **kwargs)
+  def write_trainer_log(self, train_state: Any, *, step_info: StepInfo | None,
+                        logger: logging.Logger, loglevel: int) -> None:
+    """Logs "@step=N, loss=L" (loss averaged over devices); override to change."""
+    logger.log(loglevel, "@step=%d, loss=%f", int(np.asarray(train_state.step)),
+               float(np.mean(np.asarray(step_info.loss))))
+
+  def make_log_writer(self, *, logger: logging.Logger | None = None,
+                      loglevel: int = logging.INFO) -> WriteLog:
+    """A cron action logging through `write_trainer_log` (root logger by default)."""
+    return WriteLog(self, logger, loglevel)
+
+  def make_checkpoint_saver(self, checkpoint_path: Any,
+                            save_args: Mapping[str, Any] | None = None) -> SaveCheckpoint:
+    """A cron action saving the train state in `checkpoint_path`."""
+    return SaveCheckpoint(checkpoint_path, save_args)
+
+  def make_training_progress_publisher(self, writer: Any,
+                                       summary_collections: Iterable[str] = ("tensorboard",)
+                                       ) -> PublishTrainingProgress:
+    return PublishTrainingProgress(writer, summary_collections)
 
 
 class TrainTask(BaseTrainTask):
   """A train task around a flax module."""
 
-  def __init__(self, model: Any, example_args: Sequence[Any],
-               example_kwargs: dict[str, Any] | None = None,
-               required_rngs: Sequence[str] = ()):
-    self.model = model
-    self.example_args = tuple(example_args)
-    self.example_kwargs = dict(example_kwargs or {})
-    self.required_rngs = tuple(required_rngs)
+  def __init__(self, model: Any, example_args: Iterable[Any],
+               example_kwargs: Mapping[str, Any] | None = None,
+               required_rngs: Iterable[str] = ()):
+    """Args: the flax `model`; example inputs for `model.init`; the rng names
+    `get_rng_dict` splits a key into (besides "params" at init)."""
+    super().__init__()
+    self._model = model
+    self._required_rngs = tuple(required_rngs)
+    self._example_args = tuple(example_args)
+    self._example_kwargs = dict(example_kwargs or {})
 
-  def get_rng_dict(self, rng: jax.Array, extra_keys: Sequence[str] = ()) -> dict[str, jax.Array]:
-    """Splits `rng` into one key per name in `required_rngs` + `extra_keys`."""
-    names = tuple(self.required_rngs) + tuple(extra_keys)
-    if not names:
-      return {}
-    return dict(zip(names, jax.random.split(rng, len(names))))
+  @property
+  def model(self) -> Any:
+    return self._model
 
-  def initialize_train_state(self, rng: jax.Array, tx: optax.GradientTransformation, *,
-                             checkpoint_path: str | None = None,
-                             compile_init: Callable[..., Any] | bool | None = None
-                             ) -> TrainState:
-    """Initialises the model's variables (or restores them from `checkpoint_path`).
+  def get_rng_dict(self, rng_key: jax.Array, extra_keys: Iterable[str] = ()
+                   ) -> dict[str, jax.Array]:
+    """Splits `rng_key` into one key per required rng name plus `extra_keys`."""
+    keys = self._required_rngs + tuple(extra_keys)
+    return dict(zip(keys, jax.random.split(rng_key, len(keys))))
+
+  def _initialize_vars(self, rng_key: jax.Array, compile_init: Callable | None = None
+                       ) -> VarCollection:
+    init = self.model.init if compile_init is None else compile_init(self.model.init)
+    return init(self.get_rng_dict(rng_key, ("params",)), *self._example_args,
+                **self._example_kwargs)
+
+  def initialize_train_state(self, rng: jax.Array, tx: optax.GradientTransformation,
+                             checkpoint_path: Any = None,
+                             compile_init: Callable | None = None) -> TrainState:
+    """Initialises the variables; restores the newest checkpoint in `checkpoint_path`.
 
     Args:
-      rng: key for "params" and the `required_rngs`.
+      rng: the key for variable initialisation.
       tx: the optimizer.
-      checkpoint_path: a directory of `make_checkpoint_saver` checkpoints;
-        the newest one is restored when it exists.
-      compile_init: wraps the init function (e.g. `jax.jit`); True means jit.
+      checkpoint_path: a `make_checkpoint_saver` directory; its newest
+        checkpoint replaces the fresh state when it exists.
+      compile_init: wraps `model.init` (e.g. `jax.jit`).
     """
-    def init(rng):
-      rngs = self.get_rng_dict(rng, extra_keys=("params",))
-      return self.model.init(rngs, *self.example_args, **self.example_kwargs)
-    if compile_init is True:
-      compile_init = jax.jit
-    if compile_init:
-      init = compile_init(init)
-    return initialize_train_state(self.model.apply, init(rng), tx,
-                                  checkpoint_path=checkpoint_path)
+    return initialize_train_state(self.model.apply, self._initialize_vars(rng, compile_init),
+                                  tx, checkpoint_path)
+
+
+def initialize_train_state(apply_fn: Callable | None, init_model_vars: VarCollection,
+                           tx: optax.GradientTransformation,
+                           checkpoint_path: Any = None) -> TrainState:
+  """A TrainState from `model.init` output, or the newest checkpoint in `checkpoint_path`."""
+  state = TrainState.create(
+      apply_fn=apply_fn, params=init_model_vars["params"], tx=tx,
+      extra_vars={k: v for k, v in init_model_vars.items() if k != "params"})
+  return restore_checkpoint(checkpoint_path, state)

@@ -5,7 +5,10 @@ import os
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                            " --xla_force_host_platform_device_count=4")
 
+from unittest import mock  # pylint: disable=g-import-not-at-top
+
 from absl.testing import absltest  # pylint: disable=g-import-not-at-top
+import flax.jax_utils
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -90,11 +93,11 @@ class TrainingStepTest(absltest.TestCase):
 
   def test_pmap_step_shards_batch_and_averages_grads_and_stats(self):
     step_fn = self.task.make_training_step_fn().pmap("batch")
-    replicated = toolkit.replicate(self.state)
+    replicated = flax.jax_utils.replicate(self.state)
     new_state, info = step_fn(replicated, self.batch, jax.random.PRNGKey(1))
     self.assertEqual(np.shape(info.loss), (4,))
     toolkit.assert_replica_integrity(new_state)
-    single = toolkit.unreplicate(new_state)
+    single = flax.jax_utils.unreplicate(new_state)
     self.assertEqual(int(single.step), 1)
     shards = [jax.tree.map(lambda x, i=i: x[4 * i:4 * (i + 1)], self.batch) for i in range(4)]
     # Stats: the mean over devices of each shard's statistics.
@@ -112,23 +115,21 @@ class TrainingStepTest(absltest.TestCase):
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
                  single.params, want)
 
-  def test_mode_mismatches_explain_what_to_do(self):
-    with self.assertRaisesRegex(ValueError, "replicate"):
-      self.task.make_training_step_fn().pmap("batch")(
-          self.state, self.batch, jax.random.PRNGKey(0))
-    with self.assertRaisesRegex(ValueError, r"\.pmap\(axis_name\)"):
-      self.task.make_training_step_fn().jit()(
-          toolkit.replicate(self.state), self.batch, jax.random.PRNGKey(0))
+  def test_errors_explain_what_to_do(self):
     with self.assertRaisesRegex(ValueError, "multiple of # of devices"):
       self.task.make_training_step_fn().pmap("batch")(
-          toolkit.replicate(self.state), _batch(6), jax.random.PRNGKey(0))
+          flax.jax_utils.replicate(self.state), _batch(6), jax.random.PRNGKey(0))
+    with self.assertRaisesRegex(ValueError, "outside of a pmap context"):
+      self.task.make_training_step_fn().pmap("batch").make_base_step_fn()(
+          self.state, self.batch, jax.random.PRNGKey(0))
 
   def test_builder_is_immutable(self):
     base = self.task.make_training_step_fn()
     pmapped = base.pmap("i")
     self.assertIsNone(base.pmap_axis_name)
     self.assertEqual(pmapped.pmap_axis_name, "i")
-    self.assertTrue(pmapped.jit().use_jit)
+    self.assertTrue(pmapped.jit().do_jit)
+    self.assertFalse(base.do_jit)
 
   def test_checkpoint_saver_and_restoring_initialize(self):
     directory = self.create_tempdir().full_path
@@ -138,7 +139,7 @@ class TrainingStepTest(absltest.TestCase):
     for _ in range(3):
       state, _ = step_fn(state, self.batch, jax.random.PRNGKey(1))
     self.assertTrue(saver(state))
-    saver.close()
+    saver.wait_until_finished()
     restored = self.task.initialize_train_state(
         jax.random.PRNGKey(5), self.tx, checkpoint_path=directory)
     self.assertEqual(int(restored.step), 3)
@@ -148,7 +149,8 @@ class TrainingStepTest(absltest.TestCase):
     # A missing directory means a fresh start.
     fresh = self.task.initialize_train_state(
         jax.random.PRNGKey(0), self.tx,
-        checkpoint_path=os.path.join(directory, "nothing_here"), compile_init=True)
+        checkpoint_path=os.path.join(directory, "nothing_here"),
+        compile_init=lambda init: jax.jit(init, static_argnames="train"))
     self.assertEqual(int(fresh.step), 0)
 
   def test_get_rng_dict_names(self):
@@ -162,29 +164,35 @@ class ActionsTest(absltest.TestCase):
 
   def test_progress_publisher_steps_per_sec_and_summaries(self):
     writer = _RecordingWriter()
-    now = [100.0]
-    publisher = toolkit.PublishTrainingProgress(writer, clock=lambda: now[0])
+    publisher = toolkit.PublishTrainingProgress(writer)
     state = toolkit.TrainState.create(
         apply_fn=None, params={"w": jnp.ones(1)}, tx=optax.sgd(1.0),
         extra_vars={"tensorboard": {"layer": {"act": (toolkit.ScalarSummary(2.0),)}}})
-    self.assertEqual(publisher(state.replace(step=10)), {})
-    now[0] = 110.0
-    written = publisher(state.replace(step=133))
-    self.assertAlmostEqual(written["trainer/steps_per_sec"], 12.3)
+    with mock.patch("time.time", return_value=100.0):
+      publisher(state.replace(step=10))
+    self.assertEqual(writer.scalars, [("summary/layer/act/0", 2.0, 10)])
+    with mock.patch("time.time", return_value=110.0):
+      publisher(state.replace(step=133))
     self.assertIn(("trainer/steps_per_sec", 12.3, 133), writer.scalars)
-    self.assertIn(("summary/layer/act", 2.0, 133), writer.scalars)
 
-  def test_log_writer_averages_over_devices(self):
+  def test_log_writer_logs_through_write_trainer_log(self):
     messages = []
 
     class Logger:
-      def log(self, level, msg):
-        messages.append((level, msg))
+      def log(self, level, msg, *args):
+        messages.append((level, msg % args))
 
-    writer = toolkit.WriteLog(Logger(), 20)
+    class Custom(BnTask):
+      def write_trainer_log(self, train_state, *, step_info, logger, loglevel):
+        logger.log(loglevel, "custom %d", int(train_state.step))
+
     state = toolkit.TrainState.create(apply_fn=None, params={}, tx=optax.sgd(1.0))
-    writer(state.replace(step=7), step_info=toolkit.StepInfo(loss=np.array([1.0, 2.0])))
-    self.assertEqual(messages, [(20, "@step=7, loss=1.500000")])
+    info = toolkit.StepInfo(loss=np.array([1.0, 2.0]), loss_aux_out=None)
+    BnTask().make_log_writer(logger=Logger(), loglevel=20)(state.replace(step=7),
+                                                           step_info=info)
+    Custom().make_log_writer(logger=Logger(), loglevel=30)(state.replace(step=8),
+                                                           step_info=info)
+    self.assertEqual(messages, [(20, "@step=7, loss=1.500000"), (30, "custom 8")])
 
 
 class _RecordingWriter:

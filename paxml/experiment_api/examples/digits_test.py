@@ -2,6 +2,8 @@
 
 import glob
 import os
+import subprocess
+import sys
 
 from absl.testing import absltest
 from absl.testing import flagsaver
@@ -11,6 +13,7 @@ from tensorboard.backend.event_processing import event_accumulator
 from tensorboard.util import tensor_util
 
 from paxml import checkpoints
+from paxml.experiment_api import checkpointer as checkpointer_lib
 from paxml.experiment_api import platform
 from paxml.experiment_api.examples import digits
 
@@ -22,6 +25,21 @@ def _scalars(directory, tag):
                                            size_guidance={event_accumulator.TENSORS: 0})
   acc.Reload()
   return [(e.step, float(tensor_util.make_ndarray(e.tensor_proto))) for e in acc.Tensors(tag)]
+
+
+class _Recording(digits.Experiment):
+  """Records the mode strings and what on_new_best_model sees."""
+
+  modes = []
+  best_calls = []
+
+  def __init__(self, mode, init_rng, **kwargs):
+    super().__init__(mode, init_rng, **kwargs)
+    _Recording.modes.append(mode)
+
+  def on_new_best_model(self, best_state):
+    _Recording.best_calls.append((int(best_state.global_step),
+                                  float(best_state.best_eval_metric_value)))
 
 
 class DigitsExperimentTest(absltest.TestCase):
@@ -50,6 +68,52 @@ class DigitsExperimentTest(absltest.TestCase):
     self.assertEqual(latest[-1], "checkpoint_00000320")
     train_steps = [s for s, _ in _scalars(os.path.join(ckpt_dir, "train"), "loss")]
     self.assertEqual(train_steps[-1], 320)
+
+  def test_killed_lazy_experiment_resumes_and_its_best_checkpoint_evaluates(self):
+    ckpt_dir = self.create_tempdir().full_path
+    killed = subprocess.run(
+        [sys.executable, "-P", "-m", "paxml.experiment_api.examples.digits",
+         f"--config={_CONFIG_FILE}", f"--config.checkpoint_dir={ckpt_dir}",
+         "--config.training_steps=300", "--config.experiment_kwargs.terminate_at_step=150",
+         "--jaxline_mode=train"],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    self.assertEqual(killed.returncode, -15, killed.stderr[-3000:])
+    self.assertEqual(os.listdir(os.path.join(ckpt_dir, "models", "latest")),
+                     ["checkpoint_00000100"])
+    _Recording.modes.clear()
+    _Recording.best_calls.clear()
+    argv = [f"--config={_CONFIG_FILE}", f"--config.checkpoint_dir={ckpt_dir}",
+            "--config.training_steps=300", "--config.eval_poll_interval_secs=0.2",
+            "--jaxline_mode=train_eval_multithreaded"]
+    with flagsaver.flagsaver():
+      platform.main(_Recording, argv)  # argv without a program name, as sys.argv[1:]
+    # JAXline's mode strings: "train" for training, the flag's for its evaluator.
+    self.assertCountEqual(_Recording.modes, ["train", "train_eval_multithreaded"])
+    # Resumed at 100: steps 50 and 100 were written once, by the killed run.
+    self.assertEqual([s for s, _ in _scalars(os.path.join(ckpt_dir, "train"), "loss")],
+                     [50, 100, 150, 200, 250, 300])
+    # on_new_best_model sees the new best's step and value.
+    self.assertNotEmpty(_Recording.best_calls)
+    self.assertTrue(all(step >= 100 and value > 0 for step, value in _Recording.best_calls))
+    best_step, best_value = _Recording.best_calls[-1]
+
+    # A fresh (lazy, all-None) experiment restores "best" and evaluates it.
+    config = digits.get_config()
+    config.checkpoint_dir = ckpt_dir
+    fresh = digits.Experiment("eval", jax.random.PRNGKey(1),
+                              **config.experiment_kwargs)
+    self.assertIsNone(fresh._params)
+    ckpt = checkpointer_lib.create_checkpointer(config, "eval")
+    state = ckpt.get_experiment_state("best")
+    state.global_step, state.experiment_module = 0, fresh
+    ckpt.restore("best")
+    self.assertEqual(state.global_step, best_step)
+    self.assertEqual(fresh._note, f"trained to step {best_step} in mode train")
+    scalars = fresh.evaluate(global_step=None, rng=None, writer=None)
+    self.assertAlmostEqual(scalars["accuracy"], best_value, places=5)
+    self.assertGreater(scalars["accuracy"], 0.9)
+    ckpt.close()
 
   def test_eval_mode_string_reaches_experiment_and_one_off(self):
     ckpt_dir = self.create_tempdir().full_path

@@ -9,28 +9,35 @@ yours. The data come from paxml.data.digits (scikit-learn's 8x8 digits, no
 download): 1,297 train images, and 500 held out as dev (250) and test (250).
 Outputs in --log_dir_path: all_ckpts/ (resume from here),
 best_ckpts/ (best dev accuracy, with its results as JSON), tensorboard/{train,
-dev,test}. Run it again with a larger --max_steps to continue training.
+dev,test}. Run it again with a larger --max_steps to continue training; a run
+killed with SIGTERM (a preemption) finishes its pending checkpoint save first.
+`evaluate_best(log_dir)` restores best_ckpts/ and evaluates it on test.
 """
 
 from collections.abc import Sequence
 import functools
 import os
+import signal
 
 from absl import app
 from absl import flags
 from absl import logging
+import flax.jax_utils
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
-from paxml import toolkit
+from paxml import toolkit as bobbin
 from paxml.data import digits as digits_input
 
 _LOG_DIR = flags.DEFINE_string("log_dir_path", "/tmp/toolkit_digits", "Output directory.")
 _MAX_STEPS = flags.DEFINE_integer("max_steps", 600, "Train until this step.")
 _EVAL_INTERVAL = flags.DEFINE_integer("eval_interval", 200, "Steps between evaluations.")
+_TERMINATE_AT = flags.DEFINE_integer(
+    "terminate_at_step", None, "Send this process SIGTERM after this step's actions "
+    "(simulates a preemption; for tests).")
 
 # Images held out of training: the first half is dev (keep-best tunes on it), the rest test.
 _NUM_HELD_OUT = 500
@@ -49,13 +56,13 @@ class Mlp(nn.Module):
     x = nn.BatchNorm(use_running_average=not train)(x)
     x = nn.relu(x)
     x = nn.Dropout(0.1, deterministic=not train)(x)
-    self.sow("tensorboard", "hidden_mean", toolkit.ScalarSummary(x.mean()))
+    self.sow("tensorboard", "hidden_mean", bobbin.ScalarSummary(x.mean()))
     return nn.Dense(10)(x)  # [B, 10] logits
 
 
 # --- Eval results: a monoid (reduce adds counts), ranked by accuracy. The counts
 # are sums of example weights: the last eval batch is padded with weight-0 rows.
-class DigitsResults(toolkit.EvalResults):
+class DigitsResults(bobbin.EvalResults):
   correct: jax.Array  # weighted number of correct predictions
   count: jax.Array  # weighted number of examples
   loss_sum: jax.Array  # weighted sum of cross-entropies
@@ -80,7 +87,7 @@ class DigitsResults(toolkit.EvalResults):
     return f"accuracy={self.accuracy:.4f} ({int(self.count)} examples)"
 
 
-class DigitsEvalTask(toolkit.EvalTask):
+class DigitsEvalTask(bobbin.EvalTask):
 
   def __init__(self, model):
     self.model = model
@@ -99,7 +106,7 @@ class DigitsEvalTask(toolkit.EvalTask):
 
 
 # --- The train task: the loss, and which mutable collections come back.
-class DigitsTrainTask(toolkit.TrainTask):
+class DigitsTrainTask(bobbin.TrainTask):
 
   def __init__(self, model):
     super().__init__(model, example_args=(jnp.zeros((1, 8, 8, 1)),),
@@ -127,29 +134,37 @@ def _eval_pass(eval_input: digits_input.DigitsInput):
   return iter(eval_input)
 
 
-def run(log_dir: str, *, max_steps: int, eval_interval: int, batch_size: int = 64,
-        learning_rate: float = 3e-3, seed: int = 0) -> dict[str, float]:
-  """Trains to `max_steps` (resuming from log_dir); returns the last eval accuracies."""
+def _model_and_tasks() -> tuple[Mlp, "DigitsTrainTask", "DigitsEvalTask"]:
   model = Mlp()
-  task = DigitsTrainTask(model)
+  return model, DigitsTrainTask(model), DigitsEvalTask(model)
+
+
+def _eval_gens() -> dict[str, bobbin.BatchGen]:
+  return {name: functools.partial(_eval_pass, _eval_input(name)) for name in ("dev", "test")}
+
+
+def run(log_dir: str, *, max_steps: int, eval_interval: int, batch_size: int = 64,
+        learning_rate: float = 3e-3, seed: int = 0,
+        terminate_at_step: int | None = None) -> dict[str, float]:
+  """Trains to `max_steps` (resuming from log_dir); returns the last eval accuracies."""
+  _, task, eval_task = _model_and_tasks()
   state = task.initialize_train_state(
       jax.random.PRNGKey(seed), optax.adam(learning_rate),
       checkpoint_path=os.path.join(log_dir, "all_ckpts"))
   start_step = int(state.step)
   logging.info("Starting at step %d", start_step)
   # One copy per local device; the step splits each batch across them.
-  state = toolkit.replicate(state)
+  state = flax.jax_utils.replicate(state)
   step_fn = task.make_training_step_fn().pmap("batch")
 
-  eval_task = DigitsEvalTask(model)
-  eval_gens = {name: functools.partial(_eval_pass, _eval_input(name)) for name in ("dev", "test")}
   run_eval = eval_task.make_cron_action(
-      eval_gens, tensorboard_root_path=os.path.join(log_dir, "tensorboard"))
+      _eval_gens(), tensorboard_root_path=os.path.join(log_dir, "tensorboard"))
   keep_best = run_eval.keep_best_checkpoint("dev", os.path.join(log_dir, "best_ckpts"))
-  saver = task.make_checkpoint_saver(os.path.join(log_dir, "all_ckpts"), max_to_keep=3)
-  train_writer = toolkit.ThreadedSummaryWriter.open(os.path.join(log_dir, "tensorboard", "train"))
+  saver = task.make_checkpoint_saver(os.path.join(log_dir, "all_ckpts"),
+                                     save_args={"keep": 3})
+  train_writer = bobbin.ThreadedSummaryWriter.open(os.path.join(log_dir, "tensorboard", "train"))
 
-  crontab = toolkit.CronTab()
+  crontab = bobbin.CronTab()
   crontab.schedule(saver, step_interval=eval_interval, at_step=max_steps)
   crontab.schedule(keep_best, name="eval", step_interval=eval_interval, at_step=max_steps)
   crontab.schedule(task.make_log_writer(), time_interval=10.0, at_first_steps_of_process=3)
@@ -162,25 +177,39 @@ def run(log_dir: str, *, max_steps: int, eval_interval: int, batch_size: int = 6
   # with the batches it has not yet trained on.
   train_input.set_state({**train_input.get_state(), "num_batches": start_step})
   rng = jax.random.PRNGKey(seed + 1)
-  last_eval = {}
+  last_eval, best = {}, None
   for step in range(start_step, max_steps):
     rng, step_rng = jax.random.split(jax.random.fold_in(rng, step))
     state, step_info = step_fn(state, train_input.get_next(), step_rng)
     results = crontab.run(state, step_info=step_info)
     if "eval" in results:
-      last_eval = {name: r.accuracy for name, r in results["eval"].results.items()}
-  saver.close()
-  keep_best.close()
+      last_eval = {name: r.accuracy for name, r in results["eval"].eval_results.items()}
+      best = results["eval"].current_best
+    if terminate_at_step is not None and step + 1 == terminate_at_step:
+      os.kill(os.getpid(), signal.SIGTERM)
   train_writer.close()
-  run_eval.writer.close()
-  if keep_best.best_results is not None:
-    last_eval["best_dev"] = keep_best.best_results.accuracy
+  if best is not None:
+    last_eval["best_dev"] = best.accuracy
+  # No wait for the saves: the toolkit finishes pending saves at exit.
   return last_eval
+
+
+def evaluate_best(log_dir: str) -> dict[str, float]:
+  """Restores the best checkpoint (best_ckpts/) and evaluates it on dev and test.
+
+  Returns {"step": the best checkpoint's step, "dev": ..., "test": ...}.
+  """
+  _, task, eval_task = _model_and_tasks()
+  template = task.initialize_train_state(jax.random.PRNGKey(0), optax.adam(1e-3))
+  state = bobbin.training.restore_checkpoint(os.path.join(log_dir, "best_ckpts"), template)
+  results = bobbin.eval_datasets(eval_task, _eval_gens(), state.model_vars)
+  return {"step": int(state.step), **{k: r.accuracy for k, r in results.items()}}
 
 
 def main(argv: Sequence[str]) -> None:
   del argv
-  results = run(_LOG_DIR.value, max_steps=_MAX_STEPS.value, eval_interval=_EVAL_INTERVAL.value)
+  results = run(_LOG_DIR.value, max_steps=_MAX_STEPS.value, eval_interval=_EVAL_INTERVAL.value,
+                terminate_at_step=_TERMINATE_AT.value)
   print(f"Final accuracies: {results}; outputs in {_LOG_DIR.value}")
 
 
