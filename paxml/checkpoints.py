@@ -142,6 +142,7 @@ class CheckpointStore:
     self._exclusive = not read_only and cleanup_tmp_directories
     self._verify = verify
     self._pending: _PendingSave | None = None
+    self._failed = False  # A save failed and was reported: close() adds no second error.
     self._bad_steps: set[int] = set()  # Readers: corrupt steps already reported.
     self._warned_unverified = False
     is_writer = not read_only
@@ -182,6 +183,9 @@ class CheckpointStore:
   # Saving.
 
   def _save(self, step: int, state: Any, json_value: Any, *, force: bool) -> bool:
+    if not force and not self._manager.should_save(step):
+      self.check()  # Not due: never wait here for the background save.
+      return False
     self._finish_pending()
     saved = self._manager.save(
         step,
@@ -220,6 +224,7 @@ class CheckpointStore:
       return
     pending.thread.join()
     if pending.error is not None:
+      self._failed = True
       raise CheckpointError(_explain_save_failure(
           pending.step, self.directory, pending.error)) from pending.error
     self._apply_retention()
@@ -369,7 +374,13 @@ class CheckpointStore:
     try:
       self._finish_pending()
     finally:
-      self._manager.close()
+      try:
+        self._manager.close()
+      except Exception:  # pylint: disable=broad-exception-caught
+        if not self._failed:
+          raise
+        # Orbax re-raises the failure already reported as one CheckpointError.
+        logging.debug("Orbax's close after a failed save", exc_info=True)
 
   def __enter__(self):
     return self
