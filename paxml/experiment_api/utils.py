@@ -22,7 +22,6 @@ import enum
 import functools
 import pdb
 import queue
-import sys
 import threading
 import types
 from typing import Any, Protocol, TypeVar

@@ -4,7 +4,6 @@ import os
 from unittest import mock
 
 from absl.testing import absltest
-import flax.struct
 import jax
 import jax.numpy as jnp
 import numpy as np

@@ -19,7 +19,6 @@ and `PublishTrainingProgress` writes it as `summary/<module path>/<name>/0`
 import abc
 import concurrent.futures
 import logging
-import os
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any

@@ -232,10 +232,13 @@ class SaveCheckpoint:
 def restore_checkpoint(checkpoint_path: Any, target: Any) -> Any:
   """Returns `target` replaced by the newest checkpoint in `checkpoint_path`.
 
-  `target` unchanged when the directory holds no finished checkpoint.
+  `target` unchanged when the directory holds no finished checkpoint. Saves
+  this process has in flight are waited for first.
   """
   if checkpoint_path is None or not os.path.exists(checkpoint_path):
     return target
+  # This process's own saves may still be in flight (e.g. keep-best's last one).
+  checkpoint_store.wait_for_pending_saves()
   store = checkpoint_store.Store(checkpoint_path, reader_only=True)
   try:
     restored = store.restore(target)

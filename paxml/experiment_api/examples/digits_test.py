@@ -8,7 +8,6 @@ import sys
 from absl.testing import absltest
 from absl.testing import flagsaver
 import jax
-import numpy as np
 from tensorboard.backend.event_processing import event_accumulator
 from tensorboard.util import tensor_util
 
