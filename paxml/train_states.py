@@ -21,6 +21,7 @@ import optax
 
 from paxml import partitioning
 from paxml import tasks_lib
+from praxis import base_layer
 from praxis import optimizers
 from praxis import pytypes
 
@@ -88,7 +89,8 @@ def init_state(model: nn.Module, optimizer: Optimizer | optax.GradientTransforma
   The optimizer state is built from the boxed weights, so Adam's moments (and an EMA) carry the
   same axis names and are sharded like the weights they follow.
   """
-  params = model.init(rng, pytypes.NestedMap(sample_batch(batch_spec)))["params"]
+  # init_boxed, not init: Pax's `init` returns plain arrays; the boxes carry the sharding names.
+  params = base_layer.init_boxed(model, rng, pytypes.NestedMap(sample_batch(batch_spec)))["params"]
   return TrainState(
       step=jnp.zeros((), jnp.int32),
       params=params,

@@ -1,9 +1,16 @@
 """praxis: layers and models on Flax linen.
 
 Public modules (import them directly; this file imports nothing so that
-`import praxis` stays cheap):
-  base_layer: BaseLayer (weights with logical axes, children, summaries, aux losses).
-  base_hyperparams: Pax-style HParams on Fiddle (configs, templates, instantiate, text).
+`import praxis` stays cheap). The Pax modules keep Pax's names and call shapes:
+  base_layer: Pax's BaseLayer, WeightHParams, WeightInit, JaxContext, collection names,
+    instantiate, maybe_shard; init_boxed (weights with their sharding metadata).
+  pax_fiddle: Pax's Config / Partial / instantiate / template_field / instance_field /
+    auto_config.
+  py_utils: NestedMap and the array helpers Pax's layers use.
+  test_utils: Pax's TestCase (assertAllClose, ...), to_np, to_tf_nmap.
+  weight_hparams, jax_context: where base_layer's WeightHParams / JaxContext live.
+  base_hyperparams: the configs under pax_fiddle, the seed's `Layer.HParams.config(...)`, and
+    nested_struct_to_text (model_params.txt).
   optimizers: Adam/AdamW, Adafactor, Sgd (momentum), Lion as configs; build(cfg) -> optax chain
     with global-norm clipping, decoupled weight decay (regex exclusions), lr schedule, EMA.
   pytypes: NestedMap and type aliases.
@@ -13,4 +20,5 @@ Public modules (import them directly; this file imports nothing so that
     logical_to_shardings (abstract train state -> NamedShardings), activate (mesh + rules).
 """
 
-__all__ = ["base_hyperparams", "base_layer", "optimizers", "pytypes", "schedules", "sharding"]
+__all__ = ["base_hyperparams", "base_layer", "jax_context", "optimizers", "pax_fiddle",
+           "py_utils", "pytypes", "schedules", "sharding", "test_utils", "weight_hparams"]

@@ -19,9 +19,12 @@ the same object: this is how two layers share one child (and, for Flax layers, i
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import enum
+import functools
+import typing
 from typing import Any, Callable, TypeVar
 
 import fiddle as fdl
@@ -29,6 +32,7 @@ import numpy as np
 
 _T = TypeVar("_T")
 _TEMPLATE = "praxis_template"
+_INSTANCE = "praxis_instance_factory"
 
 
 class _CloneAndSet:
@@ -38,11 +42,12 @@ class _CloneAndSet:
     super().__init__(fn_or_cls, *args, **kwargs)
     # Fiddle cannot read a dataclass default made by a default_factory, and templates are exactly
     # such defaults: put a fresh value into the config so `cfg.linear_tpl.output_dims = 4` works.
+    # An instance field (Pax's instance_field) gets a Config of its class, built with the parent.
     if dataclasses.is_dataclass(fn_or_cls):
       for field in dataclasses.fields(fn_or_cls):
         if (field.init and field.default_factory is not dataclasses.MISSING and
             field.name not in self.__arguments__):
-          setattr(self, field.name, field.default_factory())
+          setattr(self, field.name, _default_for_config(field))
 
   def clone(self):
     return copy.deepcopy(self)
@@ -52,26 +57,75 @@ class _CloneAndSet:
       setattr(self, name, value)
     return self
 
+  Set = set  # pylint: disable=invalid-name
+
+  @property
+  def cls(self):
+    """The class (or function) this config builds (Pax's `PaxConfig.cls`)."""
+    return self.__fn_or_cls__
+
   def Instantiate(self, **overrides):  # pylint: disable=invalid-name
     """Builds this config (Pax's name for `instantiate`)."""
     return instantiate(self.clone().set(**overrides) if overrides else self)
 
+  @property
+  def mesh_shape(self):
+    """ici_mesh_shape x dcn_mesh_shape (elementwise) of a layer config, as Pax's PaxConfig."""
+    ici, dcn = getattr(self, "ici_mesh_shape"), getattr(self, "dcn_mesh_shape")
+    if dcn is None or ici is None:
+      return ici
+    return [i * d for i, d in zip(ici, dcn)]
+
+  def copy_fields_from(self, source: Any, missing_fields_in_self: Any = ()) -> None:
+    """Copies every field `source` sets or defaults onto self (Pax's copy_fields_from)."""
+    source = source.clone()
+    own = {f.name for f in dataclasses.fields(self.__fn_or_cls__) if f.init}
+    for field in dataclasses.fields(source.__fn_or_cls__):
+      if not field.init or field.name in ("parent", "name"):
+        continue
+      if field.name not in own:
+        if field.name in missing_fields_in_self:
+          continue
+        raise ValueError(f"Copying incompatible HParams: {field.name!r} not in self.")
+      if field.name in source.__arguments__:
+        setattr(self, field.name, getattr(source, field.name))
+      elif field.default is not dataclasses.MISSING:
+        setattr(self, field.name, field.default)
+
+
+def _default_for_config(field: dataclasses.Field) -> Any:
+  factory = field.metadata.get(_INSTANCE)
+  if factory is not None:
+    as_buildable = getattr(factory, "as_buildable", None)
+    if as_buildable is not None:  # an auto_config function
+      return as_buildable()
+    if isinstance(factory, type):
+      return Config(factory)
+  return field.default_factory()
+
 
 class Config(_CloneAndSet, fdl.Config):
-  """A Fiddle Config with Pax's conveniences."""
+  """A Fiddle Config with Pax's conveniences (Pax's `pax_fiddle.Config` / `PaxConfig`)."""
 
 
 class Partial(_CloneAndSet, fdl.Partial):
   """A Fiddle Partial with Pax's conveniences; building it gives a functools.partial."""
 
 
-def template_field(cls: type | None = None, **defaults) -> Any:
+def template_field(cls: Any = dataclasses.MISSING, **defaults) -> Any:
   """A dataclass field holding a Config of `cls` that the parent builds itself.
 
-  `cls=None` declares a template that has no default (the user must set one).
+  `cls=None` declares a template that defaults to None; no argument at all declares a required
+  template. As in Pax, a field whose type annotation is a Config (e.g. `pax_fiddle.Config[Linear]`)
+  is a template too, whatever its default.
   """
+  if cls is dataclasses.MISSING:
+    return dataclasses.field(metadata={_TEMPLATE: True})
+  if cls is None:
+    return dataclasses.field(default=None, metadata={_TEMPLATE: True})
+
   def factory():
-    return None if cls is None else Config(cls, **defaults)
+    return Config(cls, **defaults)
 
   return dataclasses.field(default_factory=factory, metadata={_TEMPLATE: True})
 
@@ -80,13 +134,66 @@ def template_field(cls: type | None = None, **defaults) -> Any:
 sub_config_field = template_field
 
 
-def is_template_field(cls: type, name: str) -> bool:
-  if not dataclasses.is_dataclass(cls):
-    return False
-  for field in dataclasses.fields(cls):
-    if field.name == name:
-      return bool(field.metadata.get(_TEMPLATE))
+def instance_field(default_factory: Any, tags: Any = ()) -> Any:
+  """A field whose default is an object built from `default_factory` (Pax's instance_field).
+
+  Built directly (`Layer()`), the field holds `default_factory()`; in a config it holds
+  `Config(default_factory)` (or the auto_config'd factory's buildable), so the object's own fields
+  can be configured before it is built together with its parent.
+  """
+  del tags
+  if default_factory is None:
+    return dataclasses.field(default=None)
+  return dataclasses.field(default_factory=default_factory,
+                           metadata={_INSTANCE: default_factory})
+
+
+def _annotation_is_config(annotation: Any) -> bool:
+  """True for Config, Config[X], and containers / unions of them."""
+  if isinstance(annotation, str):
+    return "Config" in annotation and "Callable" not in annotation and (
+        "fiddle.Config" in annotation or "pax_fiddle.Config" in annotation or
+        annotation.startswith("Config") or "LayerTpl" in annotation or "Tpl" in annotation)
+  origin = typing.get_origin(annotation)
+  if isinstance(annotation, type) and issubclass(annotation, fdl.Buildable):
+    return True
+  if isinstance(origin, type) and issubclass(origin, fdl.Buildable):
+    return True
+  if origin is not None:
+    return any(_annotation_is_config(arg) for arg in typing.get_args(annotation)
+               if arg is not type(None))
   return False
+
+
+_TEMPLATE_CACHE: dict[Any, frozenset[str]] = {}
+
+
+def template_field_names(cls: Any) -> frozenset[str]:
+  """The names of `cls`'s fields that hold templates (by metadata or by Config annotation)."""
+  if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+    return frozenset()
+  cached = _TEMPLATE_CACHE.get(cls)
+  if cached is not None:
+    return cached
+  try:
+    hints = typing.get_type_hints(cls)
+  except Exception:  # pylint: disable=broad-except
+    hints = {}
+  names = set()
+  for field in dataclasses.fields(cls):
+    if field.metadata.get(_TEMPLATE):
+      names.add(field.name)
+      continue
+    annotation = hints.get(field.name, field.type)
+    if _annotation_is_config(annotation):
+      names.add(field.name)
+  result = frozenset(names)
+  _TEMPLATE_CACHE[cls] = result
+  return result
+
+
+def is_template_field(cls: type, name: str) -> bool:
+  return name in template_field_names(cls)
 
 
 class _HParamsFactory:
@@ -120,35 +227,101 @@ class HParamsMixin:
   HParams = _HParamsDescriptor()
 
 
-def instantiate(cfg: Any) -> Any:
-  """Builds a Config/Partial tree; template fields stay Configs (see module docstring)."""
-  return _build(cfg, memo={})
+@contextlib.contextmanager
+def _empty_flax_module_stack():
+  """Builds objects outside any Flax module, as Pax does.
+
+  A Flax module constructed while another module's `setup` runs is attached to it at once. Pax
+  builds every layer unattached and lets the parent adopt it by attribute (`self.x = child`) or
+  by field, so a config's nested layers never attach to whichever module happens to be running.
+  """
+  try:
+    from flax.linen import module as flax_module  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    yield
+    return
+  stack = flax_module._context.module_stack  # pylint: disable=protected-access
+  saved = list(stack)
+  stack[:] = [None]
+  try:
+    yield
+  finally:
+    stack[:] = saved
 
 
-def _build(value: Any, memo: dict[int, Any]) -> Any:
+def instantiate(cfg: Any, **overrides) -> Any:
+  """Builds a Config/Partial tree; template fields stay Configs (see module docstring).
+
+  As in Pax, a layer config's inheritable fields (dtype, fprop_dtype, mesh shapes, params_init,
+  ...: the class's `copy_base_hparams`) flow to the layer configs nested below it unless they set
+  their own, and layers are built outside any running Flax module.
+  """
+  if overrides:
+    cfg = cfg.clone().set(**overrides)
+  with _empty_flax_module_stack():
+    return _build(cfg, memo={}, parent=None)
+
+
+# Pax's name.
+build = instantiate
+
+
+def _inherit(parent: Any, cfg: Any) -> Any:
+  """A copy of layer config `cfg` with what it inherits from layer config `parent` filled in."""
+  if parent is None or not isinstance(cfg, fdl.Buildable):
+    return cfg
+  target = cfg.__fn_or_cls__
+  copier = getattr(target, "copy_base_hparams", None) if isinstance(target, type) else None
+  if copier is None:
+    return cfg
+  cfg = copy.copy(cfg)
+  copier(parent, cfg)
+  return cfg
+
+
+def _is_layer_config(value: Any) -> bool:
+  return (isinstance(value, fdl.Buildable) and isinstance(value.__fn_or_cls__, type) and
+          hasattr(value.__fn_or_cls__, "copy_base_hparams"))
+
+
+def _build(value: Any, memo: dict[int, Any], parent: Any) -> Any:
   if isinstance(value, fdl.Buildable):
     if id(value) in memo:
       return memo[id(value)]
+    key = id(value)
+    value = _inherit(parent, value)
     target = value.__fn_or_cls__
+    here = value if _is_layer_config(value) else parent
+    templates = template_field_names(target) if isinstance(target, type) else frozenset()
     kwargs = {}
     for name, arg in value.__arguments__.items():
-      if isinstance(target, type) and is_template_field(target, name):
-        kwargs[name] = copy.deepcopy(arg)
+      if name in templates:
+        kwargs[name] = _copy_template(arg, here)
       else:
-        kwargs[name] = _build(arg, memo)
+        kwargs[name] = _build(arg, memo, here)
     if isinstance(value, fdl.Partial):
-      import functools  # pylint: disable=import-outside-toplevel
       built = functools.partial(target, **kwargs)
     else:
       built = target(**kwargs)
-    memo[id(value)] = built
+    memo[key] = built
     return built
   if isinstance(value, (list, tuple)):
-    items = [_build(v, memo) for v in value]
+    items = [_build(v, memo, parent) for v in value]
     return type(value)(items) if not hasattr(value, "_fields") else type(value)(*items)
   if isinstance(value, dict):
-    return type(value)((k, _build(v, memo)) for k, v in value.items())
+    return type(value)((k, _build(v, memo, parent)) for k, v in value.items())
   return value
+
+
+def _copy_template(value: Any, parent: Any) -> Any:
+  """A template stays a Config (deep-copied); it inherits its parent layer's fields first."""
+  if isinstance(value, fdl.Buildable):
+    return _inherit(parent, copy.deepcopy(value))
+  if isinstance(value, (list, tuple)):
+    return type(value)(_copy_template(v, parent) for v in value)
+  if isinstance(value, dict):
+    return type(value)((k, _copy_template(v, parent)) for k, v in value.items())
+  return copy.deepcopy(value)
 
 
 # A class names in this attribute the fields its child templates take from it when it builds them
@@ -182,8 +355,11 @@ def _to_lines(value: Any, path: str, lines: list[str], inherited: dict[str, Any]
     lines.append(f"{path or '(root)'} : {kind}/{_qualname(target)}")
     args = _arguments_with_defaults(value)
     names = _inherited_names(target)
-    # Only a class that passes the fields down also takes them (create_child's rule).
-    args.update({name: inherited[name] for name in names if name in inherited})
+    # Only a class that passes the fields down also takes them, and only where it keeps the
+    # field's default (Pax's copy_base_hparams: a child's own setting wins).
+    defaults = _field_defaults(target)
+    args.update({name: inherited[name] for name in names
+                 if name in inherited and _same(args.get(name), defaults.get(name))})
     passed_down = {name: args[name] for name in names if name in args}
     for name, arg in sorted(args.items()):
       if _is_flax_bookkeeping(target, name):
@@ -207,6 +383,20 @@ def _to_lines(value: Any, path: str, lines: list[str], inherited: dict[str, Any]
       _to_lines(item, f"{path}[{index}]", lines, inherited)
   else:
     lines.append(f"{path} : {_leaf_text(value)}")
+
+
+def _field_defaults(target: Any) -> dict[str, Any]:
+  if not dataclasses.is_dataclass(target):
+    return {}
+  return {f.name: f.default for f in dataclasses.fields(target)
+          if f.default is not dataclasses.MISSING}
+
+
+def _same(a: Any, b: Any) -> bool:
+  try:
+    return a is b or bool(a == b)
+  except Exception:  # pylint: disable=broad-except
+    return False
 
 
 def _is_flax_bookkeeping(target: Any, name: str) -> bool:

@@ -1,174 +1,657 @@
-"""`BaseLayer`: what every praxis layer shares.
+"""`BaseLayer`: what every praxis layer shares, with Pax's API.
 
-A layer is a Flax linen module whose dataclass fields are its hyperparameters, so
+A layer is a Flax linen module whose dataclass fields are its hyperparameters. Pax's style:
 
-    Linear.HParams.config(input_dims=4, output_dims=8)
+    cfg = pax_fiddle.Config(linears.Linear, name='l', input_dims=2, output_dims=3)
+    layer = base_layer.instantiate(cfg)
+    variables = layer.init(jax.random.PRNGKey(0), x)   # {'params': {'w': array[2, 3]}}
+    y = layer.apply(variables, x)
 
-gives a Fiddle config (see base_hyperparams) and building it gives the module. Layers create their
-weights and children in `setup` and compute in `__call__`.
+and the seed's style, `Linear.HParams.config(input_dims=2, output_dims=3)`, make the same Config.
+Layers create their weights (`create_variable(name, WeightHParams(...))`) and children
+(`create_child(name, template)`) in `setup` and compute in `__call__`.
 
-Sharding is data, not code in the layers: every weight and every large activation is annotated with
-*logical* axis names, and one rules table (praxis.sharding) maps them to the mesh axes
-(`replica`, `data`, `mdl`). The names used across praxis:
+What `init` returns. As in Pax, `layer.init` returns plain arrays. Each weight is stored during
+init in a box that carries its WeightHParams; `abstract_init_with_metadata` returns those
+WeightHParams (shape, init, sharding), and `init_boxed` returns the boxed variables, which the
+trainer turns into shardings (praxis.sharding.logical_to_shardings):
+  * a weight with Pax's `tensor_split_dims_mapping` on a layer with `mesh_axis_names` is boxed as
+    `nn.Partitioned` (mesh axis names as given);
+  * otherwise its `logical_axes` (this project's logical names: embed, mlp, heads, kv, vocab,
+    layers, kv_heads, classes, batch, length) are boxed as `nn.LogicallyPartitioned`, mapped to
+    mesh axes by the rules table; no names means replicated.
+
+Logical names used across praxis:
 
     batch    examples in a batch           length   sequence positions
     embed    model dims (d_model)          mlp      feed-forward hidden dims
     heads    attention heads               kv       per-head dims
     vocab    vocabulary                    layers   the stacked leading axis of repeated layers
     kv_heads key/value heads (grouped-query attention); classes  classifier outputs
-
-Without a mesh and rules in context the annotations do nothing, so a layer runs unchanged on one
-device.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-import math
+import enum
+import functools
+import itertools
+import typing
 from typing import Any, Callable, Sequence
 
+from flax import struct
+import flax.core as flax_core
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from praxis import base_hyperparams
+from praxis import jax_context as _jax_context
+from praxis import py_utils
+from praxis import weight_hparams as _wh
+
+# Pax's names, re-exported: users import them from base_layer.
+WeightInit = _wh.WeightInit
+WeightHParams = _wh.WeightHParams
+WeightHParamsCollection = _wh.WeightHParamsCollection
+default_param_init = _wh.default_param_init
+is_default_param_init = _wh.is_default_param_init
+get_fan_in_fan_out = _wh.get_fan_in_fan_out
+init_var = _wh.init_var
+var_not_trainable = _wh.var_not_trainable
+var_skip_lp_regularization = _wh.var_skip_lp_regularization
+var_disallow_bfloat16_conversion = _wh.var_disallow_bfloat16_conversion
+to_partition_spec = _wh.to_partition_spec
+var_partition_specs = _wh.var_partition_specs
+JaxContext = _jax_context.JaxContext
+cur_jax_context = _jax_context.cur_jax_context
+add_global_summary = _jax_context.add_global_summary
+all_global_summaries = _jax_context.all_global_summaries
+clear_global_summary = _jax_context.clear_global_summary
+instantiate = base_hyperparams.instantiate
+template_field = base_hyperparams.template_field
+instance_field = base_hyperparams.instance_field
 
 Axes = tuple[str | None, ...]
-Initializer = Callable[[jax.Array, Sequence[int], Any], jax.Array]
+JTensor = jax.Array
+SplitDimsMapping = Any
+LayerTpl = base_hyperparams.Config
+BaseLayerApi = nn.Module
 
-# Flax collections praxis layers write besides "params".
-SUMMARIES = "summaries"
+# Flax collections (Pax's names and values).
+PARAMS = "params"
 AUX_LOSS = "aux_loss"
+SUMMARIES = "summaries"
+NON_TRAINABLE = "non_trainable"
+DECODE_CACHE = "decoder_cache"
+PREFIX_DECODE_CACHE = "prefix_decoder_cache"
+INTERMEDIATES = "intermediates"
+HYPER_PARAMS = "hyper_params"
+NON_PAX_VAR_COLLECTION = ["batch_stats", "params_axes"]
+DEFAULT_INIT_MUTABLE_LIST = [PARAMS, NON_TRAINABLE] + NON_PAX_VAR_COLLECTION
+# RNG streams.
+RANDOM = "random"
+NON_PAX_RNG_KEY = "dropout"
 
 
-@dataclasses.dataclass(frozen=True)
-class WeightInit:
-  """How a weight is initialised: Pax's `WeightInit` methods, on jax.nn.initializers.
+class SummaryType(enum.Enum):
+  """Kinds of summaries; the kind is a suffix of the collection key (Pax's)."""
 
-  `fan_in` is the product of all dims but the last, `fan_out` the last dim, which is right for the
-  praxis weight layouts where the output dims come last (`w[in, out]`, `w[d, n, h]` is the exception
-  handled by passing `fan_in_axes` to `create_variable`).
-  """
+  SCALAR = 1
+  IMAGE = 2
+  TEXT = 5
+  AUDIO = 6
+  VIDEO = 7
+  HISTOGRAM = 8
+  AGGREGATE_SCALAR = 3
+  AGGREGATE_IMAGE = 4
 
-  method: str = "xavier"
-  scale: float = 1.0
 
-  _METHODS = ("gaussian", "uniform", "xavier", "constant", "gaussian_sqrt_fanin",
-              "gaussian_sqrt_fanout", "truncated_gaussian")
+def get_summary_type_suffix(summary_type: SummaryType) -> str:
+  return "_" + summary_type.name.lower()
 
-  def __post_init__(self):
-    if self.method not in self._METHODS:
-      raise ValueError(f"WeightInit method {self.method!r} is not one of {self._METHODS}.")
 
-  @classmethod
-  def Gaussian(cls, scale: float = 1.0) -> WeightInit:  # pylint: disable=invalid-name
-    return cls("gaussian", scale)
+def maybe_shard(x: JTensor, split_dims_mapping: SplitDimsMapping = None,
+                mesh_axis_names: Sequence[str] | None = None,
+                unconstrained_dims: Sequence[int] | None = None) -> JTensor:
+  """Pax's sharding annotation: a no-op unless both a mapping and mesh axis names are given."""
+  if split_dims_mapping is None or mesh_axis_names is None:
+    return x
+  if len(split_dims_mapping) != x.ndim:
+    raise ValueError(f"split_dims_mapping {split_dims_mapping} needs one entry per dim of "
+                     f"shape {x.shape}.")
+  spec = list(to_partition_spec(split_dims_mapping, mesh_axis_names))
+  for dim in unconstrained_dims or ():
+    spec[dim] = jax.sharding.PartitionSpec.UNCONSTRAINED
+  return py_utils.with_sharding_constraint(x, jax.sharding.PartitionSpec(*spec))
 
-  @classmethod
-  def Uniform(cls, scale: float = 1.0) -> WeightInit:  # pylint: disable=invalid-name
-    return cls("uniform", scale)
 
-  @classmethod
-  def Xavier(cls, scale: float = 1.0) -> WeightInit:  # pylint: disable=invalid-name
-    return cls("xavier", scale)
+class WeightBox(nn.LogicallyPartitioned):
+  """A weight during init: its value, its logical axis names, and its WeightHParams."""
 
-  @classmethod
-  def Constant(cls, scale: float = 0.0) -> WeightInit:  # pylint: disable=invalid-name
-    return cls("constant", scale)
+  meta: Any = struct.field(pytree_node=False, default=None)
 
-  @classmethod
-  def GaussianSqrtFanIn(cls, scale: float = 1.0) -> WeightInit:  # pylint: disable=invalid-name
-    return cls("gaussian_sqrt_fanin", scale)
+  def unbox(self, apply_constraint=True) -> Any:
+    # No names: nothing to constrain (and an all-None constraint would force replication).
+    if all(n is None for n in self.names):
+      return self.value
+    return super().unbox(apply_constraint)
 
-  def initializer(self, fan_in: int, fan_out: int) -> Initializer:
-    scale = self.scale
-    if self.method == "constant":
-      return lambda key, shape, dtype: jnp.full(shape, scale, dtype)
-    if self.method == "gaussian":
-      std = scale
-    elif self.method == "gaussian_sqrt_fanin":
-      std = scale / math.sqrt(max(fan_in, 1))
-    elif self.method == "gaussian_sqrt_fanout":
-      std = scale / math.sqrt(max(fan_out, 1))
-    elif self.method == "truncated_gaussian":
-      return lambda key, shape, dtype: scale * jax.random.truncated_normal(key, -2, 2, shape, dtype)
-    elif self.method == "uniform":
-      return lambda key, shape, dtype: jax.random.uniform(key, shape, dtype, -scale, scale)
-    else:  # xavier (Glorot uniform): limit sqrt(6 / (fan_in + fan_out)), times scale.
-      limit = scale * math.sqrt(6.0 / max(fan_in + fan_out, 1))
-      return lambda key, shape, dtype: jax.random.uniform(key, shape, dtype, -limit, limit)
-    return lambda key, shape, dtype: std * jax.random.normal(key, shape, dtype)
+
+class MeshWeightBox(nn.Partitioned):
+  """A weight during init with Pax's mesh-axis sharding, and its WeightHParams."""
+
+  meta: Any = struct.field(pytree_node=False, default=None)
+
+
+@struct.dataclass
+class WrappedHParams:
+  """A layer's config, kept in the "hyper_params" collection (abstract_init_with_mdl_config)."""
+
+  meta: Any = struct.field(pytree_node=False)
+
+
+@struct.dataclass
+class AuxLossStruct:
+  value: Any
+  weight: Any
+
+
+def _is_box(x: Any) -> bool:
+  return isinstance(x, nn.Partitioned)
+
+
+def maybe_unbox_value(tree: Any) -> Any:
+  """The tree with every box replaced by its value."""
+  return jax.tree.map(lambda x: x.value if _is_box(x) else x, tree, is_leaf=_is_box)
+
+
+def unbox_meta(tree: Any) -> Any:
+  """The tree with every leaf replaced by its WeightHParams (shape includes repeat prefixes)."""
+
+  def meta(x):
+    value = x.value if _is_box(x) else x
+    shape = tuple(getattr(value, "shape", ()))
+    hp = copy.deepcopy(getattr(x, "meta", None))
+    if hp is None:
+      hp = WeightHParams(shape=shape, dtype=getattr(value, "dtype", None))
+      if _is_box(x) and any(n is not None for n in x.names):
+        hp.logical_axes = tuple(x.names)
+    extra = len(shape) - len(hp.shape)
+    if extra > 0:  # a repeat prefix added by nn.scan (Repeat / StackedTransformerRepeated)
+      hp.repeat_prefix = list(shape[:extra])
+      if _is_box(x):
+        hp.repeat_prefix_split_dims_mapping = tuple(x.names[:extra])
+    return hp
+
+  return jax.tree.map(meta, tree, is_leaf=_is_box)
+
+
+class Theta:
+  """`self.theta.w`: the layer's weight `w`, cast to its fprop_dtype (Pax's theta)."""
+
+  def __init__(self, module: BaseLayer):
+    self._module = module
+
+  def __getattr__(self, name: str) -> Any:
+    return self[name]
+
+  def __getitem__(self, name: str) -> Any:
+    module = self._module
+    module._try_setup()  # pylint: disable=protected-access
+    if not module.has_variable(PARAMS, name):
+      raise ValueError(f"{type(module).__name__} has no theta.{name}; create it with "
+                       "create_variable first.")
+    value = module.get_variable(PARAMS, name)
+    hp = module._weight_hparams.get(name)  # pylint: disable=protected-access
+    if hp is not None and var_disallow_bfloat16_conversion(hp):
+      return value
+    return module._cast_to_fprop_dtype(value)  # pylint: disable=protected-access
+
+
+class _ThetaDescriptor:
+
+  def __get__(self, obj, objtype=None):
+    return Theta(obj)
 
 
 class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
-  """Base class of praxis layers.
+  """Base class of praxis layers (Pax's BaseLayer fields and methods).
 
   Attributes:
     dtype: dtype of the weights.
-    fprop_dtype: dtype of the activations (the computation); None means `dtype`. bfloat16 here
-      with float32 weights is the usual mixed-precision setting.
-    params_init: default initialiser of this layer's weights (a weight may choose its own).
+    fprop_dtype: dtype of the activations; None means `dtype` (set at construction, as Pax).
+    params_init: default initialiser of this layer's weights (Pax: Xavier(1.000001)).
+    skip_lp_regularization: every weight of this layer (and of children that leave it None)
+      skips Lp regularisation.
+    ici_mesh_shape: the mesh within a slice, e.g. [1, 4, 2]; None for one device.
+    dcn_mesh_shape: the mesh across slices; None for one slice.
+    contiguous_submeshes: passed to the mesh builder.
+    mesh_axis_names: names of the mesh axes, e.g. ['replica', 'data', 'mdl']; with it, weights'
+      tensor_split_dims_mapping and activations' maybe_shard mappings take effect.
+    shared_weight_layer_id: Pax's weight-sharing id (not supported: see docs/praxis.md).
+    weight_split_dims_mapping: the layer's WeightSharding (`.wt`, ...), Pax's mesh-axis mappings.
+    activation_split_dims_mapping: the layer's ActivationSharding (`.out`, ...).
   """
+
+  @dataclasses.dataclass(frozen=True)
+  class WeightSharding:
+    """How the layer's weights are split over the mesh (Pax: `wt` for the main weight)."""
+
+    wt: SplitDimsMapping = None
+
+  @dataclasses.dataclass(frozen=True)
+  class ActivationSharding:
+    """How the layer's outputs are split over the mesh (Pax: `out`)."""
+
+    out: SplitDimsMapping = None
 
   dtype: Any = jnp.float32
   fprop_dtype: Any = None
-  params_init: WeightInit = WeightInit.Xavier()
+  params_init: WeightInit = instance_field(default_param_init)
+  skip_lp_regularization: bool | None = None
+  ici_mesh_shape: Sequence[int] | None = None
+  dcn_mesh_shape: Sequence[int] | None = None
+  contiguous_submeshes: bool | None = None
+  mesh_axis_names: Sequence[str] | None = None
+  shared_weight_layer_id: str | None = None
+  weight_split_dims_mapping: Any = template_field(WeightSharding)
+  activation_split_dims_mapping: Any = template_field(ActivationSharding)
 
-  # What create_child copies onto each child layer; model_params.txt shows these values on the
-  # children (base_hyperparams.nested_struct_to_text). A plain class attribute, not a field.
+  # What model_params.txt shows as inherited on child templates (base_hyperparams); a plain
+  # class attribute, not a field.
   hparams_inherited_by_children = ("dtype", "fprop_dtype")
+
+  theta = _ThetaDescriptor()
+
+  @classmethod
+  def __init_subclass__(cls, **kwargs: Any):
+    # A subclass's own WeightSharding / ActivationSharding become dataclasses and the defaults
+    # of its *_split_dims_mapping fields, before Flax turns the class into a dataclass.
+    if "__annotations__" not in cls.__dict__:
+      cls.__annotations__ = {}
+    for inner, field_name in (("WeightSharding", "weight_split_dims_mapping"),
+                              ("ActivationSharding", "activation_split_dims_mapping")):
+      if inner in cls.__dict__:
+        sharding_cls = dataclasses.dataclass(frozen=True)(cls.__dict__[inner])
+        setattr(cls, inner, sharding_cls)
+        cls.__annotations__[field_name] = Any
+        setattr(cls, field_name, template_field(sharding_cls))
+    super().__init_subclass__(**kwargs)
+
+  @classmethod
+  def config(cls, **kwargs) -> base_hyperparams.Config:
+    """pax_fiddle.Config(cls, **kwargs)."""
+    return base_hyperparams.Config(cls, **kwargs)
+
+  def __post_init__(self):
+    try:
+      jnp.dtype(self.dtype)
+    except TypeError:
+      raise TypeError(
+          f"{type(self).__name__}: dtype must be a dtype, got {self.dtype!r}. Build layers from "
+          "their config (`base_layer.instantiate(cfg)` or `cfg.Instantiate()`), not "
+          f"`{type(self).__name__}(cfg)`.") from None
+    object.__setattr__(self, "_weight_hparams", {})
+    object.__setattr__(self, "_private_children", {})
+    super().__post_init__()
+    if isinstance(self.parent, BaseLayer):
+      # Pax: children take what they leave at the default from their parent.
+      BaseLayer.copy_base_hparams(self.parent, self)
+    if self.fprop_dtype is None:
+      object.__setattr__(self, "fprop_dtype", self.dtype)
+
+  @staticmethod
+  def copy_base_hparams(source: Any, target: Any) -> None:
+    """Copies the inheritable fields from `source` to `target` where `target` kept defaults.
+
+    Inherited: dtype (when float32), fprop_dtype, skip_lp_regularization, ici_mesh_shape,
+    dcn_mesh_shape, mesh_axis_names, contiguous_submeshes (when None), params_init (when the
+    default). `source` / `target` are layers or layer configs; `target` is changed in place.
+    """
+
+    def put(name, value):
+      if isinstance(target, nn.Module):
+        object.__setattr__(target, name, value)
+      else:
+        setattr(target, name, value)
+
+    if target.dtype == jnp.float32:
+      put("dtype", source.dtype)
+    if target.fprop_dtype is None:
+      put("fprop_dtype", source.fprop_dtype)
+    for name in ("skip_lp_regularization", "ici_mesh_shape", "dcn_mesh_shape",
+                 "mesh_axis_names", "contiguous_submeshes"):
+      if getattr(target, name) is None:
+        put(name, copy.deepcopy(getattr(source, name)))
+    target_init = target.params_init
+    if isinstance(target_init, base_hyperparams.Config):
+      target_init = base_hyperparams.instantiate(target_init)
+    if target_init is None or is_default_param_init(target_init):
+      put("params_init", copy.deepcopy(source.params_init))
+
+  @property
+  def mesh_shape(self) -> Sequence[int] | None:
+    if self.dcn_mesh_shape is None or self.ici_mesh_shape is None:
+      return self.ici_mesh_shape
+    return [i * d for i, d in zip(self.ici_mesh_shape, self.dcn_mesh_shape)]
 
   @property
   def compute_dtype(self) -> Any:
+    """The activations' dtype (fprop_dtype, which defaults to dtype)."""
     return self.dtype if self.fprop_dtype is None else self.fprop_dtype
 
-  def create_child(self, template: base_hyperparams.Config, **overrides) -> Any:
-    """Builds a child from its template, in `setup`: `self.ffn = self.create_child(self.ffn_tpl)`.
+  @functools.cached_property
+  def hparams(self) -> base_hyperparams.Config:
+    """A Config that builds this layer (Pax's `layer.hparams`)."""
+    kwargs = {}
+    for field in dataclasses.fields(self):
+      if field.init and field.name != "parent":
+        kwargs[field.name] = getattr(self, field.name)
+    return base_hyperparams.Config(type(self), **kwargs)
 
-    The child inherits this layer's dtype and fprop_dtype (as in Pax, where they are set once on
-    the root), then `overrides` are applied; the template itself is left unchanged.
+  def get_shard_count_on_dim(self, dim_sharding: Any) -> int:
+    """How many shards a dim with this mesh-axis sharding has."""
+    if dim_sharding is None or self.mesh_axis_names is None:
+      return 1
+    axes = [dim_sharding] if isinstance(dim_sharding, str) else dim_sharding
+    count = 1
+    for axis in axes:
+      index = list(self.mesh_axis_names).index(axis)
+      count *= (self.ici_mesh_shape or [1] * (index + 1))[index]
+      if self.dcn_mesh_shape:
+        count *= self.dcn_mesh_shape[index]
+    return count
+
+  # ---- Context ----
+
+  @property
+  def jax_context(self) -> JaxContext:
+    return cur_jax_context()
+
+  @property
+  def do_eval(self) -> bool:
+    """True inside a JaxContext with do_eval=True; False otherwise."""
+    top = JaxContext.top()
+    return bool(top is not None and top.do_eval)
+
+  @property
+  def reflect_configs(self) -> bool:
+    top = JaxContext.top()
+    return bool(top is not None and top.self_reflect_configs)
+
+  @nn.nowrap
+  def next_prng_key(self, name: str = RANDOM) -> jax.Array:
+    return self.make_rng(name)
+
+  # ---- init / apply, as Pax's ----
+
+  @nn.nowrap
+  def init(self, rngs, *args, method=None, mutable=None, **kwargs):
+    """Flax's init returning plain arrays (Pax's): params and non_trainable by default."""
+    variables = nn.Module.init(self, rngs, *args, method=method,
+                               mutable=mutable if mutable else DEFAULT_INIT_MUTABLE_LIST,
+                               **kwargs)
+    return flax_core.unfreeze(maybe_unbox_value(variables))
+
+  @nn.nowrap
+  def apply(self, variables, *args, rngs=None, method=None, mutable=False,
+            capture_intermediates=False, **kwargs):
+    result = nn.Module.apply(self, variables, *args, rngs=rngs, method=method, mutable=mutable,
+                             capture_intermediates=capture_intermediates, **kwargs)
+    if mutable:
+      outputs, updated = result
+      return outputs, flax_core.unfreeze(updated)
+    return result
+
+  @nn.nowrap
+  def _abstract_init(self, *args, do_eval=False, method=None, extra_mutable_list=None,
+                     self_reflect_configs=False, **kwargs):
+    key = jax.random.PRNGKey(1)
+    rngs = {PARAMS: key, RANDOM: key, NON_PAX_RNG_KEY: key}
+    mutable = list(DEFAULT_INIT_MUTABLE_LIST)
+    if self_reflect_configs:
+      mutable.append(HYPER_PARAMS)
+    mutable += list(extra_mutable_list or [])
+    init_fn = functools.partial(nn.Module.init, self, method=method, mutable=mutable)
+    context_p = JaxContext.HParams(do_eval=do_eval, self_reflect_configs=self_reflect_configs)
+    with JaxContext.new_context(hparams=context_p):
+      return jax.eval_shape(init_fn, rngs, *args, **kwargs)
+
+  @nn.nowrap
+  def abstract_init_with_metadata(self, *args, do_eval=False, method=None,
+                                  extra_mutable_list=None, **kwargs) -> Any:
+    """`jax.eval_shape(init)` with every variable replaced by its WeightHParams."""
+    variables = self._abstract_init(*args, do_eval=do_eval, method=method,
+                                    extra_mutable_list=extra_mutable_list, **kwargs)
+    variables = dict(flax_core.unfreeze(variables))
+    variables.pop("params_axes", None)
+    return unbox_meta(variables)
+
+  @nn.nowrap
+  def abstract_init_with_mdl_config(self, *args, do_eval=False, method=None,
+                                    extra_mutable_list=None, **kwargs) -> Any:
+    """Each layer's config as built (inherited fields filled in): {child: {'_hparams': cfg}}."""
+    variables = self._abstract_init(*args, do_eval=do_eval, method=method,
+                                    extra_mutable_list=extra_mutable_list,
+                                    self_reflect_configs=True, **kwargs)
+    return jax.tree.map(lambda x: x.meta, flax_core.unfreeze(variables).get(HYPER_PARAMS, {}),
+                        is_leaf=lambda x: isinstance(x, WrappedHParams))
+
+  @nn.nowrap
+  def _try_setup(self, shallow: bool = False) -> None:
+    before = self._state.setup_called
+    super()._try_setup(shallow=shallow)
+    if before != self._state.setup_called and self.reflect_configs and self.is_initializing():
+      kwargs = {}
+      for field in dataclasses.fields(self):
+        if not field.init or field.name == "parent":
+          continue
+        value = getattr(self, field.name)
+        if isinstance(value, (nn.Module, base_hyperparams.Config)):
+          value = None  # children report their own config
+        kwargs[field.name] = value
+      self.put_variable(HYPER_PARAMS, "_hparams",
+                        WrappedHParams(base_hyperparams.Config(type(self), **kwargs)))
+
+  @nn.nowrap
+  def get_variable(self, col: str, name: str, default: Any = None) -> Any:
+    return maybe_unbox_value(super().get_variable(col, name, default))
+
+  # ---- Weights ----
+
+  @nn.nowrap
+  def create_variable(self, name: str, var_hparams: WeightHParams | Sequence[int],
+                      axes: Axes | None = None, *, trainable: bool = True,
+                      init: WeightInit | None = None, dtype: Any = None,
+                      fan_in_axes: Sequence[int] | None = None) -> JTensor:
+    """Creates the weight `name` (Pax: `create_variable(name, WeightHParams(...), trainable)`).
+
+    Trainable weights go to "params", others to "non_trainable". Unset `init` / `dtype` take the
+    layer's `params_init` / `dtype`. Returns the weight (cast to fprop_dtype for params).
+
+    The seed's form `create_variable(name, shape, logical_axes, init=, dtype=, fan_in_axes=)`
+    still works: it builds the WeightHParams with `logical_axes`, fan-in over `fan_in_axes`
+    (default all but the last dim) and fan-out over the rest, and returns the raw weight.
     """
-    if template is None:
+    legacy = not isinstance(var_hparams, WeightHParams)
+    if legacy:
+      shape = tuple(int(d) for d in var_hparams)
+      if axes is None or len(axes) != len(shape):
+        raise ValueError(f"{type(self).__name__}.{name}: {len(axes or ())} logical axes {axes} "
+                         f"for a weight of rank {len(shape)} {shape}; give one name (or None) "
+                         "per dim.")
+      fan_in = tuple(range(len(shape) - 1)) if fan_in_axes is None else tuple(fan_in_axes)
+      fan_in = tuple(i % len(shape) for i in fan_in) if shape else ()
+      fan_out = tuple(i for i in range(len(shape)) if i not in fan_in)
+      var_hparams = WeightHParams(
+          shape=shape, init=init, dtype=dtype, logical_axes=tuple(axes),
+          fan_in_axes=fan_in if len(shape) > 1 else None,
+          fan_out_axes=(fan_out or fan_in) if len(shape) > 1 else None)
+    hp = copy.deepcopy(var_hparams)
+    if hp.init is None:
+      hp.init = copy.deepcopy(self.params_init)
+    if hp.dtype is None:
+      hp.dtype = self.dtype
+    collections = list(hp.collections or [])
+    if self.skip_lp_regularization and (
+        WeightHParamsCollection.SKIP_LP_REGULARIZATION not in collections):
+      collections.append(WeightHParamsCollection.SKIP_LP_REGULARIZATION)
+    if not trainable and WeightHParamsCollection.NON_TRAINABLE not in collections:
+      collections.append(WeightHParamsCollection.NON_TRAINABLE)
+    hp.collections = collections
+    self._weight_hparams[name] = hp
+    full_name = f"{self.scope.path_text}/{name}" if self.scope is not None else name
+
+    def boxed(key):
+      value = init_var(hp, key, full_name)
+      if hp.tensor_split_dims_mapping is not None and self.mesh_axis_names is not None:
+        spec = to_partition_spec(hp.tensor_split_dims_mapping, self.mesh_axis_names)
+        return MeshWeightBox(value, tuple(spec), meta=hp)
+      names = tuple(hp.logical_axes) if hp.logical_axes is not None else (None,) * len(hp.shape)
+      return WeightBox(value, names, meta=hp)
+
+    if trainable:
+      value = self.param(name, boxed)
+      if legacy:
+        return value
+      return getattr(self.theta, name)
+    self.variable(NON_TRAINABLE, name, lambda: boxed(self.make_rng(PARAMS)))
+    return self.get_var(name)
+
+  @nn.nowrap
+  def get_var(self, name: str) -> Any:
+    """A non-trainable variable's current value."""
+    return self.get_variable(NON_TRAINABLE, name)
+
+  @nn.nowrap
+  def update_var(self, name: str, new_val: JTensor) -> None:
+    """Replaces a non-trainable variable in the forward pass (when the collection is mutable)."""
+    if self.is_mutable_collection(NON_TRAINABLE) and not self.is_initializing():
+      old = nn.Module.get_variable(self, NON_TRAINABLE, name)
+      self.put_variable(NON_TRAINABLE, name, flax_core.meta.replace_boxed(old, new_val))
+
+  @nn.nowrap
+  def get_decode_state(self, name: str) -> JTensor:
+    return self.get_variable(DECODE_CACHE, name)
+
+  @nn.nowrap
+  def update_decode_state(self, name: str, new_state: JTensor) -> None:
+    if self.is_mutable_collection(DECODE_CACHE):
+      self.put_variable(DECODE_CACHE, name, new_state)
+
+  @nn.nowrap
+  def _cast_to_fprop_dtype(self, value: Any) -> Any:
+
+    def cast(x):
+      if x is None or not jnp.issubdtype(x.dtype, jnp.floating):
+        return x
+      return x.astype(self.fprop_dtype) if x.dtype != self.fprop_dtype else x
+
+    return jax.tree.map(cast, value)
+
+  # ---- Children ----
+
+  @nn.nowrap
+  def create_child(self, name: Any, params: Any = None, *, skip_clone: bool = False,
+                   **overrides) -> Any:
+    """Builds a child layer from a template, in `setup`.
+
+    Pax's form `self.create_child('linear', self.linear_tpl)` builds the child named 'linear' and
+    sets `self.linear`. The seed's form `self.ffn = self.create_child(self.ffn_tpl, **overrides)`
+    returns the child built from a copy of the template with `overrides` applied. Either way the
+    child inherits what it leaves at the default (dtype, fprop_dtype, params_init, mesh ...).
+    """
+    if isinstance(name, str):
+      child = self._create_child(name, params, skip_clone=skip_clone, overrides=overrides)
+      if self._state.in_setup:
+        setattr(self, name, child)
+      return child
+    if name is None:
       raise ValueError(f"{type(self).__name__}: a child template is None; set it in the config.")
-    cfg = template.clone()
+    return self._create_child(None, name, skip_clone=False, overrides=overrides)
+
+  @nn.nowrap
+  def create_children(self, name: str, params: Sequence[Any], *,
+                      skip_clone: bool = False) -> list[Any]:
+    """Builds children `name_0`, `name_1`, ... from templates and sets `self.<name>` to the list."""
+    counter = itertools.count()
+    children = [self._create_child(f"{name}_{next(counter)}", p, skip_clone=skip_clone,
+                                   overrides={}) for p in params]
+    if self._state.in_setup:
+      setattr(self, name, children)
+    return children
+
+  @nn.nowrap
+  def _create_child(self, name: str | None, params: Any, *, skip_clone: bool,
+                    overrides: dict[str, Any]) -> Any:
+    if not isinstance(params, base_hyperparams.fdl.Buildable):
+      raise ValueError(f"{type(self).__name__}.create_child({name!r}): expected a config "
+                       f"(pax_fiddle.Config), got {type(params).__name__}.")
+    cfg = params if skip_clone else params.clone()
+    for key, value in overrides.items():
+      setattr(cfg, key, value)
     target = cfg.__fn_or_cls__
     if isinstance(target, type) and issubclass(target, BaseLayer):
-      for name in self.hparams_inherited_by_children:
-        setattr(cfg, name, getattr(self, name))
-    for name, value in overrides.items():
-      setattr(cfg, name, value)
-    return base_hyperparams.instantiate(cfg)
+      BaseLayer.copy_base_hparams(self, cfg)
+      if name is not None:
+        cfg.name = name
+    child = base_hyperparams.instantiate(cfg)
+    if name is not None:
+      self._private_children[name] = child
+    return child
 
-  def create_variable(self, name: str, shape: Sequence[int], axes: Axes, *,
-                      init: WeightInit | None = None, dtype: Any = None,
-                      fan_in_axes: Sequence[int] | None = None) -> jax.Array:
-    """Creates (or reads) the weight `name` with logical `axes`, one name per dim.
+  # ---- Sharding, summaries, aux losses ----
 
-    `fan_in_axes` are the dims that are summed over when the weight is applied (default: all but
-    the last); they decide the scale of fan-based initialisers.
-    """
-    shape = tuple(int(d) for d in shape)
-    if len(axes) != len(shape):
-      raise ValueError(f"{type(self).__name__}.{name}: {len(axes)} logical axes {axes} for a "
-                       f"weight of rank {len(shape)} {shape}; give one name (or None) per dim.")
-    fan_in_axes = tuple(range(len(shape) - 1)) if fan_in_axes is None else tuple(fan_in_axes)
-    fan_in = math.prod(shape[i] for i in fan_in_axes) if shape else 1
-    fan_out = math.prod(shape) // max(fan_in, 1) if shape else 1
-    initializer = (init or self.params_init).initializer(fan_in, fan_out)
-    return self.param(name, nn.with_logical_partitioning(initializer, axes), shape,
-                      dtype or self.dtype)
-
-  def maybe_shard(self, x: jax.Array, axes: Axes) -> jax.Array:
-    """Constrains activation `x` to the mesh placement the rules give its logical `axes`."""
+  @nn.nowrap
+  def maybe_shard(self, x: JTensor, axes: Axes) -> JTensor:
+    """Constrains activation `x` to the placement the rules give its logical `axes`."""
     if len(axes) != x.ndim:
       raise ValueError(f"{type(self).__name__}: {len(axes)} logical axes {axes} for an "
                        f"activation of shape {x.shape}.")
     return nn.with_logical_constraint(x, axes)
 
-  def add_summary(self, name: str, value: jax.Array) -> None:
-    """Records a scalar or tensor for TensorBoard (collection "summaries"; ignored unless mutable)."""
-    self.sow(SUMMARIES, name, value)
+  @nn.nowrap
+  def add_summary(self, name: str, tensor: Any,
+                  summary_type: SummaryType = SummaryType.SCALAR, verbosity: int = 2) -> None:
+    """Records a summary in "summaries" as `<name>_<type>` (Pax's keys, e.g. 'loss_scalar').
 
-  def add_aux_loss(self, name: str, value: jax.Array, weight: jax.Array | float = 1.0) -> None:
-    """Adds an auxiliary loss (e.g. a z-loss) that the model adds to its total loss."""
+    Skipped when the JaxContext's summary_verbosity is below `verbosity`; a repeated name gets
+    a number (`name1_scalar`); a layer called twice keeps the last value.
+    """
+    if JaxContext.has_context() and verbosity > self.jax_context.summary_verbosity:
+      return
+    if callable(tensor):
+      tensor = tensor()
+    suffix = get_summary_type_suffix(summary_type)
+    full = name
+    count = 0
+    while self.has_variable(SUMMARIES, full + suffix):
+      count += 1
+      full = f"{name}{count}"
+    self.sow(SUMMARIES, full + suffix, tensor, reduce_fn=lambda _, y: y)
+
+  @nn.nowrap
+  def add_aux_loss(self, name: str, value: JTensor, weight: Any = None) -> None:
+    """Adds an auxiliary loss (e.g. a z-loss) that the model adds to its total loss.
+
+    Recorded in "aux_loss" as (value, weight) entries, one per call.
+    """
+    weight = 1.0 if weight is None else weight
     self.sow(AUX_LOSS, name, (value, jnp.asarray(weight, jnp.float32)))
+
+
+def init_boxed(module: nn.Module, *args, **kwargs) -> Any:
+  """`module.init` keeping the weight boxes (sharding names + WeightHParams), for the trainer.
+
+  Under `jax.eval_shape`, the result gives shardings through praxis.sharding.logical_to_shardings;
+  `nn.unbox` (or `maybe_unbox_value`) gives what `module.init` returns.
+  """
+  return nn.Module.init(module, *args, **kwargs)
+
+
+def assert_has_shape(t: JTensor, shape: Sequence[int]) -> None:
+  """Raises unless `t`'s shape matches `shape` (-1 matches any size)."""
+  if t.ndim != len(shape) or any(s not in (-1, d) for s, d in zip(shape, t.shape)):
+    raise ValueError(f"Expected shape {tuple(shape)}, got {t.shape}.")

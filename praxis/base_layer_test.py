@@ -73,33 +73,40 @@ def _built_fprop_dtypes(layer, x) -> dict[str, Any]:
 
 class BaseLayerTest(absltest.TestCase):
 
-  def test_weights_carry_logical_axes_and_children_inherit_dtypes(self):
+  def test_init_returns_arrays_and_the_boxes_keep_the_logical_axes(self):
     layer = Outer.HParams(dims=3, dtype=jnp.float32, fprop_dtype=jnp.bfloat16).Instantiate()
     variables = layer.init(jax.random.key(0), jnp.ones((2, 3)))
-    boxed = variables["params"]["proj"]["w"]
-    self.assertEqual(boxed.names, ("embed", "mlp"))
-    self.assertEqual(boxed.value.shape, (3, 6))
+    self.assertIsInstance(variables["params"]["proj"]["w"], jax.Array)  # Pax: plain arrays
+    self.assertEqual(variables["params"]["proj"]["w"].shape, (3, 6))
+    boxed = base_layer.init_boxed(layer, jax.random.key(0), jnp.ones((2, 3)))
+    self.assertEqual(boxed["params"]["proj"]["w"].names, ("embed", "mlp"))
+    meta = layer.abstract_init_with_metadata(jnp.ones((2, 3)))
+    self.assertEqual(tuple(meta["params"]["proj"]["w"].shape), (3, 6))
+    self.assertEqual(meta["params"]["proj"]["w"].logical_axes, ("embed", "mlp"))
     out, mutated = layer.apply(variables, jnp.ones((2, 3)), mutable=[base_layer.SUMMARIES])
     self.assertEqual(out.dtype, jnp.bfloat16)  # the child inherited fprop_dtype
-    self.assertEqual(float(mutated[base_layer.SUMMARIES]["proj"]["x_mean"][0]), 1.0)
+    # Pax's summary keys carry the summary type.
+    self.assertEqual(float(mutated[base_layer.SUMMARIES]["proj"]["x_mean_scalar"]), 1.0)
     # The template on the config is untouched by create_child's overrides.
     self.assertEqual(layer.proj_tpl.input_dims, 0)
 
   def test_text_shows_the_dtypes_children_are_built_with(self):
     cfg = Top.HParams(dims=3, fprop_dtype=jnp.bfloat16, settings=Settings.HParams())
-    # A template's own value is replaced by create_child: the text must show the parent's.
+    # As in Pax, a child that sets its own value keeps it; the others take the parent's.
     cfg.outer_tpl.proj_tpl.fprop_dtype = jnp.float16
     text = base_hyperparams.nested_struct_to_text(cfg).splitlines()
     self.assertContainsSubset(["fprop_dtype : bfloat16",
                                "outer_tpl.fprop_dtype : bfloat16",
-                               "outer_tpl.proj_tpl.fprop_dtype : bfloat16",
+                               "outer_tpl.proj_tpl.fprop_dtype : float16",
                                "outer_tpl.proj_tpl.dtype : float32",
                                # Not a layer: nothing passes fprop_dtype down to it.
                                "settings.fprop_dtype : None"], text)
-    self.assertNotIn("outer_tpl.proj_tpl.fprop_dtype : float16", text)
     built = _built_fprop_dtypes(base_hyperparams.instantiate(cfg), jnp.ones((2, 3)))
     self.assertEqual(built, {"(root)": jnp.bfloat16, "outer": jnp.bfloat16,
-                             "outer.proj": jnp.bfloat16})
+                             "outer.proj": jnp.float16})
+    cfg.outer_tpl.proj_tpl.fprop_dtype = None
+    self.assertIn("outer_tpl.proj_tpl.fprop_dtype : bfloat16",
+                  base_hyperparams.nested_struct_to_text(cfg).splitlines())
 
   def test_text_of_a_built_layer_passes_its_dtypes_down(self):
     layer = Top.HParams(dims=3, fprop_dtype=jnp.bfloat16).Instantiate()  # As TaskConfig.model.
@@ -109,9 +116,10 @@ class BaseLayerTest(absltest.TestCase):
     # Without a parent setting, the children show the default (None: compute in `dtype`).
     plain = base_hyperparams.nested_struct_to_text(Top.HParams(dims=3)).splitlines()
     self.assertIn("outer_tpl.proj_tpl.fprop_dtype : None", plain)
+    # As in Pax, a layer built with fprop_dtype None computes in its dtype and says so.
     self.assertEqual(
         _built_fprop_dtypes(Top.HParams(dims=3).Instantiate(), jnp.ones((2, 3)))["outer.proj"],
-        None)
+        jnp.float32)
 
   def test_wrong_number_of_axes_is_reported(self):
 
@@ -126,15 +134,59 @@ class BaseLayerTest(absltest.TestCase):
 
   def test_initializer_scales_follow_fan_in_and_out(self):
     key = jax.random.key(1)
-    xavier = base_layer.WeightInit.Xavier().initializer(600, 200)(key, (600, 200), jnp.float32)
+    xavier = base_layer.init_var(
+        base_layer.WeightHParams([600, 200], init=base_layer.WeightInit.Xavier()), key)
     limit = np.sqrt(6.0 / 800)
     self.assertLessEqual(float(jnp.max(jnp.abs(xavier))), limit)
     self.assertGreater(float(jnp.max(jnp.abs(xavier))), 0.95 * limit)
-    fanin = base_layer.WeightInit.GaussianSqrtFanIn(2.0).initializer(400, 300)(
-        key, (400, 300), jnp.float32)
+    fanin = base_layer.init_var(
+        base_layer.WeightHParams([400, 300], init=base_layer.WeightInit.GaussianSqrtFanIn(2.0)),
+        key)
     self.assertAlmostEqual(float(jnp.std(fanin)), 2.0 / 20.0, delta=0.003)
-    with self.assertRaisesRegex(ValueError, "not one of"):
-      base_layer.WeightInit("glorot")
+    # Pax's default fans of a rank-3 weight: fan_in = dim -2 x dim 0, fan_out = dim -1 x dim 0.
+    self.assertEqual(base_layer.get_fan_in_fan_out([4, 5, 6]), (20, 24))
+    with self.assertRaisesRegex(ValueError, "unknown WeightInit method 'glorot'"):
+      base_layer.init_var(base_layer.WeightHParams([2], init=base_layer.WeightInit("glorot", 1)),
+                          key)
+
+  def test_pax_style_layer_variables_children_and_defaults(self):
+
+    class Child(base_layer.BaseLayer):
+      dims: int = 2
+
+      def setup(self):
+        self.create_variable("w", base_layer.WeightHParams(shape=[self.dims, self.dims]))
+        self.create_variable("count", base_layer.WeightHParams(
+            shape=[], init=base_layer.WeightInit.Constant(0)), trainable=False)
+
+      def __call__(self, x):
+        self.update_var("count", self.get_var("count") + 1)
+        return x.astype(self.fprop_dtype) @ self.theta.w
+
+    class Parent(base_layer.BaseLayer):
+      child_tpl: base_hyperparams.Config = base_hyperparams.template_field(Child)
+
+      def setup(self):
+        self.create_child("child", self.child_tpl)
+        self.create_children("more", [self.child_tpl.clone(), self.child_tpl.clone()])
+
+      def __call__(self, x):
+        return self.more[1](self.more[0](self.child(x)))
+
+    layer = base_layer.instantiate(base_hyperparams.Config(
+        Parent, name="p", fprop_dtype=jnp.bfloat16,
+        params_init=base_layer.WeightInit.Gaussian(0.5)))
+    variables = layer.init(jax.random.key(0), jnp.ones((1, 2)))
+    self.assertEqual(sorted(variables["params"]), ["child", "more_0", "more_1"])
+    self.assertEqual(variables["non_trainable"]["child"]["count"].shape, ())
+    out, updated = layer.apply(variables, jnp.ones((1, 2)), mutable=[base_layer.NON_TRAINABLE])
+    self.assertEqual(out.dtype, jnp.bfloat16)  # theta casts to the inherited fprop_dtype
+    self.assertEqual(int(updated["non_trainable"]["more_1"]["count"]), 1)
+    configs = layer.abstract_init_with_mdl_config(jnp.ones((1, 2)))
+    # The children inherited the parent's non-default params_init.
+    self.assertEqual(configs["child"]["_hparams"].params_init.scale, 0.5)
+    # Pax's default initialiser, recognisable by its scale.
+    self.assertTrue(base_layer.is_default_param_init(Child().params_init))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,25 @@ from typing import Any, Callable
 import jax
 
 JTensor = jax.Array
+# Pax's other aliases (praxis.pytypes), for code written against Pax.
+PRNGKey = jax.Array
+NpTensor = Any  # numpy.ndarray
+JTensorOrPartitionSpec = Any
+Nested = Any
+NestedJTensor = Any
+NestedNpTensor = Any
+NestedBool = Any
+NestedInt = Any
+NestedShape = Any
+NestedShapeDtypeStruct = Any
+NestedPartitionSpec = Any
+NestedHParams = Any
+NestedJTensorOrPartitionSpec = Any
+PyTreeDef = Any
+# A tensor's sharding in Pax's notation: one entry per dim, a mesh axis name (or index, or a
+# tuple of them) or None / -1 for a replicated dim.
+SplitDimsMapping = tuple[Any, ...] | None
+DotGeneral = Callable[..., jax.Array]
 # A metric as Pax reports it: (value, weight), so that metrics from several batches or hosts can be
 # combined as sum(value * weight) / sum(weight).
 WeightedScalar = tuple[JTensor, JTensor]
@@ -85,15 +104,95 @@ class NestedMap(dict):
 
   def Filter(self, fn: Callable[[Any], bool]) -> NestedMap:  # pylint: disable=invalid-name
     """Keeps the leaves for which `fn` is true, dropping sub-maps that become empty."""
-    out = NestedMap()
-    for key, value in self.items():
+    return self.FilterKeyVal(lambda _, value: fn(value))
+
+  def FilterKeyVal(self, fn: Callable[[str, Any], bool]) -> NestedMap:  # pylint: disable=invalid-name
+    """Keeps the leaves for which `fn(dotted_key, leaf)` is true (Pax's FilterKeyVal)."""
+
+    def keep(prefix: str, value: Any) -> Any:
       if isinstance(value, NestedMap):
-        kept = value.Filter(fn)
-        if kept:
-          out[key] = kept
-      elif fn(value):
-        out[key] = value
-    return out
+        out = NestedMap()
+        for key, sub in value.items():
+          kept = keep(f"{prefix}.{key}" if prefix else key, sub)
+          if kept is not _DROPPED:
+            out[key] = kept
+        return out if out or not prefix else _DROPPED
+      return value if fn(prefix, value) else _DROPPED
+
+    return keep("", self)
+
+  # Pax's (lingvo's) NestedMap API, used by Pax layers and tests.
+
+  @staticmethod
+  def FromNestedDict(x: Any) -> Any:  # pylint: disable=invalid-name
+    """Converts every dict inside `x` (e.g. Flax variables) into a NestedMap."""
+    if isinstance(x, dict):
+      return NestedMap({k: NestedMap.FromNestedDict(v) for k, v in x.items()})
+    if isinstance(x, (list, tuple)):
+      return type(x)(NestedMap.FromNestedDict(v) for v in x)
+    return x
+
+  @staticmethod
+  def CheckKey(key: Any) -> None:  # pylint: disable=invalid-name
+    NestedMap._check_key(key)
+
+  def ToNestedDict(self) -> dict[str, Any]:  # pylint: disable=invalid-name
+    """The same tree with plain dicts in place of NestedMaps."""
+
+    def convert(x):
+      if isinstance(x, dict):
+        return {k: convert(v) for k, v in x.items()}
+      if isinstance(x, (list, tuple)):
+        return type(x)(convert(v) for v in x)
+      return x
+
+    return convert(self)
+
+  def GetItem(self, key: str) -> Any:  # pylint: disable=invalid-name
+    """The value at dotted `key` ('a.b.c'); KeyError when absent."""
+    current: Any = self
+    for part in key.split("."):
+      if isinstance(current, (list, tuple)):
+        current = current[int(part)]
+      else:
+        current = current[part]
+    return current
+
+  def Get(self, key: str, default: Any = None) -> Any:  # pylint: disable=invalid-name
+    """The value at dotted `key`, or `default` when any part is absent."""
+    try:
+      return self.GetItem(key)
+    except (KeyError, IndexError, ValueError, TypeError):
+      return default
+
+  def Set(self, key: str, value: Any) -> NestedMap:  # pylint: disable=invalid-name
+    """Sets the value at dotted `key`, creating NestedMaps on the way; returns self."""
+    parts = key.split(".")
+    current = self
+    for part in parts[:-1]:
+      if part not in current:
+        current[part] = NestedMap()
+      current = current[part]
+    current[parts[-1]] = value
+    return self
+
+  def Pack(self, flat: Sequence[Any]) -> NestedMap:  # pylint: disable=invalid-name
+    """A NestedMap of this structure holding `flat` (in Flatten's order) as its leaves."""
+    return jax.tree.unflatten(jax.tree.structure(self), list(flat))
+
+  def IsCompatible(self, other: Any) -> bool:  # pylint: disable=invalid-name
+    """True when `other` has the same structure (keys and nesting)."""
+    try:
+      return jax.tree.structure(self) == jax.tree.structure(other)
+    except Exception:  # pylint: disable=broad-except
+      return False
+
+  def DebugString(self) -> str:  # pylint: disable=invalid-name
+    """One 'dotted.key  value' line per leaf."""
+    return "\n".join(f"{k:<40} {v}" for k, v in self.FlattenItems())
+
+
+_DROPPED = object()
 
 
 def path_name(path: Sequence[Any], sep: str = "/") -> str:

@@ -36,6 +36,19 @@ class NestedMapTest(absltest.TestCase):
     self.assertEqual(m.Filter(lambda v: v != 2), NestedMap(a=NestedMap(d=3), b=1))
     self.assertIsInstance(m.copy(), NestedMap)
 
+  def test_pax_methods(self):
+    m = NestedMap.FromNestedDict({"a": {"b": 1, "c": [2, {"d": 3}]}, "e": 4})
+    self.assertIsInstance(m.a, NestedMap)
+    self.assertIsInstance(m.a.c[1], NestedMap)
+    self.assertEqual(m.GetItem("a.c.1.d"), 3)
+    self.assertEqual(m.Get("a.x", "none"), "none")
+    m.Set("f.g", 5)
+    self.assertEqual(m.f.g, 5)
+    self.assertEqual(m.Pack([10, 20, 30, 40, 50]).a.b, 10)
+    self.assertTrue(m.IsCompatible(m.Transform(lambda x: x + 1)))
+    self.assertEqual(m.FilterKeyVal(lambda k, _: k.startswith("a.")).Flatten(), [1, 2, 3])
+    self.assertEqual(type(m.ToNestedDict()["a"]), dict)
+
 
 if __name__ == "__main__":
   absltest.main()

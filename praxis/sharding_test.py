@@ -4,6 +4,8 @@ import os
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 
+import functools
+
 from absl.testing import absltest  # pylint: disable=g-import-not-at-top
 from absl.testing import parameterized
 import flax.linen as nn
@@ -169,7 +171,7 @@ class ShardingsTest(parameterized.TestCase):
   @parameterized.parameters((1, 8, 1), (1, 4, 2), (2, 2, 2))
   def test_weights_and_activations_follow_table(self, *ici):
     mesh = sharding.make_mesh(ici)
-    abstract = jax.eval_shape(self.model.init, self.rng, self.ids)
+    abstract = jax.eval_shape(functools.partial(base_layer.init_boxed, self.model), self.rng, self.ids)
     shardings = sharding.logical_to_shardings(abstract, mesh)
     for name, expected in EXPECTED_WEIGHTS.items():
       self.assertEqual(shardings["params"][name].spec, expected, name)
@@ -206,7 +208,7 @@ class ShardingsTest(parameterized.TestCase):
     mesh = sharding.make_mesh((1, 4, 2))
 
     def init_state(r):
-      params = self.model.init(r, self.ids)["params"]  # boxed
+      params = base_layer.init_boxed(self.model, r, self.ids)["params"]  # boxed
       return {"params": params, "opt": optax.adam(1e-3).init(params)}
 
     state_shardings = sharding.logical_to_shardings(jax.eval_shape(init_state, self.rng), mesh)

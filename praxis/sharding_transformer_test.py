@@ -10,6 +10,8 @@ import os
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 
+import functools
+
 from absl.testing import absltest  # pylint: disable=g-import-not-at-top
 from absl.testing import parameterized
 import flax.linen as nn
@@ -17,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from praxis import base_layer
 from praxis import sharding
 from praxis.layers import transformers
 
@@ -55,7 +58,7 @@ class StackedTransformerShardingTest(parameterized.TestCase):
     model = make_model()
     mesh = sharding.make_mesh(ici)
     key = jax.random.PRNGKey(0)
-    abstract = jax.eval_shape(model.init, key, self.inputs, self.paddings)
+    abstract = jax.eval_shape(functools.partial(base_layer.init_boxed, model), key, self.inputs, self.paddings)
     variables = nn.unbox(model.init(key, self.inputs, self.paddings))
 
     def loss_and_out(v, x, pad):

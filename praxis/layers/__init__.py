@@ -1,17 +1,22 @@
-"""praxis.layers: the Pax-style layer library on Flax linen.
+"""praxis.layers: the Pax layer library on Flax linen.
 
-Import the modules directly (this file imports nothing so that
-`import praxis.layers` stays cheap). Every layer is a `base_layer.BaseLayer`
-configured with `Layer.HParams.config(...)`.
+As in Pax, the layer classes are attributes of this package (`layers.Linear`,
+`layers.LayerNorm`, ...); they are imported on first use, so `import
+praxis.layers` stays cheap. Every layer is a `base_layer.BaseLayer`,
+configured with `pax_fiddle.Config(layers.Linear, ...)` or the seed's
+`Linear.HParams.config(...)`.
 
 Where to find a layer:
   linears: Linear (w[in, out]), Bias (b[dims]), FeedForward (linear + bias +
-    activation), MLPBlock (a stack of FeedForward layers).
+    activation), MLPBlock (a stack of FeedForward layers), StackingOverTime.
+  base_ops: EinsumOp (the einsum child of Linear), EinsumGatedOp, ArrayLookup.
+  convolutions: Conv2D (kernel through a weight-normalization child).
   activations: ReLU, ReLU6, SquaredReLU, LeakyReLU, ELU, GELU (exact or tanh
     approximation), SiLU, Swish, Sigmoid, Tanh, Softplus, Identity (no weights;
     `__call__(x)`); activation_config(name) where only a string is at hand.
-  normalizations: LayerNorm, RmsNorm, BatchNorm (normalise the last axis;
-    BatchNorm keeps running statistics in the "batch_stats" collection).
+  normalizations: LayerNorm (Pax's 1 + scale), RmsNorm, RmsNormNoScale,
+    BatchNorm (moving statistics in "non_trainable"), GroupNorm, IdentityNorm,
+    WeightNormL2, SpectralNorm, compute_moments.
   stochastics: Dropout (`__call__(x, deterministic)`; uses the "dropout" rng).
   embedding_softmax: Embedding, FullSoftmax (soft-capped logits, z-loss, label
     smoothing), SharedEmbeddingSoftmax (tied input/output embedding),
@@ -38,3 +43,26 @@ Where to find a layer:
   checkpoint_policy: AutodiffCheckpointType (SAVE_NOTHING, SAVE_DOT_ONLY,
     SAVE_OUT_PROJ, ...) and custom_policy -> jax.checkpoint_policies.
 """
+
+import importlib as _importlib
+
+# Searched in this order for a name asked of the package (Pax's `praxis.layers` exports).
+_MODULES = ("activations", "linears", "normalizations", "stochastics", "embedding_softmax",
+            "attentions", "transformers", "transformer_models", "models", "repeats",
+            "checkpoint_policy", "convolutions")
+
+
+def __getattr__(name):
+  if name in _MODULES:
+    return _importlib.import_module(f"{__name__}.{name}")
+  for module_name in _MODULES:
+    try:
+      module = _importlib.import_module(f"{__name__}.{module_name}")
+    except ImportError:
+      continue
+    if not name.startswith("_") and hasattr(module, name):
+      value = getattr(module, name)
+      globals()[name] = value
+      return value
+  raise AttributeError(f"praxis.layers has no attribute {name!r}; the layer modules are "
+                       f"{', '.join(_MODULES)}.")

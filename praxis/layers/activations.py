@@ -25,6 +25,17 @@ class BaseActivation(base_layer.BaseLayer):
   def __call__(self, inputs: jax.Array) -> jax.Array:
     raise NotImplementedError(f"{type(self).__name__} must implement __call__.")
 
+  @classmethod
+  def get_subclass_by_name(cls, name: str) -> type[BaseActivation]:
+    """The direct subclass named `name` (case-insensitive, underscores ignored; Pax's)."""
+    wanted = name.replace("_", "").lower()
+    found = [sub for sub in cls.__subclasses__() if sub.__name__.lower() == wanted]
+    if len(found) != 1:
+      names = sorted(sub.__name__ for sub in cls.__subclasses__())
+      raise KeyError(f"{len(found)} activation layers named {name!r}; the activations are "
+                     f"{names}.")
+    return found[0]
+
 
 class Identity(BaseActivation):
   """Returns the input unchanged (for a linear output layer)."""
@@ -153,6 +164,28 @@ _BY_NAME: dict[str, type[BaseActivation]] = {
     "tanh": Tanh,
     "softplus": Softplus,
 }
+
+
+class SineReLU(BaseActivation):
+  """sin(relu(x))."""
+
+  def __call__(self, inputs: jax.Array) -> jax.Array:
+    return jnp.sin(jax.nn.relu(inputs))
+
+
+class CubedReLU(BaseActivation):
+  """relu(x) ** 3."""
+
+  def __call__(self, inputs: jax.Array) -> jax.Array:
+    outputs = jax.nn.relu(inputs)
+    return outputs * jnp.square(outputs)
+
+
+class Exp(BaseActivation):
+  """exp(x)."""
+
+  def __call__(self, inputs: jax.Array) -> jax.Array:
+    return jnp.exp(inputs)
 
 
 def activation_config(name: str, **kwargs) -> base_hyperparams.Config:

@@ -99,6 +99,19 @@ class ActivationsTest(parameterized.TestCase):
     self.assertFalse(cfg.approximate)
     with self.assertRaisesRegex(ValueError, r"'gleu'.*'gelu'.*'relu'"):
       activations.activation_config("gleu")
+    # Pax's lookup.
+    self.assertIs(activations.BaseActivation.get_subclass_by_name("Squared_ReLU"),
+                  activations.SquaredReLU)
+    with self.assertRaisesRegex(KeyError, "0 activation layers named 'gleu'"):
+      activations.BaseActivation.get_subclass_by_name("gleu")
+
+  def test_pax_extra_activations(self):
+    x = np.linspace(-2, 2, 9).astype(np.float32)
+    for cls, expected in ((activations.CubedReLU, np.maximum(x, 0)**3),
+                          (activations.SineReLU, np.sin(np.maximum(x, 0))),
+                          (activations.Exp, np.exp(x))):
+      np.testing.assert_allclose(cls.HParams().Instantiate().apply({}, jnp.asarray(x)), expected,
+                                 rtol=1e-6, err_msg=cls.__name__)
 
 
 if __name__ == "__main__":

@@ -226,7 +226,7 @@ class SharedEmbeddingSoftmax(FullSoftmax):
       # Flax builds children lazily: an init through emb_lookup alone would create the weight
       # but not the bias. One dummy logits call makes init create every weight of the layer.
       self.get_logits(jnp.zeros((1, self.input_dims), self.compute_dtype))
-    w = self.logits_ffn.linear.w.astype(self.compute_dtype)  # [D, V]
+    w = self.logits_ffn.linear.theta.w.astype(self.compute_dtype)  # [D, V]
     embs = _lookup(w.T, ids, self.lookup_style, self.set_nan_for_oob_id)  # [..., D]
     if self.scale_sqrt_depth:
       embs = embs * jnp.asarray(math.sqrt(self.input_dims), embs.dtype)

@@ -41,7 +41,7 @@ class EmbeddingTest(parameterized.TestCase):
   def test_scale_sqrt_depth_and_axes(self):
     layer = es.Embedding.HParams(num_classes=5, input_dims=9, scale_sqrt_depth=True).Instantiate()
     ids = jnp.array([[0, 4]])
-    boxed = layer.init(jax.random.key(0), ids)
+    boxed = base_layer.init_boxed(layer, jax.random.key(0), ids)
     self.assertEqual(boxed["params"]["emb_var"].names, ("vocab", "embed"))
     table = np.asarray(boxed["params"]["emb_var"].value)
     np.testing.assert_allclose(layer.apply(boxed, ids), 3.0 * table[[[0, 4]]], rtol=1e-6)
@@ -143,7 +143,7 @@ class FullSoftmaxTest(parameterized.TestCase):
   def test_weight_axes(self):
     layer = es.FullSoftmax.HParams(input_dims=3, num_classes=4).Instantiate()
     x = jnp.ones((1, 2, 3))
-    boxed = layer.init(jax.random.key(0), x, jnp.ones((1, 2, 1)), jnp.zeros((1, 2, 1), jnp.int32))
+    boxed = base_layer.init_boxed(layer, jax.random.key(0), x, jnp.ones((1, 2, 1)), jnp.zeros((1, 2, 1), jnp.int32))
     self.assertEqual(boxed["params"]["logits_ffn"]["linear"]["w"].names, ("embed", "vocab"))
     self.assertEqual(boxed["params"]["logits_ffn"]["bias"]["b"].names, ("vocab",))
 

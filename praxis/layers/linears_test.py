@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from praxis import base_layer
 from praxis.layers import activations
 from praxis.layers import linears
 
@@ -61,7 +62,7 @@ class LinearTest(absltest.TestCase):
   def test_weight_axes_and_dtypes(self):
     layer = linears.Linear.HParams(input_dims=4, output_dims=2, weight_axes=("mlp", "embed"),
                                    fprop_dtype=jnp.bfloat16).Instantiate()
-    variables = layer.init(jax.random.key(0), jnp.ones((1, 4)))
+    variables = base_layer.init_boxed(layer, jax.random.key(0), jnp.ones((1, 4)))
     self.assertEqual(variables["params"]["w"].names, ("mlp", "embed"))
     self.assertEqual(variables["params"]["w"].value.dtype, jnp.float32)
     self.assertEqual(layer.apply(variables, jnp.ones((1, 4))).dtype, jnp.bfloat16)
@@ -124,7 +125,7 @@ class FeedForwardTest(absltest.TestCase):
   def test_weight_axes_reach_both_children(self):
     layer = linears.FeedForward.HParams(input_dims=3, output_dims=4,
                                         weight_axes=("mlp", "embed")).Instantiate()
-    variables = layer.init(jax.random.key(0), jnp.ones((1, 3)))
+    variables = base_layer.init_boxed(layer, jax.random.key(0), jnp.ones((1, 3)))
     self.assertEqual(variables["params"]["linear"]["w"].names, ("mlp", "embed"))
     self.assertEqual(variables["params"]["bias"]["b"].names, ("embed",))
 
@@ -169,7 +170,7 @@ class MLPBlockTest(absltest.TestCase):
   def test_no_weight_repeats_a_logical_axis(self):
     layer = linears.MLPBlock.HParams(num_layers=3, input_dims=3, hidden_dims=4,
                                      output_dims=2).Instantiate()
-    variables = layer.init(jax.random.key(0), jnp.ones((1, 3)))
+    variables = base_layer.init_boxed(layer, jax.random.key(0), jnp.ones((1, 3)))
     names = [variables["params"][f"layers_{i}"]["linear"]["w"].names for i in range(3)]
     self.assertEqual(names, [("embed", "mlp"), (None, "mlp"), ("mlp", None)])
 

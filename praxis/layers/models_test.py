@@ -120,7 +120,7 @@ class ClassificationModelTest(absltest.TestCase):
   def test_linear_classifier_and_wrong_input_size(self):
     model = models.ClassificationModel.HParams(input_dims=6, num_hidden_layers=0,
                                                num_classes=4).Instantiate()
-    variables = model.init(jax.random.key(0), self.batch)
+    variables = base_layer.init_boxed(model, jax.random.key(0), self.batch)
     self.assertEqual(set(variables["params"]), {"softmax"})
     self.assertEqual(variables["params"]["softmax"]["logits_ffn"]["linear"]["w"].names,
                      (None, "classes"))
@@ -164,7 +164,8 @@ class LanguageModelTest(absltest.TestCase):
     # One model (with a z-loss) and its full-forward logits, shared by the tests below.
     cls.model = lm_model_config(seqlen=10, z_loss_weight=0.1).Instantiate()
     cls.batch = lm_batch()
-    cls.variables = cls.model.init(jax.random.key(0), cls.batch)  # init records an aux loss too
+    # mutable=True: Pax's init returns only params and non_trainable unless asked for more.
+    cls.variables = cls.model.init(jax.random.key(0), cls.batch, mutable=True)  # with aux loss
     cls.params_only = {"params": cls.variables["params"]}
     cls.full = staticmethod(jax.jit(lambda ids: lm_logits(cls.model, cls.params_only, ids,
                                                           jnp.zeros(ids.shape))))  # [B, T, V]

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from praxis import base_layer
 from praxis.layers import checkpoint_policy as cp
 from praxis.layers import transformers
 
@@ -69,7 +70,7 @@ class RepeatTest(parameterized.TestCase):
 
   def test_weights_carry_the_layers_axis(self):
     x, pad, _ = inputs()
-    boxed = repeated().init(jax.random.key(0), x, pad)["params"]
+    boxed = base_layer.init_boxed(repeated(), jax.random.key(0), x, pad)["params"]
     w = boxed["repeat"]["sub"]["x_layers_1"]["self_attention"]["query"]["w"]
     self.assertEqual(w.names, ("layers", "embed", "heads", "kv"))
     self.assertEqual(w.value.shape, (X_TIMES, D, N, H))

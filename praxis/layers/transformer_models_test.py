@@ -55,7 +55,7 @@ def unbox(tree):
 def np_layer_norm(x, scale, bias, eps=1e-6):
   mean = x.mean(-1, keepdims=True)
   var = ((x - mean)**2).mean(-1, keepdims=True)
-  return (x - mean) / np.sqrt(var + eps) * scale + bias  # LayerNorm(direct_scale=True)
+  return (x - mean) / np.sqrt(var + eps) * (1 + scale) + bias  # Pax's LayerNorm: 1 + scale
 
 
 def np_sinusoid(positions, dims):

@@ -37,7 +37,7 @@ def randomize(params, seed):
 def layer_norm(xp, p, x):
   mean = x.mean(-1, keepdims=True)
   var = ((x - mean) ** 2).mean(-1, keepdims=True)
-  return (x - mean) / xp.sqrt(var + 1e-6) * p["scale"] + p["bias"]
+  return (x - mean) / xp.sqrt(var + 1e-6) * (1 + p["scale"]) + p["bias"]  # Pax: 1 + scale
 
 
 def ff_ref(xp, p, x, pad, *, act, gated, policy):

@@ -1,0 +1,35 @@
+"""Pax's base_ops: the einsum a layer calls through a child, so it can be swapped.
+
+`Linear` computes `self.einsum('...y,yz->...z', x, w)` with an `EinsumOp` child built from its
+`einsum_tpl`; a user may put a quantised or instrumented einsum there. EinsumOp has no weights,
+so the variable tree does not change.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from praxis import base_layer
+
+
+class EinsumOp(base_layer.BaseLayer):
+  """jnp.einsum(equation, *args)."""
+
+  def __call__(self, equation: str, *args: jax.Array) -> jax.Array:
+    return jnp.einsum(equation, *args)
+
+
+class EinsumGatedOp(base_layer.BaseLayer):
+  """Two einsums sharing the input: (x k, x k_gated), for gated feed-forward layers."""
+
+  def __call__(self, equation: str, *args: jax.Array) -> tuple[jax.Array, jax.Array]:
+    x, k, k_gated = args
+    return jnp.einsum(equation, x, k), jnp.einsum(equation, x, k_gated)
+
+
+class ArrayLookup(base_layer.BaseLayer):
+  """x[idx], for embedding lookups."""
+
+  def __call__(self, x: jax.Array, idx) -> jax.Array:
+    return x[idx]

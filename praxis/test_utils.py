@@ -1,0 +1,107 @@
+"""Pax's `praxis.test_utils`: the TestCase and helpers Pax's layer tests import.
+
+    class MyTest(test_utils.TestCase):
+      def test_x(self):
+        self.assertAllClose(test_utils.to_np(out), expected)
+
+TensorFlow is imported only by `to_tf_nmap` (Pax's tests compare against lingvo's TF layers).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+import zlib
+
+from absl.testing import parameterized
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from praxis import base_layer
+from praxis import py_utils
+from praxis import pytypes
+
+NestedMap = pytypes.NestedMap
+JTensor = jax.Array
+
+
+def _dtype(x: Any) -> Any:
+  return getattr(x, "dtype", None) or np.asarray(x).dtype
+
+
+class TestCase(parameterized.TestCase):
+  """parameterized.TestCase with Pax's array assertions and a per-test numpy RandomState."""
+
+  def setUp(self):
+    super().setUp()
+    # adler32 of the test name: the same seed on every run, unlike hash().
+    self._rng = np.random.RandomState(zlib.adler32(self._testMethodName.encode()))
+
+  def rng(self) -> np.random.RandomState:
+    return self._rng
+
+  def assertNear(self, f1, f2, err, msg=None):  # pylint: disable=invalid-name
+    f1 = float(np.asarray(f1))
+    f2 = float(np.asarray(f2))
+    self.assertTrue(f1 == f2 or math.fabs(f1 - f2) <= err,
+                    f"{f1} != {f2} +/- {err}" + (f" ({msg})" if msg else ""))
+
+  def assertAllClose(self, x, y, check_dtypes=True, rtol=1e-5, atol=1e-5, **kwargs):  # pylint: disable=invalid-name
+    """np.testing.assert_allclose, after checking that the dtypes agree (bfloat16 as float32)."""
+    x, y = np.asarray(x), np.asarray(y)
+    if check_dtypes:
+      self.assertDtypesMatch(x, y)
+    x = x.astype(np.float32) if x.dtype == jnp.bfloat16 else x
+    y = y.astype(np.float32) if y.dtype == jnp.bfloat16 else y
+    np.testing.assert_allclose(x, y, rtol=rtol, atol=atol, **kwargs)
+
+  def assertNotAllClose(self, x, y, check_dtypes=True, rtol=1e-5, atol=1e-5, **kwargs):  # pylint: disable=invalid-name
+    try:
+      self.assertAllClose(x, y, check_dtypes=check_dtypes, rtol=rtol, atol=atol, **kwargs)
+    except AssertionError:
+      return
+    raise AssertionError(f"The two values are close at all elements: {x} {y}")
+
+  def assertArraysEqual(self, x, y, check_dtypes=True, **kwargs):  # pylint: disable=invalid-name
+    x, y = np.asarray(x), np.asarray(y)
+    if check_dtypes:
+      self.assertDtypesMatch(x, y)
+    np.testing.assert_array_equal(x, y, **kwargs)
+
+  def assertDtypesMatch(self, x, y):  # pylint: disable=invalid-name
+    self.assertEqual(jax.dtypes.canonicalize_dtype(_dtype(x)),
+                     jax.dtypes.canonicalize_dtype(_dtype(y)))
+
+
+def to_np(x: Any) -> np.ndarray:
+  """A TF or JAX tensor as a float32 numpy array."""
+  return np.asarray(x, dtype=np.float32)
+
+
+def to_tf_nmap(x_nmap: NestedMap) -> NestedMap:
+  """The same tree with numpy / JAX leaves as TF constants (float32/64, int32/64, uint32)."""
+  import tensorflow.compat.v2 as tf  # pylint: disable=import-outside-toplevel
+
+  def to_tf(x):
+    x = np.asarray(x)
+    if x.dtype not in (np.float32, np.float64, np.int32, np.int64, np.uint32):
+      raise TypeError(f"to_tf_nmap: dtype {x.dtype} is not supported.")
+    return tf.constant(x, tf.as_dtype(x.dtype))
+
+  return tf.nest.map_structure(to_tf, x_nmap)
+
+
+def unshard_input_nmap(x_nmap: NestedMap) -> NestedMap:
+  """[num_devices, batch, ...] leaves reshaped to [num_devices * batch, ...]."""
+  return jax.tree.map(lambda x: jnp.reshape(x, (x.shape[0] * x.shape[1],) + x.shape[2:]),
+                      x_nmap)
+
+
+def apply(layer, layer_vars, method, *args, context_p=None, **kwargs):
+  """layer.apply(..., method=method) inside a JaxContext with `context_p`."""
+  with base_layer.JaxContext.new_context(hparams=context_p):
+    return layer.apply(layer_vars, *args, **kwargs, method=method)
+
+
+__all__ = ["TestCase", "to_np", "to_tf_nmap", "unshard_input_nmap", "apply", "py_utils"]
