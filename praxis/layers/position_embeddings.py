@@ -214,7 +214,7 @@ class TrainablePositionalEmbedding(PositionalEmbedding):
     if self.lookup_style == "index":
       embs = self.array_lookup(jnp.asarray(table), (position,))
     elif self.lookup_style == "matmul":
-      one_hot = jax.nn.one_hot(position, seq_length, dtype=self.fprop_dtype)
+      one_hot = jax.nn.one_hot(position, table.shape[0], dtype=self.fprop_dtype)
       embs = self.einsum("...y,yz->...z", one_hot, table)
     else:
       raise ValueError(f"lookup_style must be 'index' or 'matmul', got {self.lookup_style!r}.")
