@@ -18,10 +18,11 @@ Where to find a layer:
     BatchNorm (moving statistics in "non_trainable"), GroupNorm, IdentityNorm,
     WeightNormL2, SpectralNorm, compute_moments.
   stochastics: Dropout (`__call__(x, deterministic)`; uses the "dropout" rng).
-  embedding_softmax: Embedding, FullSoftmax (soft-capped logits, z-loss, label
-    smoothing), SharedEmbeddingSoftmax (tied input/output embedding),
-    PositionalEmbedding (sinusoidal), RotaryPositionalEmbedding,
-    TrainablePositionalEmbedding.
+  embedding_softmax: Embedding, FullSoftmax (soft-capped logits, z-loss, Pax's
+    label smoothing, chunked loss), SharedEmbeddingSoftmax (tied input/output
+    embedding), SigmoidCrossEntropy, GShardSharedEmbeddingSoftmax, TokenCounter,
+    PositionalEmbedding (sinusoidal), PositionalEmbedding2D,
+    RotaryPositionalEmbedding, TrainablePositionalEmbedding.
   sample_decode: DecoderHParams and sample_decode, the greedy / temperature /
     top-k decode loop (one lax.while_loop over an extend_step function).
   transformer_models: TransformerLm (embedding or tied softmax, sinusoidal /
@@ -29,11 +30,14 @@ Where to find a layer:
     LayerNorm; `__call__` and the KV-cache `extend_step`).
   models: LanguageModel (Pax's LM metrics, aux losses, `decode` with the KV
     cache), ClassificationModel (MLP + softmax; loss, accuracy), lm_metrics.
-  attentions: DotProductAttention (multi-head, grouped-query, multi-query;
-    combined QKV, logit cap, per-dim scale, rotary; KV cache + extend_step),
-    AttentionProjection, CombinedQKVProjection, PerDimScale; mask helpers
-    causal_mask, segment_mask, causal_segment_mask, convert_paddings_to_mask,
-    merge_masks, extend_step_causal_mask.
+  attentions: DotProductAttention (Pax's fields: per-dim scale by default,
+    combined QKV, dconv, rotary, relative bias, logit cap; KV cache +
+    extend_step; ours: num_kv_heads), DotProductAttentionWithLPB,
+    DotProductAttentionXL, LocalSelfAttention (+ RelativeBias, XL, Alibi),
+    AttentionProjection, CombinedQKVProjectionLayer, PerDimScale, RelativeBias,
+    CausalDepthwiseConv1D; mask and block helpers causal_mask, segment_mask,
+    causal_segment_mask, convert_paddings_to_mask, merge_masks,
+    limited_context_mask, extract_block_context, ...
   transformers: TransformerFeedForward (gated option, residual dropout),
     Transformer (one layer; pre / post / primer_hybrid norm), StackedTransformer
     (masks from paddings / segment_ids, extend_step), StackedTransformerRepeated

@@ -1,69 +1,124 @@
-"""Token embeddings, output softmaxes and position embeddings.
+"""Pax's embedding and softmax layers, with Pax's names, fields, defaults and variable trees.
 
-Layers:
-  Embedding: ids [B, T] -> [B, T, D] from `emb_var[V, D]`.
-  FullSoftmax: inputs [B, T, D] -> logits [B, T, V] and the cross-entropy, with optional logit
-    soft-capping, label smoothing and z-loss.
-  SharedEmbeddingSoftmax: a FullSoftmax whose weight is also the input embedding (tied).
-  PositionalEmbedding: sinusoidal position signal [B|1, T, D].
-  RotaryPositionalEmbedding: rotates query/key features by position (RoPE).
-  TrainablePositionalEmbedding: a learned table `emb_var[max_seq_length, D]`.
+  TokenCounter: counts non-padding tokens seen in training (a non-trainable variable).
+  Embedding: ids -> emb_var[V, D] rows.
+  FullSoftmax: logits through `logits_ffn` (a FeedForward: linear.w[D, V], bias.b[V]) and the
+    softmax cross-entropy; soft cap, label smoothing, z-loss, chunked (scanned) loss.
+  SharedEmbeddingSoftmax: a FullSoftmax whose weight also embeds ids (tied embeddings).
+  SigmoidCrossEntropy: per-class sigmoid cross-entropy.
+  GShardSharedEmbeddingSoftmax: GShard's tied softmax: embedding.w[V, D], no bias, inputs scaled
+    by 1/sqrt(D).
+  Position embeddings (module position_embeddings, re-exported here): PositionalEmbedding,
+    PositionalEmbedding2D, RotaryPositionalEmbedding, TrainablePositionalEmbedding.
 
-Shape letters: B batch, T time, D model dims, V vocabulary (num_classes), N heads, H head dims.
+Label smoothing is Pax's: it applies to class ids only; the label keeps 1 - p and each of the
+other K - 1 classes gets p / (K - 1). (GShardSharedEmbeddingSoftmax keeps GShard's own rule:
+p / K on every class.)
+
+Ours, beside Pax's: class_weights / class_ids may also come without the trailing 1 ([..] instead
+of [.., 1]); the output has `z_loss` under that name when z_loss_weight > 0.
+
+Letters: B batch, T time, D input dims, V classes.
 """
 
 from __future__ import annotations
-
-import math
 
 import jax
 import jax.numpy as jnp
 
 from praxis import base_layer
+from praxis import pax_fiddle
+from praxis import py_utils
 from praxis import pytypes
 from praxis.layers import activations
+from praxis.layers import base_ops
 from praxis.layers import linears
+from praxis.layers.position_embeddings import _emb_weight
+from praxis.layers.position_embeddings import PositionalEmbedding
+from praxis.layers.position_embeddings import PositionalEmbedding2D
+from praxis.layers.position_embeddings import RotaryPositionalEmbedding
+from praxis.layers.position_embeddings import TrainablePositionalEmbedding
 
-NestedMap = pytypes.NestedMap
-_LOOKUP_STYLES = ("index", "matmul")
+NestedMap = py_utils.NestedMap
+WeightHParams = base_layer.WeightHParams
+template_field = base_layer.template_field
+LayerTpl = pax_fiddle.Config
+SplitDimsMapping = pytypes.SplitDimsMapping
 
-
-def _lookup(table: jax.Array, ids: jax.Array, style: str, nan_for_oob: bool) -> jax.Array:
-  """Rows of `table` [V, D] at `ids` [...] -> [..., D].
-
-  "index" gathers (fast on GPU/CPU); "matmul" multiplies a one-hot (fast on TPU and exact in
-  the backward pass as well). Out-of-range ids read a clipped row ("index") or zeros ("matmul"),
-  or NaN rows when `nan_for_oob`, so that a bad id is noticed.
-  """
-  if style not in _LOOKUP_STYLES:
-    raise ValueError(f"lookup_style {style!r} is not one of {_LOOKUP_STYLES}.")
-  if style == "matmul":
-    one_hot = jax.nn.one_hot(ids, table.shape[0], dtype=table.dtype)  # [..., V]
-    embs = jnp.einsum("...v,vd->...d", one_hot, table)  # [..., D]
-  else:
-    embs = jnp.take(table, ids, axis=0, mode="clip")  # [..., D]
-  if nan_for_oob:
-    # Explicit, because a gather would read -1 as the last row, as numpy indexing does.
-    oob = (ids < 0) | (ids >= table.shape[0])
-    embs = jnp.where(oob[..., None], jnp.nan, embs)
-  return embs
+__all__ = ["TokenCounter", "Embedding", "FullSoftmax", "SharedEmbeddingSoftmax",
+           "SigmoidCrossEntropy", "GShardSharedEmbeddingSoftmax", "PositionalEmbedding",
+           "PositionalEmbedding2D", "RotaryPositionalEmbedding", "TrainablePositionalEmbedding"]
 
 
-def _shard_like_sequence(layer: base_layer.BaseLayer, x: jax.Array, last_axis: str) -> jax.Array:
-  """Annotates [B, T, X] activations; other ranks (a single decode step, say) are left alone."""
-  return layer.maybe_shard(x, ("batch", "length", last_axis)) if x.ndim == 3 else x
+def _compute_z_loss(logits: jax.Array) -> jax.Array:
+  """log(sum(exp(logits)))**2 per position; the max is held constant in the gradient."""
+  max_logit = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
+  log_z = jnp.log(jnp.sum(jnp.exp(logits - max_logit), axis=-1, keepdims=True)) + max_logit
+  return jnp.square(log_z)
+
+
+def _with_trailing_one(x: jax.Array | None, lead: tuple[int, ...], name: str):
+  """[...] -> [..., 1] (ours: callers may omit the trailing 1); [..., 1] passes through."""
+  if x is None:
+    return None
+  x = jnp.asarray(x)
+  if x.shape == lead:
+    return x[..., None]
+  if x.shape[:-1] == lead:
+    return x
+  raise ValueError(f"{name} must be [..., 1] (or [...]) matching the inputs' leading dims "
+                   f"{lead}, got {x.shape}.")
+
+
+def _name_logits_axes(ff: LayerTpl, weight_axes) -> None:
+  """Our logical names for the logits weight w[D, V] (Linear's default says mlp)."""
+  try:
+    ff.weight_axes = tuple(weight_axes)
+  except (AttributeError, TypeError, ValueError):
+    pass  # a feed-forward template of another class: it names its own axes
+
+
+def _lookup(layer, table: jax.Array, ids: jax.Array, num_classes: int) -> jax.Array:
+  if layer.lookup_style == "index":
+    return layer.array_lookup(jnp.asarray(table), (ids,))
+  if layer.lookup_style == "matmul":
+    one_hot = jax.nn.one_hot(ids, num_classes, dtype=layer.fprop_dtype)
+    return layer.einsum("...y,yz->...z", one_hot, table)
+  raise ValueError(f"lookup_style must be 'index' or 'matmul', got {layer.lookup_style!r}.")
+
+
+class TokenCounter(base_layer.BaseLayer):
+  """Counts the non-padding tokens seen in training, in millions (`approx_total_tokens_mm`)."""
+
+  def setup(self) -> None:
+    self.create_variable("approx_total_tokens_mm", WeightHParams(
+        shape=(), init=base_layer.WeightInit.Constant(0.0),
+        collections=[base_layer.WeightHParamsCollection.REQUIRES_SUM_SYNC,
+                     base_layer.WeightHParamsCollection.DISALLOW_BFLOAT16_CONVERSION]),
+                         trainable=False)
+
+  def __call__(self, inputs: jax.Array, paddings: jax.Array) -> None:
+    """inputs [B, T] ids (unused), paddings [B, T] (1 = padding)."""
+    del inputs
+    if self.do_eval:
+      return
+    count = self.get_var("approx_total_tokens_mm")
+    self.add_summary("approx_total_tokens_mm", count)
+    batch_mm = jnp.sum(1.0 - paddings).astype(jnp.float32) / jnp.float32(1e6)
+    # float32 on purpose: a bf16 counter would stop counting in the millions.
+    self.update_var("approx_total_tokens_mm", count.astype(jnp.float32) + batch_mm)
 
 
 class Embedding(base_layer.BaseLayer):
-  """Looks up `emb_var[num_classes, input_dims]` rows: ids [...] -> [..., input_dims].
+  """Embedding lookup: ids [...] -> emb_var[num_classes, input_dims] rows [..., input_dims].
 
   Attributes:
     num_classes: vocabulary size V.
-    input_dims: embedding size D.
-    lookup_style: "index" (gather) or "matmul" (one-hot matmul).
-    scale_sqrt_depth: multiply the embeddings by sqrt(D), as in "Attention is all you need".
-    set_nan_for_oob_id: give NaN embeddings for ids outside [0, V) instead of clipping.
-    weight_axes: logical axes of `emb_var`.
+    input_dims: embedding size D (Pax's name, shared with the softmax layers).
+    lookup_style: 'index' (gather) or 'matmul' (one-hot einsum).
+    scale_sqrt_depth: multiply the embeddings by sqrt(D).
+    set_nan_for_oob_id: NaN embeddings for ids >= num_classes (debugging).
+    array_lookup_tpl, einsum_tpl: the lookup ops.
   """
 
   num_classes: int = 0
@@ -71,276 +126,427 @@ class Embedding(base_layer.BaseLayer):
   lookup_style: str = "index"
   scale_sqrt_depth: bool = False
   set_nan_for_oob_id: bool = False
-  weight_axes: tuple[str | None, str | None] = ("vocab", "embed")
+  array_lookup_tpl: LayerTpl = template_field(base_ops.ArrayLookup)
+  einsum_tpl: LayerTpl = template_field(base_ops.EinsumOp)
 
-  def setup(self):
+  class ActivationSharding(base_layer.BaseLayer.ActivationSharding):
+    """emb_out_split_dims_mapping: mesh split of the output embeddings."""
+
+    emb_out_split_dims_mapping: SplitDimsMapping = None
+
+  def setup(self) -> None:
     if self.num_classes <= 0 or self.input_dims <= 0:
       raise ValueError(f"Embedding needs positive num_classes and input_dims, got "
-                       f"{self.num_classes} and {self.input_dims}; set them on the config.")
-    self.emb_var = self.create_variable("emb_var", (self.num_classes, self.input_dims),
-                                        self.weight_axes)
+                       f"{self.num_classes} and {self.input_dims}.")
+    self.create_variable("emb_var", _emb_weight(self, [self.num_classes, self.input_dims],
+                                                ("vocab", "embed")))
+    self.create_child("array_lookup", self.array_lookup_tpl.clone())
+    self.create_child("einsum", self.einsum_tpl.clone())
 
   def __call__(self, ids: jax.Array) -> jax.Array:
     return self.emb_lookup(ids)
 
   def emb_lookup(self, ids: jax.Array) -> jax.Array:
-    embs = _lookup(self.emb_var.astype(self.compute_dtype), ids, self.lookup_style,
-                   self.set_nan_for_oob_id)  # [..., D]
+    embs = _lookup(self, self.theta.emb_var, ids, self.num_classes)
+    if self.set_nan_for_oob_id:
+      embs = jnp.where(ids[..., None] < self.num_classes, embs, jnp.nan)
     if self.scale_sqrt_depth:
-      embs = embs * jnp.asarray(math.sqrt(self.input_dims), embs.dtype)
-    return _shard_like_sequence(self, embs, "embed")
+      embs = embs * self.input_dims**0.5
+    return base_layer.maybe_shard(embs, self.activation_split_dims_mapping
+                                  .emb_out_split_dims_mapping, self.mesh_axis_names)
+
+  def extend_step(self, ids: jax.Array, *, time_step: jax.Array) -> jax.Array:
+    del time_step  # A lookup has no state.
+    return self.emb_lookup(ids)
 
 
 class FullSoftmax(base_layer.BaseLayer):
-  """Logits = inputs @ w + b over all classes, and the softmax cross-entropy.
-
-  The weights are those of a FeedForward child `logits_ffn` with no activation:
-  `logits_ffn.linear.w[input_dims, num_classes]` and `logits_ffn.bias.b[num_classes]`.
-
-  z-loss (Chowdhery et al., PaLM 2022) penalises log(sum(exp(logits)))**2 so that the softmax
-  normaliser stays near 1, which keeps bf16 logits well-conditioned. It is computed as the
-  weighted mean over positions, times `z_loss_weight`, returned as `z_loss` AND recorded with
-  `add_aux_loss("z_loss", ...)`: a model adds the aux-loss collection to its loss, so it must not
-  add the returned value too.
+  """Softmax over all classes with cross-entropy outputs.
 
   Attributes:
-    input_dims: size of the last input dim D.
-    num_classes: number of classes V.
-    has_bias: whether the logits have a bias.
-    bias_init: initial value of the bias.
-    soft_cap_logits: if > 0, logits become soft_cap * tanh(logits / soft_cap) (Gemma-style).
-    z_loss_weight: weight of the z-loss; 0 disables it.
-    label_smoothing_prob: mass moved from the label to a uniform distribution over all classes.
-    weight_axes: logical axes of the logits weight; the bias uses the last.
+    input_dims: D.
+    num_classes: V.
+    soft_cap_logits: if set, logits become cap * tanh(logits / cap).
+    bi_tempered_loss_tpl: Pax's bi-tempered loss; not supported here (leave None).
+    label_smoothing_prob: p: the label keeps 1 - p, the other classes p / (V - 1) each.
+    label_smoothing_apply_for_eval: smooth in eval too.
+    z_loss_weight: weight of the z-loss (PaLM), added as aux loss `aux_z_loss`.
+    bias_init: initial value of the logits bias.
+    feed_forward_tpl: the logits projection (`logits_ffn`); None uses the inputs as logits.
+    scale_before_logits: multiply the inputs by 1/sqrt(D) first.
+    chunk_size: compute the loss in chunks of this many positions under lax.scan (saves
+      memory; logits and log_probs are then not returned).
+    weight_axes: (ours) logical axes of the logits weight for the sharding rules.
   """
 
   input_dims: int = 0
   num_classes: int = 0
-  has_bias: bool = True
-  bias_init: float = 0.0
-  soft_cap_logits: float = 0.0
-  z_loss_weight: float = 0.0
+  soft_cap_logits: float | None = 0.0
+  bi_tempered_loss_tpl: LayerTpl | None = template_field(None)
   label_smoothing_prob: float = 0.0
+  label_smoothing_apply_for_eval: bool = True
+  z_loss_weight: float = 0.0
+  bias_init: float | None = 0.0
+  feed_forward_tpl: LayerTpl | None = template_field(linears.FeedForward)
+  scale_before_logits: bool = False
+  chunk_size: int | None = None
   weight_axes: tuple[str | None, str | None] = ("embed", "vocab")
 
-  def setup(self):
-    if self.num_classes <= 0 or self.input_dims <= 0:
-      raise ValueError(f"{type(self).__name__} needs positive input_dims and num_classes, got "
-                       f"{self.input_dims} and {self.num_classes}; set them on the config.")
-    self.logits_ffn = self.create_child(
-        linears.FeedForward.HParams(
-            input_dims=self.input_dims, output_dims=self.num_classes, has_bias=self.has_bias,
-            weight_axes=self.weight_axes,
-            # The softmax's params_init is its weight's (e.g. Pax's N(0, 1/D) for a tied
-            # embedding); children do not inherit it otherwise.
-            linear_tpl=linears.Linear.HParams(params_init=self.params_init),
-            bias_tpl=linears.Bias.HParams(bias_init=self.bias_init),
-            activation_tpl=activations.Identity.HParams()))
+  def setup(self) -> None:
+    if self.bi_tempered_loss_tpl is not None:
+      raise NotImplementedError(f"{type(self).__name__}.bi_tempered_loss_tpl is not supported "
+                                f"here; leave it None.")
+    if self.feed_forward_tpl is not None:
+      ff = self.feed_forward_tpl.clone().set(
+          input_dims=self.input_dims, output_dims=self.num_classes,
+          activation_tpl=pax_fiddle.Config(activations.Identity), bias_init=self.bias_init,
+          weight_split_dims_mapping=self.weight_split_dims_mapping.clone(),
+          activation_split_dims_mapping=self.activation_split_dims_mapping.clone())
+      _name_logits_axes(ff, self.weight_axes)
+      self.create_child("logits_ffn", ff)
 
-  def get_logits(self, inputs: jax.Array) -> jax.Array:
-    """inputs [..., D] -> logits [..., V] in float32 (soft-capped if configured)."""
-    logits = self.logits_ffn(inputs).astype(jnp.float32)  # [..., V]
-    if self.soft_cap_logits > 0.0:
+  def get_logits(self, inputs: jax.Array, input_ids: jax.Array | None = None) -> jax.Array:
+    """inputs [..., D] -> logits [..., V] (soft-capped if configured)."""
+    del input_ids  # Pax's signature.
+    if self.scale_before_logits:
+      inputs = inputs * self.input_dims**-0.5
+    logits = self.logits_ffn(inputs) if self.feed_forward_tpl is not None else inputs
+    if self.soft_cap_logits:
       logits = self.soft_cap_logits * jnp.tanh(logits / self.soft_cap_logits)
-    return _shard_like_sequence(self, logits, "vocab")
+    return logits
+
+  def logits_to_logp(self, logits: jax.Array) -> jax.Array:
+    return jax.nn.log_softmax(logits)
+
+  def _smoothed_targets(self, class_ids: jax.Array) -> jax.Array:
+    one_hot = jax.nn.one_hot(jnp.squeeze(class_ids, -1), self.num_classes, dtype=jnp.float32)
+    p = self.label_smoothing_prob
+    if p > 0.0 and (not self.do_eval or self.label_smoothing_apply_for_eval):
+      other = p / (self.num_classes - 1)
+      one_hot = (1.0 - p) * one_hot + other * (1.0 - one_hot)
+    return jax.lax.stop_gradient(one_hot)
+
+  def _compute_xent(self, inputs, class_ids=None, class_probabilities=None):
+    """-> (per_example_xent [...], per_example_argmax [...], logits, log_probs [..., V])."""
+    logits = self.get_logits(inputs).astype(jnp.float32)  # softmax in float32
+    log_probs = jax.nn.log_softmax(logits)
+    if class_probabilities is None:
+      class_probabilities = self._smoothed_targets(class_ids)
+    per_example_xent = -jnp.sum(log_probs * class_probabilities, axis=-1, dtype=jnp.float32)
+    per_example_argmax = jax.lax.stop_gradient(jnp.argmax(logits, axis=-1))
+    return per_example_xent, per_example_argmax, logits, log_probs
+
+  def _compute_xent_scan(self, inputs: jax.Array, class_ids: jax.Array):
+    """The loss of [B, L, D] inputs in chunks of chunk_size positions (one scan step each)."""
+    c = self.chunk_size
+    length = inputs.shape[1]
+    num_chunks = -(-length // c)
+    extra = num_chunks * c - length
+
+    def to_chunks(x):  # [B, L, ...] -> [U, B, c, ...]
+      x = jnp.pad(x, [(0, 0), (0, extra)] + [(0, 0)] * (x.ndim - 2))
+      x = x.reshape((x.shape[0], num_chunks, c) + x.shape[2:])
+      return jnp.swapaxes(x, 0, 1)
+
+    def from_chunks(x):  # [U, B, c] -> [B, L]
+      x = jnp.swapaxes(x, 0, 1)
+      return x.reshape((x.shape[0], num_chunks * c))[:, :length]
+
+    def step(carry, chunk):
+      xent, argmax, _, _ = self._compute_xent(chunk[0], chunk[1])
+      return carry, (xent, argmax)
+
+    chunks = (to_chunks(inputs), to_chunks(class_ids))
+    # Flax creates weights lazily, which cannot happen inside scan: touch them first.
+    step(None, (chunks[0][0, :, :1], chunks[1][0, :, :1]))
+    _, (xent, argmax) = jax.lax.scan(jax.remat(step), None, chunks)
+    return from_chunks(xent), from_chunks(argmax)
 
   def __call__(self, inputs: jax.Array, class_weights: jax.Array,
                class_ids: jax.Array | None = None,
-               class_probabilities: jax.Array | None = None) -> NestedMap:
+               class_probabilities: jax.Array | None = None,
+               input_ids: jax.Array | None = None) -> NestedMap:
     """Logits and the weighted cross-entropy.
 
     Args:
-      inputs: [B, T, D] (any leading dims work).
-      class_weights: [B, T, 1] (or [B, T]); 0 leaves a position out (padding).
-      class_ids: [B, T, 1] (or [B, T]) integer labels; give this or class_probabilities.
-      class_probabilities: [B, T, V] target distributions.
+      inputs: [..., D].
+      class_weights: [..., 1] weight of each position (0 = padding).
+      class_ids: [..., 1] int labels; give these or class_probabilities.
+      class_probabilities: [..., V] target distributions.
+      input_ids: unused (Pax's signature).
 
     Returns:
-      NestedMap with logits [B, T, V], log_probs [B, T, V], per_example_xent [B, T],
-      per_example_argmax [B, T] (int32), total_xent, total_weight, avg_xent and z_loss (scalars,
-      float32). avg_xent = total_xent / total_weight (0 when every weight is 0).
+      NestedMap: logits, log_probs [..., V] (None when chunked); per_example_argmax,
+      per_example_xent [...]; total_xent, total_weight, avg_xent = total_xent /
+      (total_weight + 1e-6); accuracy (with class_ids); z_loss (with z_loss_weight).
     """
-    logits = self.get_logits(inputs)
-    log_probs = jax.nn.log_softmax(logits, axis=-1)  # [..., V]
-    lead = logits.shape[:-1]
-    weights = _drop_trailing_one(class_weights, lead, "class_weights").astype(jnp.float32)
-    if class_probabilities is None:
-      if class_ids is None:
-        raise ValueError("FullSoftmax needs class_ids [B, T, 1] or class_probabilities [B, T, V].")
-      ids = _drop_trailing_one(class_ids, lead, "class_ids")
-      class_probabilities = jax.nn.one_hot(ids, self.num_classes, dtype=jnp.float32)  # [..., V]
-    if self.label_smoothing_prob > 0.0:
-      p = self.label_smoothing_prob
-      class_probabilities = (1.0 - p) * class_probabilities + p / self.num_classes
-    class_probabilities = jax.lax.stop_gradient(class_probabilities)
-    per_example_xent = -jnp.sum(class_probabilities * log_probs, axis=-1)  # [...]
-    total_xent = jnp.sum(per_example_xent * weights)
-    total_weight = jnp.sum(weights)
-    # Guarded division: an all-padding batch gives 0, not NaN.
-    safe_weight = jnp.maximum(total_weight, 1e-8)
+    del input_ids
+    if class_ids is None and class_probabilities is None:
+      raise ValueError("FullSoftmax needs class_ids [..., 1] or class_probabilities [..., V].")
+    lead = inputs.shape[:-1]
+    class_weights = _with_trailing_one(class_weights, lead, "class_weights")
+    class_ids = _with_trailing_one(class_ids, lead, "class_ids")
+    chunk = self.chunk_size or 0
+    full = (chunk == 0 or class_probabilities is not None or inputs.ndim != 3
+            or inputs.shape[1] < chunk or self.z_loss_weight > 0.0)
+    if full:
+      per_example_xent, per_example_argmax, logits, log_probs = self._compute_xent(
+          inputs, class_ids, class_probabilities)
+    else:
+      per_example_xent, per_example_argmax = self._compute_xent_scan(inputs, class_ids)
+      logits = log_probs = None
+    total_xent = jnp.sum(per_example_xent[..., None] * class_weights, dtype=jnp.float32)
+    total_weight = jnp.sum(class_weights, dtype=jnp.float32)
     out = NestedMap(
-        logits=logits,
-        log_probs=log_probs,
-        per_example_xent=per_example_xent,
-        per_example_argmax=jnp.argmax(logits, axis=-1).astype(jnp.int32),
+        logits=None if logits is None else logits.astype(inputs.dtype),
+        log_probs=None if log_probs is None else log_probs.astype(inputs.dtype),
+        per_example_argmax=per_example_argmax,
+        per_example_xent=per_example_xent.astype(jnp.float32),
         total_xent=total_xent,
         total_weight=total_weight,
-        avg_xent=total_xent / safe_weight,
-        z_loss=jnp.zeros((), jnp.float32))
+        avg_xent=(total_xent / (total_weight + 1e-6)).astype(jnp.float32))
+    if class_ids is not None:
+      correct = per_example_argmax[..., None] == class_ids
+      out.accuracy = jnp.sum(correct * class_weights) / total_weight
     if self.z_loss_weight > 0.0:
-      log_z = jax.nn.logsumexp(logits, axis=-1)  # [...]
-      out.z_loss = self.z_loss_weight * jnp.sum(jnp.square(log_z) * weights) / safe_weight
-      self.add_aux_loss("z_loss", out.z_loss)
-      self.add_summary("z_loss", out.z_loss)
+      z_loss = jnp.sum(_compute_z_loss(logits) * class_weights,
+                       dtype=jnp.float32) / total_weight
+      z_loss = z_loss * self.z_loss_weight
+      self.add_summary("aux_z_loss", z_loss)
+      self.add_aux_loss("aux_z_loss", z_loss)
+      out.z_loss = z_loss
     return out
 
 
-def _drop_trailing_one(x: jax.Array, lead: tuple[int, ...], name: str) -> jax.Array:
-  """[..., 1] -> [...]; an array already of shape `lead` passes through."""
-  if x.shape == lead:
-    return x
-  if x.shape == lead + (1,):
-    return x[..., 0]
-  raise ValueError(f"{name} must have shape {lead + (1,)} (or {lead}) to match the inputs' "
-                   f"leading dims, got {x.shape}.")
-
-
 class SharedEmbeddingSoftmax(FullSoftmax):
-  """A FullSoftmax whose weight `w[D, V]` also embeds the input ids (tied embeddings).
-
-  `emb_lookup(ids)` returns rows of `w.T`, times sqrt(D) when `scale_sqrt_depth`; both uses
-  train the one weight `logits_ffn.linear.w`.
+  """A FullSoftmax whose logits weight logits_ffn.linear.w[D, V] also embeds ids (its rows).
 
   Attributes:
-    lookup_style: "index" or "matmul" (see Embedding).
-    scale_sqrt_depth: multiply the looked-up embeddings by sqrt(input_dims).
-    set_nan_for_oob_id: NaN embeddings for ids outside [0, num_classes).
+    lookup_style: 'index' or 'matmul'.
+    scale_sqrt_depth: multiply the looked-up embeddings by sqrt(D).
+    array_lookup_tpl, einsum_tpl: the lookup ops.
   """
 
   lookup_style: str = "index"
   scale_sqrt_depth: bool = False
-  set_nan_for_oob_id: bool = False
+  array_lookup_tpl: LayerTpl = template_field(base_ops.ArrayLookup)
+  einsum_tpl: LayerTpl = template_field(base_ops.EinsumOp)
+
+  class ActivationSharding(base_layer.BaseLayer.ActivationSharding):
+    """emb_out_split_dims_mapping: of the embeddings; extend_step_out: of one decode step."""
+
+    emb_out_split_dims_mapping: SplitDimsMapping = None
+    extend_step_out: SplitDimsMapping = None
+
+  def setup(self) -> None:
+    super().setup()
+    self.create_child("array_lookup", self.array_lookup_tpl.clone())
+    self.create_child("einsum", self.einsum_tpl.clone())
 
   def emb_lookup(self, ids: jax.Array) -> jax.Array:
     if self.is_initializing():
-      # Flax builds children lazily: an init through emb_lookup alone would create the weight
-      # but not the bias. One dummy logits call makes init create every weight of the layer.
-      self.get_logits(jnp.zeros((1, self.input_dims), self.compute_dtype))
-    w = self.logits_ffn.linear.theta.w.astype(self.compute_dtype)  # [D, V]
-    embs = _lookup(w.T, ids, self.lookup_style, self.set_nan_for_oob_id)  # [..., D]
+      # Flax builds children lazily: an init that only embeds would create the weight but not
+      # the bias. One logits call makes init create the whole tree.
+      self.get_logits(jnp.zeros((1, self.input_dims), self.fprop_dtype))
+    table = jnp.transpose(self.logits_ffn.linear.theta.w)  # [V, D]
+    embs = _lookup(self, table, ids, self.num_classes)
     if self.scale_sqrt_depth:
-      embs = embs * jnp.asarray(math.sqrt(self.input_dims), embs.dtype)
-    return _shard_like_sequence(self, embs, "embed")
+      embs = embs * self.input_dims**0.5
+    return base_layer.maybe_shard(embs, self.activation_split_dims_mapping
+                                  .emb_out_split_dims_mapping, self.mesh_axis_names)
+
+  def extend_step(self, ids: jax.Array, *, time_step: jax.Array) -> jax.Array:
+    del time_step  # A lookup has no state.
+    return self.emb_lookup(ids)
 
 
-def _positions(seq_length: int | None, position: jax.Array | None, name: str) -> jax.Array:
-  """position [B, T] as float32, or [1, T] = 0..T-1 from seq_length."""
-  if position is None:
-    if seq_length is None:
-      raise ValueError(f"{name} needs seq_length or position [B, T].")
-    return jnp.arange(seq_length, dtype=jnp.float32)[None, :]  # [1, T]
-  return position.astype(jnp.float32)
-
-
-class PositionalEmbedding(base_layer.BaseLayer):
-  """Sinusoidal position signal: [sin(p * f_0..f_{D/2-1}), cos(p * f_0..f_{D/2-1})].
-
-  Frequencies f_i = 1 / (min_timescale * (max_timescale / min_timescale)**(i / (D/2 - 1))),
-  geometric from 1/min_timescale down to 1/max_timescale. Sines fill the first half of the
-  features and cosines the second (Pax's layout, not interleaved); an odd D gets a zero last
-  feature. No weights.
+class SigmoidCrossEntropy(base_layer.BaseLayer):
+  """Independent sigmoid per class with its cross-entropy (multi-label).
 
   Attributes:
-    embedding_dims: D.
-    min_timescale: shortest wavelength / (2 pi).
-    max_timescale: longest wavelength / (2 pi).
+    input_dims: D.
+    num_classes: V.
+    soft_cap_logits: if set, logits become cap * tanh(logits / cap).
+    bias_init: initial value of the bias.
+    feed_forward_tpl: the logits projection; None requires input_dims == num_classes.
+    weight_axes: (ours) logical axes of the logits weight for the sharding rules.
   """
 
-  embedding_dims: int = 0
-  min_timescale: float = 1.0
-  max_timescale: float = 10_000.0
+  input_dims: int = 0
+  num_classes: int = 0
+  soft_cap_logits: float | None = 0.0
+  bias_init: float | None = 0.0
+  feed_forward_tpl: LayerTpl | None = template_field(linears.FeedForward)
+  weight_axes: tuple[str | None, str | None] = ("embed", "vocab")
 
-  def __call__(self, seq_length: int | None = None,
-               position: jax.Array | None = None) -> jax.Array:
-    """Returns [1, seq_length, D] for positions 0..T-1, or [B, T, D] for given `position` [B, T]."""
-    pos = _positions(seq_length, position, "PositionalEmbedding")  # [B|1, T]
-    num_timescales = self.embedding_dims // 2
-    log_increment = math.log(self.max_timescale / self.min_timescale) / max(num_timescales - 1, 1)
-    inv_timescales = (1.0 / self.min_timescale) * jnp.exp(
-        -log_increment * jnp.arange(num_timescales, dtype=jnp.float32))  # [D/2]
-    scaled_time = pos[..., None] * inv_timescales  # [B|1, T, D/2]
-    signal = jnp.concatenate([jnp.sin(scaled_time), jnp.cos(scaled_time)], axis=-1)
-    if self.embedding_dims % 2:
-      signal = jnp.pad(signal, [(0, 0), (0, 0), (0, 1)])  # [B|1, T, D]
-    return signal.astype(self.compute_dtype)
+  def setup(self) -> None:
+    if self.feed_forward_tpl:
+      ff = self.feed_forward_tpl.clone().set(
+          input_dims=self.input_dims, output_dims=self.num_classes,
+          activation_tpl=pax_fiddle.Config(activations.Identity), bias_init=self.bias_init,
+          weight_split_dims_mapping=self.weight_split_dims_mapping.clone(),
+          activation_split_dims_mapping=self.activation_split_dims_mapping.clone())
+      _name_logits_axes(ff, self.weight_axes)
+      self.create_child("logits_ffn", ff)
+    elif self.input_dims != self.num_classes:
+      raise ValueError(f"SigmoidCrossEntropy without feed_forward_tpl needs input_dims == "
+                       f"num_classes, got {self.input_dims} and {self.num_classes}.")
+
+  def get_logits(self, inputs: jax.Array) -> jax.Array:
+    if not self.feed_forward_tpl:
+      return inputs
+    logits = self.logits_ffn(inputs)
+    if self.soft_cap_logits:
+      logits = self.soft_cap_logits * jnp.tanh(logits / self.soft_cap_logits)
+    return logits
+
+  def logits_to_logp(self, logits: jax.Array) -> jax.Array:
+    return jax.nn.log_sigmoid(logits.astype(jnp.float32))
+
+  def __call__(self, inputs: jax.Array, class_weights: jax.Array,
+               class_ids: jax.Array | None = None,
+               class_probabilities: jax.Array | None = None) -> NestedMap:
+    """class_weights [..., 1] (per position) or [..., V] (per class); targets as FullSoftmax."""
+    if class_ids is None and class_probabilities is None:
+      raise ValueError("SigmoidCrossEntropy needs class_ids [..., 1] or class_probabilities.")
+    dtype = inputs.dtype
+    logits = self.get_logits(inputs)
+    log_probs = self.logits_to_logp(logits)
+    if class_probabilities is None:
+      if self.num_classes == 1:
+        raise ValueError("SigmoidCrossEntropy with num_classes=1 cannot one-hot class_ids; "
+                         "pass class_probabilities [..., 1].")
+      class_probabilities = jax.lax.stop_gradient(jax.nn.one_hot(
+          jnp.squeeze(class_ids, -1), self.num_classes, dtype=jnp.float32))
+    if class_weights.shape[-1] == self.num_classes:
+      per_class_weight = class_weights
+      per_example_weight = jnp.ones(class_weights.shape[:-1] + (1,))
+    elif class_weights.shape[-1] == 1:
+      per_class_weight = jnp.ones(class_weights.shape[:-1] + (self.num_classes,))
+      per_example_weight = class_weights
+    else:
+      raise ValueError(f"class_weights must be [..., 1] or [..., {self.num_classes}], got "
+                       f"{class_weights.shape}.")
+    # max(x, 0) - x * z + log(1 + exp(-|x|)): stable for either sign of x.
+    per_class_xent = (jnp.maximum(logits, 0) - logits * class_probabilities
+                      + jnp.log1p(jnp.exp(-jnp.abs(logits))))
+    per_example_xent = jnp.sum(per_class_xent * per_class_weight, axis=-1, dtype=jnp.float32)
+    per_example_argmax = jax.lax.stop_gradient(jnp.argmax(logits.astype(jnp.float32), -1))
+    total_xent = jnp.sum(per_example_xent[..., None] * per_example_weight, dtype=jnp.float32)
+    total_weight = jnp.sum(class_weights, dtype=jnp.float32)
+    return NestedMap(
+        logits=logits.astype(dtype), log_probs=log_probs.astype(dtype),
+        per_example_argmax=per_example_argmax, per_example_xent=per_example_xent.astype(dtype),
+        total_xent=total_xent.astype(dtype), total_weight=total_weight,
+        avg_xent=(total_xent / (total_weight + 1e-6)).astype(dtype))
 
 
-class RotaryPositionalEmbedding(base_layer.BaseLayer):
-  """Rotary position embedding (RoPE, Su et al. 2021) for query/key features [B, T, N, H].
-
-  Feature i of the first half and feature i of the second half form a pair that is rotated by
-  the angle position * f_i, with f_i = 1 / (min_timescale * (max_timescale/min_timescale)**(2i/H)).
-  (Pax's half-split layout, not GPT-J's interleaved pairs.) The dot product of a rotated query
-  and key then depends on their positions only through the difference. No weights.
+class GShardSharedEmbeddingSoftmax(base_layer.BaseLayer):
+  """GShard's tied softmax: embedding.w[V, D] ~ N(0, 1), no bias, inputs scaled by 1/sqrt(D).
 
   Attributes:
-    embedding_dims: H, the per-head dims (even).
-    min_timescale: timescale of the fastest-rotating pair.
-    max_timescale: sets the slowest; 10000 as in the paper.
+    input_dims: D.
+    num_classes: V.
+    use_tgt_labels_size_as_loss_denominator: average over all positions (padding included)
+      rather than over the total weight.
+    soft_cap_logits: tanh soft cap, applied before logits_abs_max.
+    logits_abs_max: clip logits to [-max, max].
+    z_loss_weight: weight of the z-loss.
+    label_smoothing_prob: GShard's smoothing (p / V on every class), in training only.
   """
 
-  embedding_dims: int = 0
-  min_timescale: float = 1.0
-  max_timescale: float = 10_000.0
+  input_dims: int = 0
+  num_classes: int = 0
+  use_tgt_labels_size_as_loss_denominator: bool = True
+  soft_cap_logits: float | None = 0.0
+  logits_abs_max: float | None = 0.0
+  z_loss_weight: float = 0.0
+  label_smoothing_prob: float = 0.0
 
-  def __call__(self, inputs: jax.Array, position: jax.Array | None = None) -> jax.Array:
-    """inputs [B, T, N, H], position [B, T] (default 0..T-1) -> rotated [B, T, N, H]."""
-    if inputs.ndim != 4 or inputs.shape[-1] != self.embedding_dims or self.embedding_dims % 2:
-      raise ValueError(f"RotaryPositionalEmbedding expects inputs [B, T, N, {self.embedding_dims}]"
-                       f" with an even last dim, got {inputs.shape}.")
-    half = self.embedding_dims // 2
-    fraction = 2.0 * jnp.arange(half, dtype=jnp.float32) / self.embedding_dims  # [H/2]
-    timescale = self.min_timescale * (self.max_timescale / self.min_timescale)**fraction
-    pos = _positions(inputs.shape[1], position, "RotaryPositionalEmbedding")  # [B|1, T]
-    angle = pos[:, :, None, None] / timescale  # [B|1, T, 1, H/2]
-    sin, cos = jnp.sin(angle), jnp.cos(angle)
-    x = inputs.astype(jnp.float32)
-    first, second = x[..., :half], x[..., half:]  # [B, T, N, H/2] each
-    rotated = jnp.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
-    return rotated.astype(inputs.dtype)
+  class ActivationSharding(base_layer.BaseLayer.ActivationSharding):
+    """emb_out_split_dims_mapping: of the embeddings; extend_step_out: of one decode step."""
 
+    emb_out_split_dims_mapping: SplitDimsMapping = None
+    extend_step_out: SplitDimsMapping = None
 
-class TrainablePositionalEmbedding(base_layer.BaseLayer):
-  """A learned position table `emb_var[max_seq_length, embedding_dims]`.
+  def setup(self) -> None:
+    self.create_child("embedding", pax_fiddle.Config(
+        linears.Linear, input_dims=self.num_classes, output_dims=self.input_dims,
+        params_init=base_layer.WeightInit.Gaussian(), weight_axes=("vocab", "embed"),
+        weight_split_dims_mapping=self.weight_split_dims_mapping.clone(),
+        activation_split_dims_mapping=self.activation_split_dims_mapping.clone()))
 
-  Attributes:
-    max_seq_length: number of positions the table holds.
-    embedding_dims: D.
-    lookup_style: "index" or "matmul" (see Embedding).
-    weight_axes: logical axes of `emb_var` (positions are not sharded by default).
-  """
+  def emb_lookup(self, ids: jax.Array) -> jax.Array:
+    one_hot = jax.nn.one_hot(ids, self.num_classes, dtype=self.fprop_dtype)  # [..., V]
+    embs = linears.project_last_dim(one_hot, self.embedding.theta.w)  # [..., D]
+    return base_layer.maybe_shard(embs, self.activation_split_dims_mapping
+                                  .emb_out_split_dims_mapping, self.mesh_axis_names)
 
-  max_seq_length: int = 0
-  embedding_dims: int = 0
-  lookup_style: str = "index"
-  weight_axes: tuple[str | None, str | None] = (None, "embed")
+  def _out_split(self, ndim: int):
+    ap = self.activation_split_dims_mapping
+    if ndim == 2:
+      if ap.extend_step_out is not None and len(ap.extend_step_out) == 2:
+        return ap.extend_step_out
+      if ap.out is not None and len(ap.out) == 3:
+        return [ap.out[0], ap.out[2]]
+    return ap.out
 
-  def setup(self):
-    if self.max_seq_length <= 0 or self.embedding_dims <= 0:
-      raise ValueError(f"TrainablePositionalEmbedding needs positive max_seq_length and "
-                       f"embedding_dims, got {self.max_seq_length} and {self.embedding_dims}.")
-    self.emb_var = self.create_variable("emb_var", (self.max_seq_length, self.embedding_dims),
-                                        self.weight_axes)
+  def get_logits(self, inputs: jax.Array, input_ids: jax.Array | None = None) -> jax.Array:
+    del input_ids
+    inputs = inputs * self.input_dims**-0.5
+    logits = linears.project_last_dim(inputs, jnp.transpose(self.embedding.theta.w))
+    logits = base_layer.maybe_shard(logits, self._out_split(logits.ndim), self.mesh_axis_names)
+    if self.soft_cap_logits:
+      logits = self.soft_cap_logits * jnp.tanh(logits / self.soft_cap_logits)
+    if self.logits_abs_max:
+      logits = jnp.clip(logits, -self.logits_abs_max, self.logits_abs_max)
+    return logits
 
-  def __call__(self, seq_length: int | None = None,
-               position: jax.Array | None = None) -> jax.Array:
-    """Returns [1, seq_length, D] for positions 0..T-1, or [B, T, D] for `position` [B, T]."""
-    if position is None:
-      if seq_length is None:
-        raise ValueError("TrainablePositionalEmbedding needs seq_length or position [B, T].")
-      if seq_length > self.max_seq_length:
-        raise ValueError(f"seq_length {seq_length} exceeds max_seq_length "
-                         f"{self.max_seq_length}; raise max_seq_length in the config.")
-      position = jnp.arange(seq_length)[None, :]  # [1, T]
-    table = self.emb_var.astype(self.compute_dtype)
-    return _lookup(table, position.astype(jnp.int32), self.lookup_style, False)  # [B|1, T, D]
+  def __call__(self, inputs: jax.Array, class_weights: jax.Array,
+               class_ids: jax.Array | None = None,
+               class_probabilities: jax.Array | None = None,
+               input_ids: jax.Array | None = None) -> NestedMap:
+    """As FullSoftmax; also avg_xent_weight (the loss denominator)."""
+    del input_ids
+    if class_ids is None and class_probabilities is None:
+      raise ValueError("GShardSharedEmbeddingSoftmax needs class_ids or class_probabilities.")
+    dtype = inputs.dtype
+    logits = self.get_logits(inputs).astype(jnp.float32)
+    log_probs = jax.nn.log_softmax(logits)
+    if class_probabilities is None:
+      class_probabilities = jax.nn.one_hot(jnp.squeeze(class_ids, -1), self.num_classes,
+                                           dtype=jnp.float32)
+    unsmoothed = None
+    if self.label_smoothing_prob > 0.0 and not self.do_eval:
+      unsmoothed = class_probabilities
+      off = self.label_smoothing_prob / self.num_classes
+      on = 1.0 - self.label_smoothing_prob + off
+      class_probabilities = on * class_probabilities + off * (1.0 - class_probabilities)
+    class_probabilities = jax.lax.stop_gradient(class_probabilities)
+    per_example_xent = -jnp.sum(log_probs * class_probabilities, axis=-1, dtype=jnp.float32)
+    per_example_argmax = jax.lax.stop_gradient(jnp.argmax(logits, axis=-1))
+    total_xent = jnp.sum(per_example_xent[..., None] * class_weights, dtype=jnp.float32)
+    total_weight = jnp.sum(class_weights, dtype=jnp.float32)
+    if self.use_tgt_labels_size_as_loss_denominator:
+      denominator = jnp.sum(jnp.ones_like(class_weights), dtype=jnp.float32)
+    else:
+      denominator = total_weight
+    z_loss = self.z_loss_weight * (
+        jnp.sum(_compute_z_loss(logits) * class_weights) / denominator)
+    self.add_summary("aux_z_loss", z_loss)
+    self.add_aux_loss("aux_z_loss", z_loss)
+    if unsmoothed is not None:
+      plain = -jnp.sum(log_probs * unsmoothed, axis=-1, dtype=jnp.float32)
+      plain_total = jnp.sum(plain[..., None] * class_weights, dtype=jnp.float32)
+      self.add_summary("avg_xent_prior_to_label_smoothing",
+                       (plain_total / denominator).astype(dtype))
+    return NestedMap(
+        logits=logits.astype(dtype), log_probs=log_probs.astype(dtype),
+        per_example_argmax=per_example_argmax,
+        per_example_xent=per_example_xent.astype(jnp.float32),
+        total_xent=total_xent.astype(dtype), avg_xent_weight=denominator,
+        avg_xent=(total_xent / denominator).astype(jnp.float32), total_weight=total_weight)
+
+  def extend_step(self, ids: jax.Array, *, time_step: jax.Array) -> jax.Array:
+    del time_step  # A lookup has no state.
+    return self.emb_lookup(ids)

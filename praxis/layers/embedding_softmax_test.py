@@ -1,4 +1,9 @@
-"""Tests for praxis.layers.embedding_softmax against flax.linen.Embed and numpy, forward and gradient."""
+"""Tests for praxis.layers.embedding_softmax against flax.linen.Embed and numpy, forward and gradient.
+
+Layers are built as Pax users build them (pax_fiddle.Config + base_layer.instantiate) and the
+references follow Pax's formulas (label smoothing p / (K - 1) off target, sinusoids times
+min_timescale).
+"""
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -8,7 +13,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from praxis import base_layer
+from praxis import pax_fiddle
 from praxis.layers import embedding_softmax as es
+
+
+def build(cls, **kwargs):
+  return base_layer.instantiate(pax_fiddle.Config(cls, name="layer", **kwargs))
 
 
 def _log_softmax(z):
@@ -20,9 +30,9 @@ class EmbeddingTest(parameterized.TestCase):
 
   @parameterized.parameters("index", "matmul")
   def test_matches_flax_embed_forward_and_gradient(self, style):
-    layer = es.Embedding.HParams(num_classes=11, input_dims=4, lookup_style=style).Instantiate()
+    layer = build(es.Embedding, num_classes=11, input_dims=4, lookup_style=style)
     ids = jnp.array([[1, 5, 5, 0], [10, 3, 1, 1]])
-    variables = nn.unbox(layer.init(jax.random.key(0), ids))
+    variables = layer.init(jax.random.key(0), ids)
     table = variables["params"]["emb_var"]
     self.assertEqual(table.shape, (11, 4))  # emb_var[V, D]
     ref = nn.Embed(11, 4)
@@ -39,25 +49,28 @@ class EmbeddingTest(parameterized.TestCase):
     np.testing.assert_allclose(ours["params"]["emb_var"], expected, rtol=1e-5, atol=1e-6)
 
   def test_scale_sqrt_depth_and_axes(self):
-    layer = es.Embedding.HParams(num_classes=5, input_dims=9, scale_sqrt_depth=True).Instantiate()
+    layer = build(es.Embedding, num_classes=5, input_dims=9, scale_sqrt_depth=True)
     ids = jnp.array([[0, 4]])
     boxed = base_layer.init_boxed(layer, jax.random.key(0), ids)
     self.assertEqual(boxed["params"]["emb_var"].names, ("vocab", "embed"))
-    table = np.asarray(boxed["params"]["emb_var"].value)
-    np.testing.assert_allclose(layer.apply(boxed, ids), 3.0 * table[[[0, 4]]], rtol=1e-6)
+    variables = layer.init(jax.random.key(0), ids)  # Pax's init: plain arrays
+    table = np.asarray(variables["params"]["emb_var"])
+    np.testing.assert_allclose(layer.apply(variables, ids), 3.0 * table[[[0, 4]]], rtol=1e-6)
 
   @parameterized.parameters("index", "matmul")
   def test_out_of_range_ids_clip_or_nan(self, style):
     ids = jnp.array([[0, 7, -1]])
-    clip = es.Embedding.HParams(num_classes=5, input_dims=2, lookup_style=style).Instantiate()
+    clip = build(es.Embedding, num_classes=5, input_dims=2, lookup_style=style)
     variables = clip.init(jax.random.key(0), ids)
     out = np.asarray(clip.apply(variables, ids))
     self.assertTrue(np.all(np.isfinite(out)))
-    nan = es.Embedding.HParams(num_classes=5, input_dims=2, lookup_style=style,
-                               set_nan_for_oob_id=True).Instantiate()
+    # Pax's set_nan_for_oob_id marks ids >= num_classes (a negative id is not caught).
+    nan = build(es.Embedding, num_classes=5, input_dims=2, lookup_style=style,
+                set_nan_for_oob_id=True)
     out = np.asarray(nan.apply(variables, ids))
     self.assertTrue(np.all(np.isfinite(out[0, 0])))
-    self.assertTrue(np.all(np.isnan(out[0, 1:])))
+    self.assertTrue(np.all(np.isnan(out[0, 1])))
+    self.assertTrue(np.all(np.isfinite(out[0, 2])))
 
 
 class FullSoftmaxTest(parameterized.TestCase):
@@ -69,17 +82,18 @@ class FullSoftmaxTest(parameterized.TestCase):
     logp = _log_softmax(logits)
     v = w.shape[1]
     target = np.eye(v)[ids]
-    target = (1 - smoothing) * target + smoothing / v
+    # Pax: the label keeps 1 - p, every other class gets p / (V - 1).
+    target = (1 - smoothing) * target + smoothing / (v - 1) * (1 - target)
     xent = -(target * logp).sum(-1)
     total_w = weights.sum()
     lse = np.log(np.exp(logits).sum(-1))
     out = dict(logits=logits, log_probs=logp, per_example_xent=xent,
                per_example_argmax=logits.argmax(-1), total_xent=(xent * weights).sum(),
-               total_weight=total_w, avg_xent=(xent * weights).sum() / total_w,
+               total_weight=total_w, avg_xent=(xent * weights).sum() / (total_w + 1e-6),
                z_loss=z_weight * (lse**2 * weights).sum() / total_w)
     probs = np.exp(logp)
     d_logits = weights[..., None] * (probs - target + z_weight * 2 * lse[..., None] * probs)
-    d_logits /= total_w
+    d_logits /= total_w + 1e-6
     d_raw = d_logits * (1 - np.tanh(raw / cap)**2) if cap else d_logits
     grads = dict(x=d_raw @ w.T, w=np.einsum("btd,btv->dv", x, d_raw), b=d_raw.sum((0, 1)))
     return out, grads
@@ -91,15 +105,14 @@ class FullSoftmaxTest(parameterized.TestCase):
       ("all_options", 1.5, 0.05, 0.1),
   )
   def test_matches_numpy_forward_and_gradient(self, cap, z_weight, smoothing):
-    layer = es.FullSoftmax.HParams(input_dims=5, num_classes=7, soft_cap_logits=cap,
-                                   z_loss_weight=z_weight,
-                                   label_smoothing_prob=smoothing).Instantiate()
+    layer = build(es.FullSoftmax, input_dims=5, num_classes=7, soft_cap_logits=cap,
+                  z_loss_weight=z_weight, label_smoothing_prob=smoothing)
     x = 2.0 * jax.random.normal(jax.random.key(0), (2, 3, 5))
     ids = jnp.array([[1, 6, 0], [3, 3, 2]])
     weights = jnp.array([[1.0, 1.0, 0.0], [1.0, 0.5, 1.0]])
     # Keep only the params: init also returns what it sowed into "aux_loss".
-    variables = {"params": nn.unbox(layer.init(jax.random.key(1), x, weights[..., None],
-                                               ids[..., None])["params"])}
+    variables = {"params": layer.init(jax.random.key(1), x, weights[..., None],
+                                      ids[..., None])["params"]}
     params = variables["params"]["logits_ffn"]
     params["bias"]["b"] = jnp.linspace(-1.0, 1.0, 7)  # a bias that matters
     w, b = np.asarray(params["linear"]["w"], np.float64), np.asarray(params["bias"]["b"])
@@ -109,16 +122,19 @@ class FullSoftmaxTest(parameterized.TestCase):
     out, mutated = layer.apply(variables, x, weights[..., None], ids[..., None],
                                mutable=[base_layer.AUX_LOSS])
     for key, value in expected.items():
+      if key == "z_loss" and not z_weight:
+        self.assertNotIn("z_loss", out)  # Pax reports z_loss only when it is on
+        continue
       np.testing.assert_allclose(np.asarray(out[key]), value, rtol=2e-5, atol=2e-5, err_msg=key)
     if z_weight:
-      (aux_value, _), = mutated[base_layer.AUX_LOSS]["z_loss"]
+      (aux_value, _), = mutated[base_layer.AUX_LOSS]["aux_z_loss"]
       np.testing.assert_allclose(aux_value, expected["z_loss"], rtol=1e-5)
     else:
-      self.assertNotIn("z_loss", mutated.get(base_layer.AUX_LOSS, {}))
+      self.assertNotIn("aux_z_loss", mutated.get(base_layer.AUX_LOSS, {}))
 
     def loss(v, x):
       o = layer.apply(v, x, weights[..., None], ids[..., None])
-      return o.avg_xent + o.z_loss
+      return o.avg_xent + o.get("z_loss", 0.0)
 
     g_vars, g_x = jax.grad(loss, argnums=(0, 1))(variables, x)
     g = g_vars["params"]["logits_ffn"]
@@ -127,7 +143,7 @@ class FullSoftmaxTest(parameterized.TestCase):
     np.testing.assert_allclose(g_x, expected_grads["x"], rtol=1e-4, atol=1e-6)
 
   def test_class_probabilities_unsqueezed_ids_and_empty_batch(self):
-    layer = es.FullSoftmax.HParams(input_dims=3, num_classes=4).Instantiate()
+    layer = build(es.FullSoftmax, input_dims=3, num_classes=4)
     x = jax.random.normal(jax.random.key(0), (2, 2, 3))
     ids = jnp.array([[0, 3], [2, 1]])
     variables = layer.init(jax.random.key(1), x, jnp.ones((2, 2, 1)), ids[..., None])
@@ -137,13 +153,33 @@ class FullSoftmaxTest(parameterized.TestCase):
     np.testing.assert_allclose(with_ids.avg_xent, with_probs.avg_xent, rtol=1e-6)
     empty = layer.apply(variables, x, jnp.zeros((2, 2, 1)), ids[..., None])
     self.assertEqual(float(empty.avg_xent), 0.0)
-    with self.assertRaisesRegex(ValueError, r"class_weights must have shape \(2, 2, 1\)"):
+    with self.assertRaisesRegex(ValueError, r"class_weights must be \[\.\.\., 1\]"):
       layer.apply(variables, x, jnp.ones((2, 3, 1)), ids[..., None])
 
+  def test_label_smoothing_applies_to_class_ids_only(self):
+    layer = build(es.FullSoftmax, input_dims=3, num_classes=5, label_smoothing_prob=0.2)
+    plain = build(es.FullSoftmax, input_dims=3, num_classes=5)
+    x = jax.random.normal(jax.random.key(0), (2, 3))
+    ids = jnp.array([[1], [4]])
+    weights = jnp.ones((2, 1))
+    variables = plain.init(jax.random.key(1), x, weights, ids)
+    probs = jax.nn.one_hot(ids[:, 0], 5)
+    # Given distributions are used as they are (Pax smooths only class ids).
+    np.testing.assert_allclose(
+        layer.apply(variables, x, weights, class_probabilities=probs).per_example_xent,
+        plain.apply(variables, x, weights, class_probabilities=probs).per_example_xent,
+        rtol=1e-6)
+    logp = np.asarray(plain.apply(variables, x, weights, ids).log_probs, np.float64)
+    target = np.full((2, 5), 0.2 / 4)
+    target[[0, 1], [1, 4]] = 0.8
+    np.testing.assert_allclose(layer.apply(variables, x, weights, ids).per_example_xent,
+                               -(target * logp).sum(-1), rtol=1e-5)
+
   def test_weight_axes(self):
-    layer = es.FullSoftmax.HParams(input_dims=3, num_classes=4).Instantiate()
+    layer = build(es.FullSoftmax, input_dims=3, num_classes=4)
     x = jnp.ones((1, 2, 3))
-    boxed = base_layer.init_boxed(layer, jax.random.key(0), x, jnp.ones((1, 2, 1)), jnp.zeros((1, 2, 1), jnp.int32))
+    boxed = base_layer.init_boxed(layer, jax.random.key(0), x, jnp.ones((1, 2, 1)),
+                                  jnp.zeros((1, 2, 1), jnp.int32))
     self.assertEqual(boxed["params"]["logits_ffn"]["linear"]["w"].names, ("embed", "vocab"))
     self.assertEqual(boxed["params"]["logits_ffn"]["bias"]["b"].names, ("vocab",))
 
@@ -151,10 +187,11 @@ class FullSoftmaxTest(parameterized.TestCase):
 class SharedEmbeddingSoftmaxTest(absltest.TestCase):
 
   def test_one_weight_embeds_and_projects_and_gets_both_gradients(self):
-    layer = es.SharedEmbeddingSoftmax.HParams(input_dims=4, num_classes=6, scale_sqrt_depth=True,
-                                              has_bias=False).Instantiate()
+    ffn = pax_fiddle.Config(es.linears.FeedForward, has_bias=False)
+    layer = build(es.SharedEmbeddingSoftmax, input_dims=4, num_classes=6, scale_sqrt_depth=True,
+                  feed_forward_tpl=ffn)
     ids = jnp.array([[1, 2, 2], [5, 0, 1]])
-    variables = nn.unbox(layer.init(jax.random.key(0), ids, method=layer.emb_lookup))
+    variables = layer.init(jax.random.key(0), ids, method=layer.emb_lookup)
     self.assertEqual(jax.tree_util.tree_structure(variables["params"]),
                      jax.tree_util.tree_structure({"logits_ffn": {"linear": {"w": 0}}}))
     w = np.asarray(variables["params"]["logits_ffn"]["linear"]["w"], np.float64)  # [D, V]
@@ -182,31 +219,41 @@ class SharedEmbeddingSoftmaxTest(absltest.TestCase):
     np.testing.assert_allclose(grad, expected, rtol=1e-4, atol=1e-5)
 
 
-class PositionalEmbeddingTest(absltest.TestCase):
+class PositionalEmbeddingTest(parameterized.TestCase):
 
   def _numpy_signal(self, positions, dims, min_ts=1.0, max_ts=10_000.0):
+    """Pax's formula: frequency_i = min_ts * (max_ts / min_ts) ** (-i / (D/2 - 1))."""
     half = dims // 2
     out = np.zeros(positions.shape + (dims,))
     for i in range(half):
-      freq = 1.0 / (min_ts * (max_ts / min_ts)**(i / (half - 1)))
+      freq = min_ts * (max_ts / min_ts)**(-i / (half - 1))
       out[..., i] = np.sin(positions * freq)
       out[..., half + i] = np.cos(positions * freq)
     return out
 
-  def test_matches_numpy_for_default_and_given_positions(self):
-    layer = es.PositionalEmbedding.HParams(embedding_dims=8, max_timescale=100.0).Instantiate()
+  @parameterized.parameters((1, 100), (2, 100), (10, 10_000))
+  def test_matches_numpy_for_default_and_given_positions(self, min_ts, max_ts):
+    layer = build(es.PositionalEmbedding, embedding_dims=8, min_timescale=min_ts,
+                  max_timescale=max_ts)
     out = layer.apply({}, seq_length=5)
     self.assertEqual(out.shape, (1, 5, 8))
-    np.testing.assert_allclose(out[0], self._numpy_signal(np.arange(5.0), 8, max_ts=100.0),
-                               atol=1e-5)
+    np.testing.assert_allclose(out[0], self._numpy_signal(np.arange(5.0), 8, min_ts, max_ts),
+                               atol=2e-5)
     np.testing.assert_allclose(out[0, 0], [0, 0, 0, 0, 1, 1, 1, 1], atol=1e-7)
     position = jnp.array([[3, 4, 5], [0, 0, 1]])
     out = layer.apply({}, position=position)
     np.testing.assert_allclose(out, self._numpy_signal(np.asarray(position, np.float64), 8,
-                                                       max_ts=100.0), atol=1e-5)
+                                                       min_ts, max_ts), atol=2e-5)
+
+  def test_min_timescale_multiplies_the_frequencies(self):
+    # The silent difference this pins: Pax multiplies by min_timescale (frequency 2 at i = 0),
+    # not by 1 / min_timescale (0.5).
+    out = build(es.PositionalEmbedding, embedding_dims=4, min_timescale=2,
+                max_timescale=20).apply({}, seq_length=2)
+    np.testing.assert_allclose(out[0, 1, 0], np.sin(2.0), rtol=1e-6)
 
   def test_odd_dims_pad_with_zero(self):
-    out = es.PositionalEmbedding.HParams(embedding_dims=7).Instantiate().apply({}, seq_length=3)
+    out = build(es.PositionalEmbedding, embedding_dims=7).apply({}, seq_length=3)
     self.assertEqual(out.shape, (1, 3, 7))
     np.testing.assert_allclose(out[0, :, :6], self._numpy_signal(np.arange(3.0), 6), atol=1e-5)
     np.testing.assert_array_equal(out[0, :, 6], 0.0)
@@ -223,7 +270,7 @@ class RotaryPositionalEmbeddingTest(absltest.TestCase):
     return np.concatenate([z.real, z.imag], axis=-1)
 
   def test_matches_complex_rotation_forward_and_gradient(self):
-    layer = es.RotaryPositionalEmbedding.HParams(embedding_dims=8).Instantiate()
+    layer = build(es.RotaryPositionalEmbedding, embedding_dims=8)
     x = jax.random.normal(jax.random.key(0), (2, 5, 3, 8))
     position = jnp.array([[0, 1, 2, 3, 4], [7, 8, 9, 100, 1000]])
     out = layer.apply({}, x, position)
@@ -239,7 +286,7 @@ class RotaryPositionalEmbeddingTest(absltest.TestCase):
                                rtol=1e-4, atol=1e-4)
 
   def test_scores_depend_only_on_relative_position(self):
-    layer = es.RotaryPositionalEmbedding.HParams(embedding_dims=16).Instantiate()
+    layer = build(es.RotaryPositionalEmbedding, embedding_dims=16)
     q = jax.random.normal(jax.random.key(0), (1, 1, 1, 16))
     k = jax.random.normal(jax.random.key(1), (1, 1, 1, 16))
 
@@ -255,9 +302,9 @@ class RotaryPositionalEmbeddingTest(absltest.TestCase):
 class TrainablePositionalEmbeddingTest(absltest.TestCase):
 
   def test_lookup_and_gradient(self):
-    layer = es.TrainablePositionalEmbedding.HParams(max_seq_length=6,
-                                                    embedding_dims=3).Instantiate()
-    variables = nn.unbox(layer.init(jax.random.key(0), seq_length=4))
+    layer = build(es.TrainablePositionalEmbedding, max_seq_length=6, embedding_dims=3,
+                  lookup_style="index")
+    variables = layer.init(jax.random.key(0), seq_length=4)
     table = np.asarray(variables["params"]["emb_var"])
     self.assertEqual(table.shape, (6, 3))
     np.testing.assert_allclose(layer.apply(variables, seq_length=4), table[None, :4], rtol=1e-6)
