@@ -15,12 +15,15 @@ from notebook import app
 def main() -> None:
   workspace = os.environ.get("BUILD_WORKSPACE_DIRECTORY")
   if not workspace:
-    sys.exit("Run this with `./bazelw run //notebooks:notebook` (it opens the checkout's "
-             "notebooks/ directory, which only `bazel run` tells it).")
+    sys.exit(
+      "Run this with `./bazelw run //notebooks:notebook` (it opens the checkout's "
+      "notebooks/ directory, which only `bazel run` tells it)."
+    )
   # Kernels inherit the environment: the same sys.path as this process.
   os.environ["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-  sys.exit(app.main([f"--ServerApp.root_dir={os.path.join(workspace, 'notebooks')}",
-                     *sys.argv[1:]]))
+  sys.exit(
+    app.main([f"--ServerApp.root_dir={os.path.join(workspace, 'notebooks')}", *sys.argv[1:]])
+  )
 
 
 if __name__ == "__main__":

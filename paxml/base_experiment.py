@@ -49,7 +49,7 @@ class BaseExperiment(abc.ABC):
     train = [c for c in configs if c.is_training]
     if len(train) != 1:
       raise ValueError(
-          f"{type(self).__name__}.datasets() must return exactly one config with "
-          f"is_training=True, got {len(train)} of {len(configs)}"
+        f"{type(self).__name__}.datasets() must return exactly one config with "
+        f"is_training=True, got {len(train)} of {len(configs)}"
       )
     return train[0]

@@ -99,8 +99,11 @@ _checksums_jit = jax.jit(lambda leaves: [_checksum(x) for x in leaves])
 
 def _array_leaves(tree: Any) -> list[tuple[str, Any]]:
   flat = jax.tree_util.tree_flatten_with_path(tree)[0]
-  return [(_leaf_key(p), x) for p, x in flat
-          if isinstance(x, (jax.Array, np.ndarray, np.generic)) and np.size(x) > 0]
+  return [
+    (_leaf_key(p), x)
+    for p, x in flat
+    if isinstance(x, (jax.Array, np.ndarray, np.generic)) and np.size(x) > 0
+  ]
 
 
 def start_array_checksums(tree: Any) -> list[tuple[str, tuple, str, jax.Array]]:
@@ -108,8 +111,15 @@ def start_array_checksums(tree: Any) -> list[tuple[str, tuple, str, jax.Array]]:
   them. Every process of a multi-process job must call it (the sums are collectives)."""
   leaves = _array_leaves(tree)
   sums = _checksums_jit([x if isinstance(x, jax.Array) else jnp.asarray(x) for _, x in leaves])
-  return [(k, tuple(np.shape(x)), str(np.asarray(x).dtype if not isinstance(x, jax.Array)
-                                      else x.dtype), s) for (k, x), s in zip(leaves, sums)]
+  return [
+    (
+      k,
+      tuple(np.shape(x)),
+      str(np.asarray(x).dtype if not isinstance(x, jax.Array) else x.dtype),
+      s,
+    )
+    for (k, x), s in zip(leaves, sums)
+  ]
 
 
 def finish_array_checksums(started) -> dict[str, dict[str, Any]]:
@@ -117,15 +127,22 @@ def finish_array_checksums(started) -> dict[str, dict[str, Any]]:
     # Replicated: every process holds the whole (2,) result.
     local = s.addressable_data(0) if isinstance(s, jax.Array) else s
     return [int(v) for v in np.asarray(local)]
-  return {k: {"shape": list(shape), "dtype": dtype, "sum": value(s)}
-          for k, shape, dtype, s in started}
+
+  return {
+    k: {"shape": list(shape), "dtype": dtype, "sum": value(s)} for k, shape, dtype, s in started
+  }
 
 
 def write_manifest(step_dir: str, step: int, arrays: dict[str, dict[str, Any]]) -> int:
   """Checksums every file of the finished step and writes the manifest; returns bytes hashed."""
   files = file_checksums(step_dir)
-  manifest = {"format": _FORMAT, "step": step, "saved_at": time.time(),
-              "files": files, "arrays": arrays}
+  manifest = {
+    "format": _FORMAT,
+    "step": step,
+    "saved_at": time.time(),
+    "files": files,
+    "arrays": arrays,
+  }
   _write_atomically(os.path.join(step_dir, MANIFEST), json.dumps(manifest, indent=0))
   return sum(f["size"] for f in files.values())
 
@@ -137,7 +154,8 @@ def read_manifest(step_dir: str, step: int) -> dict[str, Any]:
       manifest = json.load(f)
   except FileNotFoundError:
     raise CorruptCheckpointError(
-        step, f"no {MANIFEST} (the save did not finish, or the file was removed)") from None
+      step, f"no {MANIFEST} (the save did not finish, or the file was removed)"
+    ) from None
   except (OSError, ValueError) as e:
     raise CorruptCheckpointError(step, f"unreadable {MANIFEST}: {e}") from None
   if not isinstance(manifest, dict) or manifest.get("format") != _FORMAT:
@@ -172,8 +190,11 @@ def verify_arrays(manifest: dict[str, Any], tree: Any, step: int) -> None:
   restored = finish_array_checksums(start_array_checksums(tree))
   for key, value in restored.items():
     expected = saved.get(key)
-    if expected is None or expected["shape"] != value["shape"] or (
-        expected["dtype"] != value["dtype"]):
+    if (
+      expected is None
+      or expected["shape"] != value["shape"]
+      or (expected["dtype"] != value["dtype"])
+    ):
       continue
     if expected["sum"] != value["sum"]:
       raise CorruptCheckpointError(step, f"array {key} read back differs from the one saved")

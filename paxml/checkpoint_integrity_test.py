@@ -15,7 +15,6 @@ def _sums(tree):
 
 
 class ArrayChecksumTest(absltest.TestCase):
-
   def test_sums_are_per_path_and_catch_one_flipped_bit_and_swaps(self):
     x = np.arange(64, dtype=np.float32)
     base = _sums({"a": x, "b": {"c": jnp.ones((2, 3), jnp.bfloat16)}})
@@ -35,19 +34,25 @@ class ArrayChecksumTest(absltest.TestCase):
     self.assertEqual(_sums({"x": x}), _sums({"x": sharded}))
 
   def test_all_dtypes_are_covered(self):
-    tree = {"b": np.array([True, False]), "i8": np.int8([1, -1]), "i32": np.int32([5]),
-            "u16": np.uint16([7])}
+    tree = {
+      "b": np.array([True, False]),
+      "i8": np.int8([1, -1]),
+      "i32": np.int32([5]),
+      "u16": np.uint16([7]),
+    }
     self.assertLen(_sums(tree), 4)
 
 
 class FileChecksumTest(absltest.TestCase):
-
   def setUp(self):
     super().setUp()
     self.step_dir = self.create_tempdir().full_path
     os.makedirs(os.path.join(self.step_dir, "state"))
-    for name, data in (("state/data", b"x" * 1000), ("state/_METADATA", b"{}"),
-                       ("train_input/position", b'{"pos": 6}')):
+    for name, data in (
+      ("state/data", b"x" * 1000),
+      ("state/_METADATA", b"{}"),
+      ("train_input/position", b'{"pos": 6}'),
+    ):
       os.makedirs(os.path.dirname(os.path.join(self.step_dir, name)), exist_ok=True)
       with open(os.path.join(self.step_dir, name), "wb") as f:
         f.write(data)
@@ -55,26 +60,29 @@ class FileChecksumTest(absltest.TestCase):
 
   def test_an_untouched_step_verifies(self):
     manifest = integrity.verify_files(self.step_dir, 3)
-    self.assertEqual(sorted(manifest["files"]),
-                     ["state/_METADATA", "state/data", "train_input/position"])
+    self.assertEqual(
+      sorted(manifest["files"]), ["state/_METADATA", "state/data", "train_input/position"]
+    )
 
   def test_each_kind_of_damage_is_named(self):
     path = lambda: os.path.join(self.step_dir, "state", "data")
     cases = [
-        (lambda: open(path(), "r+b").write(b"y"), "state/data does not match"),
-        (lambda: os.truncate(path(), 10), "state/data has 10 bytes, 1000 written"),
-        (lambda: os.remove(path()), "state/data is missing"),
-        (lambda: open(os.path.join(self.step_dir, integrity.MANIFEST), "w").write("{"),
-         "unreadable checksums.json"),
-        (lambda: os.remove(os.path.join(self.step_dir, integrity.MANIFEST)),
-         "no checksums.json"),
+      (lambda: open(path(), "r+b").write(b"y"), "state/data does not match"),
+      (lambda: os.truncate(path(), 10), "state/data has 10 bytes, 1000 written"),
+      (lambda: os.remove(path()), "state/data is missing"),
+      (
+        lambda: open(os.path.join(self.step_dir, integrity.MANIFEST), "w").write("{"),
+        "unreadable checksums.json",
+      ),
+      (lambda: os.remove(os.path.join(self.step_dir, integrity.MANIFEST)), "no checksums.json"),
     ]
     for damage, message in cases:
       with self.subTest(message):
         self.setUp()
         damage()
-        with self.assertRaisesRegex(integrity.CorruptCheckpointError,
-                                    "checkpoint step 3 is corrupt: " + message):
+        with self.assertRaisesRegex(
+          integrity.CorruptCheckpointError, "checkpoint step 3 is corrupt: " + message
+        ):
           integrity.verify_files(self.step_dir, 3)
 
   def test_only_checks_one_item(self):

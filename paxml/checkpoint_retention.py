@@ -2,9 +2,14 @@
 `save_keep_interval_duration`, counted over verified steps only."""
 
 
-def steps_to_remove(complete: list[int], saved_at: dict[int, float | None], *,
-                    max_to_keep: int | None, keep_period: int | None = None,
-                    keep_seconds: float | None = None) -> list[int]:
+def steps_to_remove(
+  complete: list[int],
+  saved_at: dict[int, float | None],
+  *,
+  max_to_keep: int | None,
+  keep_period: int | None = None,
+  keep_seconds: float | None = None,
+) -> list[int]:
   """The steps of `complete` (verified steps, oldest first) that retention deletes.
 
   Kept: the newest `max_to_keep`; every multiple of `keep_period`; and, walking from the oldest,
@@ -21,8 +26,11 @@ def steps_to_remove(complete: list[int], saved_at: dict[int, float | None], *,
     when = saved_at.get(step)
     if keep_period and step % keep_period == 0:
       keep.add(step)
-    if keep_seconds is not None and when is not None and (
-        last_kept_time is None or when - last_kept_time >= keep_seconds):
+    if (
+      keep_seconds is not None
+      and when is not None
+      and (last_kept_time is None or when - last_kept_time >= keep_seconds)
+    ):
       keep.add(step)
     if step in keep and when is not None:
       last_kept_time = when

@@ -80,32 +80,41 @@ def corrupt_dir(directory: str) -> str:
   return os.path.join(os.path.dirname(directory), os.path.basename(directory) + "_corrupt")
 
 
-def _options(*, save_interval_steps: int, async_save: bool, cleanup_tmp_directories: bool,
-             read_only: bool) -> ocp.CheckpointManagerOptions:
+def _options(
+  *, save_interval_steps: int, async_save: bool, cleanup_tmp_directories: bool, read_only: bool
+) -> ocp.CheckpointManagerOptions:
   return ocp.CheckpointManagerOptions(
-      save_interval_steps=save_interval_steps,
-      max_to_keep=None,  # Retention is the store's: it must know which steps verified.
-      step_name_format=ocp.step.standard_name_format(
-          step_prefix=_STEP_PREFIX, step_format_fixed_length=8),
-      # A crash mid-save leaves a temporary directory; a writer removes it on start.
-      cleanup_tmp_directories=cleanup_tmp_directories,
-      enable_async_checkpointing=async_save,
-      read_only=read_only,
+    save_interval_steps=save_interval_steps,
+    max_to_keep=None,  # Retention is the store's: it must know which steps verified.
+    step_name_format=ocp.step.standard_name_format(
+      step_prefix=_STEP_PREFIX, step_format_fixed_length=8
+    ),
+    # A crash mid-save leaves a temporary directory; a writer removes it on start.
+    cleanup_tmp_directories=cleanup_tmp_directories,
+    enable_async_checkpointing=async_save,
+    read_only=read_only,
   )
 
 
 def _explain_save_failure(step: int, directory: str, error: BaseException) -> str:
   cause: BaseException | None = error
   while cause is not None:
-    if isinstance(cause, OSError) and cause.errno == errno.ENOSPC or (
-        "No space left on device" in str(cause)):
-      return (f"saving checkpoint step {step} in {directory} failed: disk full (no space left "
-              "on device). Free space there and run again; it resumes from the last complete "
-              "checkpoint.")
+    if (
+      isinstance(cause, OSError)
+      and cause.errno == errno.ENOSPC
+      or ("No space left on device" in str(cause))
+    ):
+      return (
+        f"saving checkpoint step {step} in {directory} failed: disk full (no space left "
+        "on device). Free space there and run again; it resumes from the last complete "
+        "checkpoint."
+      )
     cause = cause.__cause__ or cause.__context__
   first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-  return (f"saving checkpoint step {step} in {directory} failed: {type(error).__name__}: "
-          f"{first_line[:300]}. Earlier checkpoints are intact; fix the cause and run again.")
+  return (
+    f"saving checkpoint step {step} in {directory} failed: {type(error).__name__}: "
+    f"{first_line[:300]}. Earlier checkpoints are intact; fix the cause and run again."
+  )
 
 
 @dataclasses.dataclass
@@ -120,16 +129,26 @@ class _PendingSave:
 class CheckpointStore:
   """See the module docstring. `json_item` names the JSON item saved beside `state`."""
 
-  def __init__(self, directory: str, *, json_item: str, save_interval_steps: int = 1,
-               max_to_keep: int | None = None, keep_period: int | None = None,
-               save_keep_interval_duration: Duration | None = None, async_save: bool = True,
-               read_only: bool = False, cleanup_tmp_directories: bool = True,
-               verify: bool = True):
+  def __init__(
+    self,
+    directory: str,
+    *,
+    json_item: str,
+    save_interval_steps: int = 1,
+    max_to_keep: int | None = None,
+    keep_period: int | None = None,
+    save_keep_interval_duration: Duration | None = None,
+    async_save: bool = True,
+    read_only: bool = False,
+    cleanup_tmp_directories: bool = True,
+    verify: bool = True,
+  ):
     keep_time = parse_duration(save_keep_interval_duration)
     if keep_time is not None and keep_time.total_seconds() < 1:
       raise ValueError(
-          f"save_keep_interval_duration={save_keep_interval_duration!r} is under one "
-          "second; checkpoint times are whole seconds. Use at least '1s', or None to disable.")
+        f"save_keep_interval_duration={save_keep_interval_duration!r} is under one "
+        "second; checkpoint times are whole seconds. Use at least '1s', or None to disable."
+      )
     self.directory = str(directory)
     self._json_item = json_item
     self._max_to_keep = max_to_keep
@@ -147,11 +166,15 @@ class CheckpointStore:
     self._warned_unverified = False
     is_writer = not read_only
     self._manager = ocp.CheckpointManager(
-        self.directory,
-        options=_options(save_interval_steps=save_interval_steps, async_save=async_save,
-                         cleanup_tmp_directories=cleanup_tmp_directories and is_writer,
-                         read_only=read_only),
-        item_names=(_STATE, json_item))
+      self.directory,
+      options=_options(
+        save_interval_steps=save_interval_steps,
+        async_save=async_save,
+        cleanup_tmp_directories=cleanup_tmp_directories and is_writer,
+        read_only=read_only,
+      ),
+      item_names=(_STATE, json_item),
+    )
 
   # Paths and listing.
 
@@ -188,19 +211,26 @@ class CheckpointStore:
       return False
     self._finish_pending()
     saved = self._manager.save(
-        step,
-        args=ocp.args.Composite(**{
-            _STATE: ocp.args.StandardSave(state),
-            self._json_item: ocp.args.JsonSave(json_value),
-        }),
-        force=force,
+      step,
+      args=ocp.args.Composite(
+        **{
+          _STATE: ocp.args.StandardSave(state),
+          self._json_item: ocp.args.JsonSave(json_value),
+        }
+      ),
+      force=force,
     )
     if saved:
       # Started before the caller may donate `state`; read in the background thread.
       sums = integrity.start_array_checksums(state)
-      pending = _PendingSave(step, threading.Thread(
-          target=lambda: self._write_manifest(pending, sums), daemon=True,
-          name=f"checkpoint-manifest-{step}"))
+      pending = _PendingSave(
+        step,
+        threading.Thread(
+          target=lambda: self._write_manifest(pending, sums),
+          daemon=True,
+          name=f"checkpoint-manifest-{step}",
+        ),
+      )
       self._pending = pending
       pending.thread.start()
     return saved
@@ -225,8 +255,9 @@ class CheckpointStore:
     pending.thread.join()
     if pending.error is not None:
       self._failed = True
-      raise CheckpointError(_explain_save_failure(
-          pending.step, self.directory, pending.error)) from pending.error
+      raise CheckpointError(
+        _explain_save_failure(pending.step, self.directory, pending.error)
+      ) from pending.error
     self._apply_retention()
 
   def check(self) -> None:
@@ -244,8 +275,12 @@ class CheckpointStore:
     complete = self.complete_steps()
     saved_at = {s: self._saved_at(s) for s in complete} if self._keep_seconds else {}
     removed = checkpoint_retention.steps_to_remove(
-        complete, saved_at, max_to_keep=self._max_to_keep,
-        keep_period=self._keep_period, keep_seconds=self._keep_seconds)
+      complete,
+      saved_at,
+      max_to_keep=self._max_to_keep,
+      keep_period=self._keep_period,
+      keep_seconds=self._keep_seconds,
+    )
     for step in removed:
       shutil.rmtree(self.step_dir(step), ignore_errors=True)
     if removed:
@@ -265,17 +300,26 @@ class CheckpointStore:
         self._manager.reload()
       if step not in self._manager.all_steps():
         raise CheckpointNotFoundError(
-            f"no checkpoint at step {step} in {self.directory}; the steps there are "
-            f"{self.all_steps() or 'none'}. Pick one of them, or leave the step unset for "
-            "the latest.")
+          f"no checkpoint at step {step} in {self.directory}; the steps there are "
+          f"{self.all_steps() or 'none'}. Pick one of them, or leave the step unset for "
+          "the latest."
+        )
       return [step]
     steps = self.all_steps() if self._exclusive else self.complete_steps()
-    return [s for s in reversed(steps)
-            if (newer_than is None or s > newer_than) and s not in self._bad_steps]
+    return [
+      s
+      for s in reversed(steps)
+      if (newer_than is None or s > newer_than) and s not in self._bad_steps
+    ]
 
-  def _restore(self, step: int | None, state_target: Any = None, *,
-               newer_than: int | None = None, partial: bool = False
-               ) -> tuple[int, Any, Any] | None:
+  def _restore(
+    self,
+    step: int | None,
+    state_target: Any = None,
+    *,
+    newer_than: int | None = None,
+    partial: bool = False,
+  ) -> tuple[int, Any, Any] | None:
     """Reads `step` (None: the newest that verifies) as (step, state, JSON item).
 
     With `state_target` None only the JSON item is read (state is None); a callable is called
@@ -297,9 +341,10 @@ class CheckpointStore:
         self._set_aside(candidate, e)
     if candidates:
       raise CheckpointError(
-          f"no checkpoint in {self.directory} passed verification (steps "
-          f"{candidates} are corrupt{'; moved to ' + corrupt_dir(self.directory) if self._exclusive else ''}). "
-          "Restore a good copy of one, or start with a new job_log_dir.")
+        f"no checkpoint in {self.directory} passed verification (steps "
+        f"{candidates} are corrupt{'; moved to ' + corrupt_dir(self.directory) if self._exclusive else ''}). "
+        "Restore a good copy of one, or start with a new job_log_dir."
+      )
     return None
 
   def _restore_verified(self, step: int, state_target: Any, partial: bool):
@@ -312,15 +357,24 @@ class CheckpointStore:
       manifest = integrity.verify_files(step_dir, step, only=only)
     elif self._verify and not self._warned_unverified:
       self._warned_unverified = True
-      logging.warning("Checkpoints in %s have no checksums (written before paxml verified "
-                      "checkpoints); restoring step %d unverified.", self.directory, step)
+      logging.warning(
+        "Checkpoints in %s have no checksums (written before paxml verified "
+        "checkpoints); restoring step %d unverified.",
+        self.directory,
+        step,
+      )
     if callable(state_target):
       state_target = state_target(step)
     args = {self._json_item: ocp.args.JsonRestore()}
     if state_target is not None and partial:
       restore_args = jax.tree.map(
-          lambda t: t if t is ocp.PLACEHOLDER else ocp.ArrayRestoreArgs(
-              sharding=t.sharding, dtype=t.dtype, global_shape=t.shape), state_target)
+        lambda t: (
+          t
+          if t is ocp.PLACEHOLDER
+          else ocp.ArrayRestoreArgs(sharding=t.sharding, dtype=t.dtype, global_shape=t.shape)
+        ),
+        state_target,
+      )
       args[_STATE] = ocp.args.PyTreeRestore(item=state_target, restore_args=restore_args)
     elif state_target is not None:
       args[_STATE] = ocp.args.StandardRestore(state_target)
@@ -332,9 +386,10 @@ class CheckpointStore:
         raise integrity.CorruptCheckpointError(step, f"unreadable: {first_line}") from e
       # The files are the ones written: the target does not fit them (another model?).
       raise CheckpointError(
-          f"checkpoint step {step} in {self.directory} does not fit this experiment's state "
-          f"({type(e).__name__}: {first_line}). Restore it with the experiment that wrote it, "
-          "or use a new job_log_dir.") from e
+        f"checkpoint step {step} in {self.directory} does not fit this experiment's state "
+        f"({type(e).__name__}: {first_line}). Restore it with the experiment that wrote it, "
+        "or use a new job_log_dir."
+      ) from e
     state = restored[_STATE] if state_target is not None else None
     if manifest is not None and state is not None:
       tree = state
@@ -354,16 +409,21 @@ class CheckpointStore:
       destination = os.path.join(corrupt_dir(self.directory), _STEP_FORMAT.format(step))
       suffix = 1
       while os.path.exists(destination):
-        destination = os.path.join(corrupt_dir(self.directory),
-                                   f"{_STEP_FORMAT.format(step)}.{suffix}")
+        destination = os.path.join(
+          corrupt_dir(self.directory), f"{_STEP_FORMAT.format(step)}.{suffix}"
+        )
         suffix += 1
       os.rename(self.step_dir(step), destination)
     if jax.process_count() > 1:
       from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+
       multihost_utils.sync_global_devices(f"checkpoint_set_aside_{step}")
     self._manager.reload()
-    logging.warning("%s; moved it to %s and restoring the newest checkpoint that verifies.",
-                    error, destination or corrupt_dir(self.directory))
+    logging.warning(
+      "%s; moved it to %s and restoring the newest checkpoint that verifies.",
+      error,
+      destination or corrupt_dir(self.directory),
+    )
 
   def reload(self) -> None:
     """Re-reads the step list from disk (to see another process's saves)."""
@@ -401,17 +461,29 @@ class Restored:
 class Checkpointer(CheckpointStore):
   """The Pax trainer's checkpoints: saves every `save_interval_steps`."""
 
-  def __init__(self, job_log_dir: str, *, save_interval_steps: int, max_to_keep: int,
-               save_keep_interval_duration: Duration | None = None,
-               keep_period: int | None = None, verify: bool = True):
+  def __init__(
+    self,
+    job_log_dir: str,
+    *,
+    save_interval_steps: int,
+    max_to_keep: int,
+    save_keep_interval_duration: Duration | None = None,
+    keep_period: int | None = None,
+    verify: bool = True,
+  ):
     super().__init__(
-        checkpoint_dir(job_log_dir), json_item=_TRAIN_INPUT,
-        save_interval_steps=save_interval_steps, max_to_keep=max_to_keep,
-        keep_period=keep_period, save_keep_interval_duration=save_keep_interval_duration,
-        verify=verify)
+      checkpoint_dir(job_log_dir),
+      json_item=_TRAIN_INPUT,
+      save_interval_steps=save_interval_steps,
+      max_to_keep=max_to_keep,
+      keep_period=keep_period,
+      save_keep_interval_duration=save_keep_interval_duration,
+      verify=verify,
+    )
 
-  def save(self, step: int, state: Any, input_state: dict[str, Any], *,
-           force: bool = False) -> bool:
+  def save(
+    self, step: int, state: Any, input_state: dict[str, Any], *, force: bool = False
+  ) -> bool:
     """Saves if `step` is due (or `force`); returns whether it saved.
 
     A step is due when it is a multiple of `save_interval_steps`, or when the directory has no
@@ -452,10 +524,17 @@ class CheckpointReader(CheckpointStore):
       directory = checkpoint_dir(directory)
     if not os.path.isdir(directory) and not missing_ok:
       raise CheckpointNotFoundError(
-          f"no checkpoint directory at {directory}: expected a job_log_dir, its checkpoints/ "
-          "directory or one checkpoint_%08d directory in it")
-    super().__init__(directory, json_item=_TRAIN_INPUT, async_save=False, read_only=True,
-                     cleanup_tmp_directories=False, verify=verify)
+        f"no checkpoint directory at {directory}: expected a job_log_dir, its checkpoints/ "
+        "directory or one checkpoint_%08d directory in it"
+      )
+    super().__init__(
+      directory,
+      json_item=_TRAIN_INPUT,
+      async_save=False,
+      read_only=True,
+      cleanup_tmp_directories=False,
+      verify=verify,
+    )
 
   def latest_step(self) -> int | None:
     """The newest complete checkpoint's step, re-reading the directory (to see new saves)."""
@@ -470,8 +549,9 @@ class CheckpointReader(CheckpointStore):
     restored = self._restore(self.only_step if step is None else step, abstract_state)
     return None if restored is None else Restored(*restored)
 
-  def restore_params(self, abstract_params: Any, step: int | None = None, *,
-                     newer_than: int | None = None) -> tuple[int, Any] | None:
+  def restore_params(
+    self, abstract_params: Any, step: int | None = None, *, newer_than: int | None = None
+  ) -> tuple[int, Any] | None:
     """Reads only the `params` of the train state: (step, params), or None if there is none.
 
     `step` None: the newest complete step after `newer_than` that verifies (corrupt ones are
@@ -481,9 +561,10 @@ class CheckpointReader(CheckpointStore):
       step = self.only_step
 
     def target(candidate: int) -> Any:  # Read after the step's files verified.
-      return {k: (abstract_params if k == "params" else
-                  jax.tree.map(lambda _: ocp.PLACEHOLDER, v))
-              for k, v in self.state_metadata(candidate).items()}
+      return {
+        k: (abstract_params if k == "params" else jax.tree.map(lambda _: ocp.PLACEHOLDER, v))
+        for k, v in self.state_metadata(candidate).items()
+      }
 
     restored = self._restore(step, target, newer_than=newer_than, partial=True)
     return None if restored is None else (restored[0], restored[1]["params"])
@@ -510,8 +591,9 @@ class CheckpointReader(CheckpointStore):
     dtype to cast to, sharding) where an array is wanted and None elsewhere; the result has the
     arrays where `targets` asked for them and None elsewhere.
     """
-    wanted = jax.tree.map(lambda t: ocp.PLACEHOLDER if t is None else t, targets,
-                          is_leaf=lambda t: t is None)
+    wanted = jax.tree.map(
+      lambda t: ocp.PLACEHOLDER if t is None else t, targets, is_leaf=lambda t: t is None
+    )
     restored = self._restore(step, wanted, partial=True)[1]
     return jax.tree.map(lambda r: None if r is ocp.PLACEHOLDER else r, restored)
 
@@ -532,6 +614,7 @@ def _to_restore_target(tree: Any) -> Any:
     if isinstance(x, _SCALARS):
       return np.asarray(x)
     return x  # np.ndarray or jax.ShapeDtypeStruct.
+
   return jax.tree.map(leaf, tree)
 
 
@@ -542,6 +625,7 @@ def _like_target(restored: Any, target: Any) -> Any:
     if isinstance(t, _SCALARS):
       return type(t)(r.item())
     return r
+
   return jax.tree.map(leaf, restored, target)
 
 
@@ -563,15 +647,27 @@ class TreeCheckpointer(CheckpointStore):
   writes to: cleaning up would delete that writer's in-progress (temporary) checkpoint.
   """
 
-  def __init__(self, directory: str, *, max_to_keep: int | None = None,
-               save_interval_steps: int = 1, keep_period: int | None = None,
-               save_keep_interval_duration: Duration | None = None,
-               async_save: bool = True, cleanup_tmp_directories: bool = True):
+  def __init__(
+    self,
+    directory: str,
+    *,
+    max_to_keep: int | None = None,
+    save_interval_steps: int = 1,
+    keep_period: int | None = None,
+    save_keep_interval_duration: Duration | None = None,
+    async_save: bool = True,
+    cleanup_tmp_directories: bool = True,
+  ):
     super().__init__(
-        str(directory), json_item=_METADATA, save_interval_steps=save_interval_steps,
-        max_to_keep=max_to_keep, keep_period=keep_period,
-        save_keep_interval_duration=save_keep_interval_duration, async_save=async_save,
-        cleanup_tmp_directories=cleanup_tmp_directories)
+      str(directory),
+      json_item=_METADATA,
+      save_interval_steps=save_interval_steps,
+      max_to_keep=max_to_keep,
+      keep_period=keep_period,
+      save_keep_interval_duration=save_keep_interval_duration,
+      async_save=async_save,
+      cleanup_tmp_directories=cleanup_tmp_directories,
+    )
 
   def save(self, step: int, tree: Any, *, metadata: Any = None, force: bool = True) -> bool:
     """Saves `tree` (and JSON-serialisable `metadata`) as checkpoint `step`.

@@ -23,16 +23,16 @@ class _State(flax.struct.PyTreeNode):
 
 def _state(step: int, scale: float = 1.0) -> _State:
   return _State(
-      step=jnp.asarray(step, jnp.int32),
-      params={"w": jnp.arange(6.0).reshape(2, 3) * scale, "b": jnp.ones(3) * scale},
+    step=jnp.asarray(step, jnp.int32),
+    params={"w": jnp.arange(6.0).reshape(2, 3) * scale, "b": jnp.ones(3) * scale},
   )
 
 
 def _abstract(state):
   sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
   return jax.tree.map(
-      lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding),
-      jax.eval_shape(lambda: state),
+    lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding),
+    jax.eval_shape(lambda: state),
   )
 
 
@@ -41,14 +41,13 @@ def _step_dirs(directory):
 
 
 class CheckpointerTest(absltest.TestCase):
-
   def setUp(self):
     super().setUp()
     self.job_log_dir = self.create_tempdir().full_path
 
   def _checkpointer(self, interval=5, keep=10):
     return checkpoints.Checkpointer(
-        self.job_log_dir, save_interval_steps=interval, max_to_keep=keep
+      self.job_log_dir, save_interval_steps=interval, max_to_keep=keep
     )
 
   def test_saves_first_and_every_interval_with_8_digit_names(self):
@@ -57,14 +56,17 @@ class CheckpointerTest(absltest.TestCase):
     self.assertEqual(saved, [0, 5, 10])
     directory = os.path.join(self.job_log_dir, "checkpoints")
     self.assertEqual(
-        _step_dirs(directory),
-        ["checkpoint_00000000", "checkpoint_00000005", "checkpoint_00000010"],
+      _step_dirs(directory),
+      ["checkpoint_00000000", "checkpoint_00000005", "checkpoint_00000010"],
     )
     for name in _step_dirs(directory):
       self.assertRegex(name, r"^checkpoint_\d{8}$")
       step_dir = os.path.join(directory, name)
-      items = [d for d in os.listdir(step_dir)
-               if os.path.isdir(os.path.join(step_dir, d)) and not d.startswith("_")]
+      items = [
+        d
+        for d in os.listdir(step_dir)
+        if os.path.isdir(os.path.join(step_dir, d)) and not d.startswith("_")
+      ]
       self.assertCountEqual(items, ["state", "train_input"])
 
   def test_restore_returns_what_was_saved(self):
@@ -96,8 +98,8 @@ class CheckpointerTest(absltest.TestCase):
       ckpt.close()
       self.assertEqual(ckpt.all_steps(), [10, 15])
     self.assertEqual(
-        _step_dirs(os.path.join(self.job_log_dir, "checkpoints")),
-        ["checkpoint_00000010", "checkpoint_00000015"],
+      _step_dirs(os.path.join(self.job_log_dir, "checkpoints")),
+      ["checkpoint_00000010", "checkpoint_00000015"],
     )
 
   def test_unverified_newer_steps_never_push_out_verified_ones(self):
@@ -108,36 +110,43 @@ class CheckpointerTest(absltest.TestCase):
       ckpt.wait_until_finished()
     # Steps 2 and 3 finished in Orbax but never got their manifest (killed in between).
     for step in (2, 3):
-      shutil.copytree(os.path.join(directory, "checkpoint_00000001"),
-                      os.path.join(directory, f"checkpoint_{step:08d}"))
+      shutil.copytree(
+        os.path.join(directory, "checkpoint_00000001"),
+        os.path.join(directory, f"checkpoint_{step:08d}"),
+      )
       os.remove(os.path.join(directory, f"checkpoint_{step:08d}", "checksums.json"))
     with self._checkpointer(interval=1, keep=2) as ckpt:
       ckpt.save(4, _state(4), {}, force=True)
       ckpt.wait_until_finished()
     # The two newest verified ones are kept; the unverified ones are not counted (nor deleted).
-    self.assertEqual(_step_dirs(directory), ["checkpoint_00000001", "checkpoint_00000002",
-                                             "checkpoint_00000003", "checkpoint_00000004"])
+    self.assertEqual(
+      _step_dirs(directory),
+      ["checkpoint_00000001", "checkpoint_00000002", "checkpoint_00000003", "checkpoint_00000004"],
+    )
 
   def test_corrupt_latest_falls_back_and_is_moved_aside(self):
     with self._checkpointer(interval=1, keep=5) as ckpt:
       ckpt.save(0, _state(0), {"at": 0})
       ckpt.save(1, _state(1, scale=2.0), {"at": 1})
-    os.remove(os.path.join(self.job_log_dir, "checkpoints", "checkpoint_00000001", "state",
-                           "_METADATA"))
+    os.remove(
+      os.path.join(self.job_log_dir, "checkpoints", "checkpoint_00000001", "state", "_METADATA")
+    )
     with self._checkpointer(interval=1, keep=5) as ckpt:
       with self.assertLogs("absl", "WARNING") as logs:
         restored = ckpt.restore(_abstract(_state(0)))
     self.assertEqual((restored.step, restored.input_state), (0, {"at": 0}))
     self.assertIn("checkpoint step 1 is corrupt: state/_METADATA is missing", logs.output[0])
-    self.assertEqual(os.listdir(os.path.join(self.job_log_dir, "checkpoints_corrupt")),
-                     ["checkpoint_00000001"])
+    self.assertEqual(
+      os.listdir(os.path.join(self.job_log_dir, "checkpoints_corrupt")), ["checkpoint_00000001"]
+    )
 
   def test_a_missing_step_lists_the_steps(self):
     with self._checkpointer(interval=1) as ckpt:
       ckpt.save(0, _state(0), {})
       ckpt.save(2, _state(2), {})
-      with self.assertRaisesRegex(checkpoints.CheckpointNotFoundError,
-                                  r"no checkpoint at step 1 .* steps there are \[0, 2\]"):
+      with self.assertRaisesRegex(
+        checkpoints.CheckpointNotFoundError, r"no checkpoint at step 1 .* steps there are \[0, 2\]"
+      ):
         ckpt.restore(_abstract(_state(0)), step=1)
 
   def test_force_saves_off_interval_but_never_an_old_step(self):
@@ -154,9 +163,7 @@ class CheckpointerTest(absltest.TestCase):
     # save must have copied them first, or the checkpoint holds garbage.
     state = _state(5, scale=2.0)
     want = np.asarray(state.params["w"]).copy()
-    overwrite = jax.jit(
-        lambda s: jax.tree.map(lambda x: x * 0 - 7, s), donate_argnums=0
-    )
+    overwrite = jax.jit(lambda s: jax.tree.map(lambda x: x * 0 - 7, s), donate_argnums=0)
     with self._checkpointer() as ckpt:
       ckpt.save(5, state, {})
       new_state = overwrite(state)
@@ -170,7 +177,8 @@ class CheckpointerTest(absltest.TestCase):
 
   def test_keep_period_preserves_multiples_beyond_max_to_keep(self):
     ckpt = checkpoints.Checkpointer(
-        self.job_log_dir, save_interval_steps=1, max_to_keep=2, keep_period=4)
+      self.job_log_dir, save_interval_steps=1, max_to_keep=2, keep_period=4
+    )
     with ckpt:
       for s in range(10):
         ckpt.save(s, _state(s), {})
@@ -180,8 +188,8 @@ class CheckpointerTest(absltest.TestCase):
 
   def test_keep_time_interval_preserves_old_checkpoints_spaced_in_time(self):
     ckpt = checkpoints.Checkpointer(
-        self.job_log_dir, save_interval_steps=1, max_to_keep=1,
-        save_keep_interval_duration="1s")
+      self.job_log_dir, save_interval_steps=1, max_to_keep=1, save_keep_interval_duration="1s"
+    )
     with ckpt:
       for s in range(6):
         ckpt.save(s, _state(s), {})
@@ -223,7 +231,6 @@ class CheckpointerTest(absltest.TestCase):
 
 
 class ParseDurationTest(absltest.TestCase):
-
   def test_units_numbers_and_errors(self):
     self.assertEqual(checkpoints.parse_duration("12h"), datetime.timedelta(hours=12))
     self.assertEqual(checkpoints.parse_duration("1h30m"), datetime.timedelta(minutes=90))
@@ -233,20 +240,23 @@ class ParseDurationTest(absltest.TestCase):
       with self.assertRaisesRegex(ValueError, "duration"):
         checkpoints.parse_duration(bad)
     with self.assertRaisesRegex(ValueError, "whole seconds"):
-      checkpoints.Checkpointer(self.create_tempdir().full_path, save_interval_steps=1,
-                               max_to_keep=1, save_keep_interval_duration="0.5s")
+      checkpoints.Checkpointer(
+        self.create_tempdir().full_path,
+        save_interval_steps=1,
+        max_to_keep=1,
+        save_keep_interval_duration="0.5s",
+      )
 
 
 class TreeCheckpointerTest(absltest.TestCase):
-
   def test_round_trip_of_mixed_tree_and_metadata(self):
     directory = self.create_tempdir().full_path
     tree = {
-        "params": {"w": jnp.arange(6.0).reshape(2, 3)},
-        "count": 7,                       # A Python int (flax TrainState.step).
-        "host": np.array([1, 2], np.int64),
-        "scalar": np.float32(2.5),
-        "empty": {},
+      "params": {"w": jnp.arange(6.0).reshape(2, 3)},
+      "count": 7,  # A Python int (flax TrainState.step).
+      "host": np.array([1, 2], np.int64),
+      "scalar": np.float32(2.5),
+      "empty": {},
     }
     with checkpoints.TreeCheckpointer(directory) as ckpt:
       self.assertTrue(ckpt.save(3, tree, metadata={"accuracy": 0.75}))
@@ -282,7 +292,6 @@ class TreeCheckpointerTest(absltest.TestCase):
 
 
 class PreemptionGuardTest(absltest.TestCase):
-
   def test_sigterm_sets_the_flag_and_handlers_are_restored(self):
     previous = signal.getsignal(signal.SIGTERM)
     with checkpoints.PreemptionGuard() as guard:
@@ -299,9 +308,10 @@ class PreemptionGuardTest(absltest.TestCase):
 
   def test_loop_saves_then_stops_and_resumes_from_that_step(self):
     job_log_dir = self.create_tempdir().full_path
-    with checkpoints.Checkpointer(
-        job_log_dir, save_interval_steps=100, max_to_keep=3) as ckpt, \
-        checkpoints.PreemptionGuard() as guard:
+    with (
+      checkpoints.Checkpointer(job_log_dir, save_interval_steps=100, max_to_keep=3) as ckpt,
+      checkpoints.PreemptionGuard() as guard,
+    ):
       step = 0
       while step < 50:
         ckpt.save(step, _state(step), {"pos": step})
@@ -312,8 +322,7 @@ class PreemptionGuardTest(absltest.TestCase):
         if guard.requested:
           ckpt.save(step, _state(step), {"pos": step}, force=True)
           break
-    with checkpoints.Checkpointer(
-        job_log_dir, save_interval_steps=100, max_to_keep=3) as ckpt:
+    with checkpoints.Checkpointer(job_log_dir, save_interval_steps=100, max_to_keep=3) as ckpt:
       restored = ckpt.restore(_abstract(_state(0)))
     self.assertEqual(restored.step, 7)
     self.assertEqual(restored.input_state, {"pos": 7})

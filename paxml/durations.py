@@ -19,5 +19,6 @@ def parse_duration(value: Duration | None) -> datetime.timedelta | None:
     if parts and "".join(n + u for n, u in parts) == value.replace(" ", ""):
       return datetime.timedelta(seconds=sum(float(n) * _UNIT_SECONDS[u] for n, u in parts))
   raise ValueError(
-      f"Cannot read {value!r} as a duration; pass a datetime.timedelta, a number of "
-      "seconds, or a string of <number><unit> parts with units d/h/m/s, e.g. '12h'.")
+    f"Cannot read {value!r} as a duration; pass a datetime.timedelta, a number of "
+    "seconds, or a string of <number><unit> parts with units d/h/m/s, e.g. '12h'."
+  )

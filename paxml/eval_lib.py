@@ -56,14 +56,16 @@ def eval_step(params: Any, batch: pytypes.NestedMap, *, model: nn.Module) -> Wei
   return metrics
 
 
-def eval_step_with_outputs(params: Any, batch: pytypes.NestedMap, *, model: nn.Module
-                           ) -> tuple[WeightedScalars, pytypes.NestedMap]:
+def eval_step_with_outputs(
+  params: Any, batch: pytypes.NestedMap, *, model: nn.Module
+) -> tuple[WeightedScalars, pytypes.NestedMap]:
   """`eval_step` plus the model's per-example outputs (for SeqIO score metrics)."""
   return model.apply({"params": params}, batch)
 
 
-def decode_step(params: Any, batch: pytypes.NestedMap, rng: jax.Array, *,
-                model: nn.Module) -> tuple[WeightedScalars, pytypes.NestedMap]:
+def decode_step(
+  params: Any, batch: pytypes.NestedMap, rng: jax.Array, *, model: nn.Module
+) -> tuple[WeightedScalars, pytypes.NestedMap]:
   """The model's decode on `batch`; `rng` is its "random" stream (sampling, temperature > 0)."""
   return model.apply({"params": params}, batch, method="decode", rngs={"random": rng})
 
@@ -132,10 +134,19 @@ class Programs:
   so decoding one checkpoint twice gives the same samples."""
 
   @classmethod
-  def create(cls, experiment: base_experiment.BaseExperiment, model: nn.Module,
-             partitioner: partitioning.Partitioner, param_shardings: Any, job_log_dir: str,
-             *, with_eval_test: bool, with_decode: bool, decode_dir: str = "decoder_out",
-             random_seed: int = 0):
+  def create(
+    cls,
+    experiment: base_experiment.BaseExperiment,
+    model: nn.Module,
+    partitioner: partitioning.Partitioner,
+    param_shardings: Any,
+    job_log_dir: str,
+    *,
+    with_eval_test: bool,
+    with_decode: bool,
+    decode_dir: str = "decoder_out",
+    random_seed: int = 0,
+  ):
     """Builds the eval datasets only if `with_eval_test`, the decode ones only if `with_decode`."""
     eval_inputs, decode_inputs = [], []
     if with_eval_test:
@@ -146,23 +157,36 @@ class Programs:
         raise ValueError(f"{type(model).__name__} has no decode() method; decoding needs one")
       built = [fdl.build(c) for c in experiment.decode_datasets()]
       decode_inputs = [(dataset_name(d, i), d) for i, d in enumerate(built)]
-    return cls(model, partitioner, param_shardings, job_log_dir, eval_inputs, decode_inputs,
-               decode_dir, random_seed)
+    return cls(
+      model,
+      partitioner,
+      param_shardings,
+      job_log_dir,
+      eval_inputs,
+      decode_inputs,
+      decode_dir,
+      random_seed,
+    )
 
   def __post_init__(self):
     batch = self.partitioner.batch_sharding()
     replicated = self.partitioner.replicated()
     self._eval_fn = jax.jit(
-        lambda p, b: eval_step(p, b, model=self.model),
-        in_shardings=(self.param_shardings, batch), out_shardings=replicated)
+      lambda p, b: eval_step(p, b, model=self.model),
+      in_shardings=(self.param_shardings, batch),
+      out_shardings=replicated,
+    )
     self._decode_fn = jax.jit(
-        lambda p, b, r: decode_step(p, b, r, model=self.model),
-        in_shardings=(self.param_shardings, batch, replicated),
-        out_shardings=(replicated, batch))
+      lambda p, b, r: decode_step(p, b, r, model=self.model),
+      in_shardings=(self.param_shardings, batch, replicated),
+      out_shardings=(replicated, batch),
+    )
     # Eval with the per-example outputs too, for inputs with SeqIO score metrics.
     self._score_fn = jax.jit(
-        lambda p, b: eval_step_with_outputs(p, b, model=self.model),
-        in_shardings=(self.param_shardings, batch), out_shardings=(replicated, batch))
+      lambda p, b: eval_step_with_outputs(p, b, model=self.model),
+      in_shardings=(self.param_shardings, batch),
+      out_shardings=(replicated, batch),
+    )
     self._writers: dict[str, Any] = {}
 
   def _writer(self, name: str) -> Any:
@@ -185,8 +209,9 @@ class Programs:
           outputs.append((jax.tree.map(_host_value, batch), jax.tree.map(_host_value, out)))
     return sums.result()
 
-  def _seqio_metrics(self, data: Any, outputs: list, *, score: bool, step: int, name: str
-                     ) -> dict[str, float]:
+  def _seqio_metrics(
+    self, data: Any, outputs: list, *, score: bool, step: int, name: str
+  ) -> dict[str, float]:
     """The SeqIO task's metrics of one eval (score) or decode (predict), prefixed as Pax's."""
     if jax.process_index() != 0:
       return {}  # The outputs are global; process 0 computes and writes, as Pax.
@@ -217,8 +242,9 @@ class Programs:
       logging.info("eval_test_%s at step %d: %s", name, step, _brief(results[name]))
     return results
 
-  def decode(self, params: Any, step: int, *, write_summaries: bool = True
-             ) -> dict[str, dict[str, float]]:
+  def decode(
+    self, params: Any, step: int, *, write_summaries: bool = True
+  ) -> dict[str, dict[str, float]]:
     """Every decode dataset: metrics -> summaries/decode_test_<name>, outputs ->
     <decode_dir>/<name>/decoder_out_%08d.jsonl (one JSON object per example)."""
     results = {}
@@ -236,9 +262,10 @@ class Programs:
           if outputs is not None:
             outputs.append((jax.tree.map(_host_value, batch), out))
           texts = _detokenize(data, out)
-          rows.extend({**{k: v[i].tolist() for k, v in out.items()},
-                       **{k: v[i] for k, v in texts.items()}}
-                      for i in range(len(next(iter(out.values())))))
+          rows.extend(
+            {**{k: v[i].tolist() for k, v in out.items()}, **{k: v[i] for k, v in texts.items()}}
+            for i in range(len(next(iter(out.values()))))
+          )
       results[name] = sums.result()
       scalars = {f"Metrics/{k}": v for k, v in results[name].items()}
       if outputs is not None:
@@ -252,8 +279,9 @@ class Programs:
         os.makedirs(out_dir, exist_ok=True)
         with open(os.path.join(out_dir, f"decoder_out_{step:08d}.jsonl"), "w") as f:
           f.writelines(json.dumps(r) + "\n" for r in rows)
-      logging.info("decode_test_%s at step %d (%d examples): %s", name, step, len(rows),
-                   _brief(results[name]))
+      logging.info(
+        "decode_test_%s at step %d (%d examples): %s", name, step, len(rows), _brief(results[name])
+      )
       for row in rows[:_NUM_LOGGED_TEXTS]:
         if "prefix" in row:
           logging.info("  %r -> %r", row["prefix"], row["decoded"])
@@ -284,7 +312,7 @@ def _detokenize(data: Any, out: dict[str, np.ndarray]) -> dict[str, list[str]]:
   # The generated part of row b is ids[b, starts[b]:ends[b]], left-aligned for ids_to_strings.
   generated = np.zeros_like(ids)
   for b, (start, end) in enumerate(zip(starts, ends)):
-    generated[b, :end - start] = ids[b, start:end]
+    generated[b, : end - start] = ids[b, start:end]
   return {"prefix": prefix, "decoded": data.ids_to_strings(generated, ends - starts)}
 
 
@@ -297,9 +325,14 @@ def _brief(metrics: dict[str, float]) -> str:
   return " ".join(f"{k}={v:.4f}" for k, v in sorted(metrics.items()))
 
 
-def wait_for_checkpoint(reader: checkpoints.CheckpointReader, after: int | None, *,
-                        poll_secs: float, timeout_secs: float | None,
-                        num_train_steps: int) -> int | None:
+def wait_for_checkpoint(
+  reader: checkpoints.CheckpointReader,
+  after: int | None,
+  *,
+  poll_secs: float,
+  timeout_secs: float | None,
+  num_train_steps: int,
+) -> int | None:
   """The newest checkpoint step greater than `after` (None: any), or None on timeout.
 
   Says what it waits for when it starts waiting and then at most once a minute.
@@ -312,9 +345,12 @@ def wait_for_checkpoint(reader: checkpoints.CheckpointReader, after: int | None,
       return latest
     if say.check(0):
       logging.info(
-          "Waiting for a checkpoint %s in %s (the trainer saves up to step %d); checking every "
-          "%gs", "to appear" if after is None else f"newer than step {after}",
-          reader.directory, num_train_steps, poll_secs)
+        "Waiting for a checkpoint %s in %s (the trainer saves up to step %d); checking every %gs",
+        "to appear" if after is None else f"newer than step {after}",
+        reader.directory,
+        num_train_steps,
+        poll_secs,
+      )
     if timeout_secs is not None and time.monotonic() - start > timeout_secs:
       return None
     time.sleep(poll_secs)
@@ -331,9 +367,15 @@ def peek(data: Any) -> pytypes.NestedMap:
 JOB_MODES = ("eval", "decode", "decode_once", "infer")
 
 
-def run_job(experiment: base_experiment.BaseExperiment, job_log_dir: str, mode: str, *,
-            restore_step: int | None = None, poll_secs: float = 10.0,
-            wait_timeout_secs: float | None = None) -> dict[str, Any]:
+def run_job(
+  experiment: base_experiment.BaseExperiment,
+  job_log_dir: str,
+  mode: str,
+  *,
+  restore_step: int | None = None,
+  poll_secs: float = 10.0,
+  wait_timeout_secs: float | None = None,
+) -> dict[str, Any]:
   """A standalone eval/decode job on the checkpoints of `job_log_dir` (module docstring).
 
   Returns {'steps': the checkpoint steps it processed, 'results': the last results}.
@@ -341,20 +383,29 @@ def run_job(experiment: base_experiment.BaseExperiment, job_log_dir: str, mode: 
   if mode not in JOB_MODES:
     raise ValueError(f"mode {mode!r} is not one of {JOB_MODES}")
   from paxml import job_files  # pylint: disable=g-import-not-at-top
+
   job_files.prepare(job_log_dir)
   task = experiment.task()
   job_files.write_config_files(job_log_dir, mode, experiment, experiment.datasets(), task)
   is_eval = mode == "eval"
   partitioner = partitioning.for_experiment(experiment, task)
   programs = Programs.create(
-      experiment, task.model, partitioner, None, job_log_dir,
-      with_eval_test=is_eval, with_decode=not is_eval,
-      decode_dir="output" if mode == "infer" else "decoder_out", random_seed=task.random_seed)
+    experiment,
+    task.model,
+    partitioner,
+    None,
+    job_log_dir,
+    with_eval_test=is_eval,
+    with_decode=not is_eval,
+    decode_dir="output" if mode == "infer" else "decoder_out",
+    random_seed=task.random_seed,
+  )
   inputs = programs.eval_inputs if is_eval else programs.decode_inputs
   if not inputs:
     raise ValueError(
-        f"--mode={mode} has nothing to run: {type(experiment).__name__}."
-        f"{'datasets() has no is_training=False dataset' if is_eval else 'decode_datasets() is empty'}")
+      f"--mode={mode} has nothing to run: {type(experiment).__name__}."
+      f"{'datasets() has no is_training=False dataset' if is_eval else 'decode_datasets() is empty'}"
+    )
   optimizer, _ = train_states.make_optimizer(task)
   init_rng, _ = jax.random.split(jax.random.PRNGKey(task.random_seed))
   layout = train_states.state_layout(task, optimizer, partitioner, peek(inputs[0][1]), init_rng)
@@ -369,21 +420,27 @@ def run_job(experiment: base_experiment.BaseExperiment, job_log_dir: str, mode: 
         after = done[-1] if done else None
         if restore_step is None or done:
           latest = wait_for_checkpoint(
-              reader, after, poll_secs=poll_secs, timeout_secs=wait_timeout_secs,
-              num_train_steps=task.num_train_steps)
+            reader,
+            after,
+            poll_secs=poll_secs,
+            timeout_secs=wait_timeout_secs,
+            num_train_steps=task.num_train_steps,
+          )
           if latest is None:
             if not done:
               raise checkpoints.CheckpointNotFoundError(
-                  f"no checkpoint appeared in {reader.directory} within {wait_timeout_secs:g}s "
-                  "(--eval_wait_timeout); start the trainer on this --job_log_dir, or wait "
-                  "longer")
+                f"no checkpoint appeared in {reader.directory} within {wait_timeout_secs:g}s "
+                "(--eval_wait_timeout); start the trainer on this --job_log_dir, or wait "
+                "longer"
+              )
             logging.info("No new checkpoint within %ss; stopping", wait_timeout_secs)
             break
         try:
           # Only the params: the optimizer state (twice their size for Adam) is never read.
           # Corrupt steps are reported once and skipped for the newest one that verifies.
           restored = reader.restore_params(
-              layout.abstract.params, restore_step if not done else None, newer_than=after)
+            layout.abstract.params, restore_step if not done else None, newer_than=after
+          )
         except checkpoints.CheckpointError:
           if not follow:
             raise

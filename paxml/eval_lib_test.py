@@ -20,12 +20,12 @@ _SEQ = 12
 def _sampling_model():
   model = tiny_lm.tiny_language_model(model_dims=16, hidden_dims=32, decode_seqlen=_SEQ)
   # Temperature > 0: LanguageModel.decode samples and needs the "random" rng.
-  return model.clone(decoder_tpl=sample_decode.DecoderHParams(
-      seqlen=_SEQ, temperature=1.0, eos_id=None))
+  return model.clone(
+    decoder_tpl=sample_decode.DecoderHParams(seqlen=_SEQ, temperature=1.0, eos_id=None)
+  )
 
 
 class DecodeProgramsTest(absltest.TestCase):
-
   def setUp(self):
     super().setUp()
     self.model = _sampling_model()
@@ -35,15 +35,27 @@ class DecodeProgramsTest(absltest.TestCase):
 
   def _prompts(self):
     return synthetic_input.SyntheticLmInput(
-        batch_size=8, seq_len=2, vocab_size=16, max_stride=2, seed=3, is_training=False,
-        name="prompts")
+      batch_size=8,
+      seq_len=2,
+      vocab_size=16,
+      max_stride=2,
+      seed=3,
+      is_training=False,
+      name="prompts",
+    )
 
   def _decode(self, step: int, seed: int = 1234) -> list[list[int]]:
     """Decodes the same prompts (a fresh input each time) at checkpoint `step`."""
     partitioner = partitioning.Partitioner(partitioning.create_mesh((1, 1, 1)))
     programs = eval_lib.Programs(
-        self.model, partitioner, partitioner.replicated(), self.job_log_dir,
-        eval_inputs=[], decode_inputs=[("prompts", self._prompts())], random_seed=seed)
+      self.model,
+      partitioner,
+      partitioner.replicated(),
+      self.job_log_dir,
+      eval_inputs=[],
+      decode_inputs=[("prompts", self._prompts())],
+      random_seed=seed,
+    )
     with programs:
       programs.decode(self.params, step, write_summaries=False)
     path = os.path.join(self.job_log_dir, "decoder_out", "prompts", f"decoder_out_{step:08d}.jsonl")

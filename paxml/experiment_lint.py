@@ -21,13 +21,17 @@ def _one_edit_apart(a: str, b: str) -> bool:
     diff = [i for i in range(len(a)) if a[i] != b[i]]
     if len(diff) == 1:
       return True
-    return (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]]
-            and a[diff[1]] == b[diff[0]])
+    return (
+      len(diff) == 2
+      and diff[1] == diff[0] + 1
+      and a[diff[0]] == b[diff[1]]
+      and a[diff[1]] == b[diff[0]]
+    )
   short, long_ = (a, b) if len(a) < len(b) else (b, a)
   i = 0
   while i < len(short) and short[i] == long_[i]:
     i += 1
-  return short[i:] == long_[i + 1:]
+  return short[i:] == long_[i + 1 :]
 
 
 def _uppercase_names(obj: Any) -> set[str]:
@@ -46,7 +50,6 @@ def unread_near_misses(experiment: Any, build=None) -> list[tuple[str, str]]:
   base = type(experiment)
 
   class _Recording(base):  # pylint: disable=missing-class-docstring
-
     def __getattribute__(self, name):
       if name.isupper():
         read.add(name)
@@ -56,15 +59,18 @@ def unread_near_misses(experiment: Any, build=None) -> list[tuple[str, str]]:
   probe.__dict__.update(vars(experiment))
   read.clear()
   if build is None:
+
     def build(p):
       p.task()
       p.datasets()
       if hasattr(p, "decode_datasets"):
         p.decode_datasets()
+
   build(probe)
   unread = _uppercase_names(experiment) - read
-  return sorted((name, known) for name in unread for known in sorted(read)
-                if _one_edit_apart(name, known))
+  return sorted(
+    (name, known) for name in unread for known in sorted(read) if _one_edit_apart(name, known)
+  )
 
 
 def warn_near_misses(experiment: Any, name: str) -> list[tuple[str, str]]:
@@ -75,6 +81,13 @@ def warn_near_misses(experiment: Any, name: str) -> list[tuple[str, str]]:
     return []  # A check that fails must not stop a run the real build accepted.
   for unread, known in pairs:
     logging.warning(
-        "%s.%s is never read; did you mean %s? (%s stays at %r.) If %s is your own field, "
-        "ignore this.", name, unread, known, known, getattr(experiment, known, None), unread)
+      "%s.%s is never read; did you mean %s? (%s stays at %r.) If %s is your own field, "
+      "ignore this.",
+      name,
+      unread,
+      known,
+      known,
+      getattr(experiment, known, None),
+      unread,
+    )
   return pairs

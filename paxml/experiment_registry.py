@@ -46,7 +46,7 @@ def canonical_name(cls: type) -> str:
   """Returns `module.Class` for `cls`, relative to the `paxml` package."""
   module = cls.__module__
   if module.startswith(_PACKAGE_PREFIX):
-    module = module[len(_PACKAGE_PREFIX):]
+    module = module[len(_PACKAGE_PREFIX) :]
   return f"{module}.{cls.__name__}"
 
 
@@ -109,7 +109,7 @@ class Registry:
     key = name
     # The Python path of the class works too.
     if key.startswith(_PACKAGE_PREFIX):
-      key = key[len(_PACKAGE_PREFIX):]
+      key = key[len(_PACKAGE_PREFIX) :]
     # A full canonical name always wins, even if it is also another
     # experiment's suffix: the user could not have been more specific.
     if key in self._classes:
@@ -119,8 +119,7 @@ class Registry:
       return self._classes[matches[0]]
     if matches:
       raise AmbiguousNameError(
-          f"experiment name {name!r} is ambiguous; use one of the full names: "
-          + ", ".join(matches)
+        f"experiment name {name!r} is ambiguous; use one of the full names: " + ", ".join(matches)
       )
     raise NotFoundError(self.not_found_message(name))
 
@@ -133,15 +132,16 @@ class Registry:
     unknown = f"no experiment named {name!r}" + (f" ({detail})" if detail else "")
     if not self._classes:
       return (
-          f"{unknown}, and no experiment is registered; pass the full name "
-          "(module.Class) so its module can be imported"
+        f"{unknown}, and no experiment is registered; pass the full name "
+        "(module.Class) so its module can be imported"
       )
-    key = name[len(_PACKAGE_PREFIX):] if name.startswith(_PACKAGE_PREFIX) else name
+    key = name[len(_PACKAGE_PREFIX) :] if name.startswith(_PACKAGE_PREFIX) else name
     keys, n = list(self._keys), 4 * _MAX_LISTED
     # Names that look alike if there are any (difflib's default cutoff);
     # otherwise the nearest ones, best first, so a wild guess still gets help.
-    close_keys = (difflib.get_close_matches(key, keys, n=n)
-                  or difflib.get_close_matches(key, keys, n=n, cutoff=0.0))
+    close_keys = difflib.get_close_matches(key, keys, n=n) or difflib.get_close_matches(
+      key, keys, n=n, cutoff=0.0
+    )
     # Report canonical names: a suffix the user typed wrongly is best fixed
     # with the one name that always works.
     candidates = []

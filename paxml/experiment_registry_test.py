@@ -18,12 +18,9 @@ def _experiment_class(module: str, name: str) -> type:
 
 
 class LookupKeysTest(absltest.TestCase):
-
   def test_canonical_name_is_relative_to_paxml(self):
     cls = _experiment_class("paxml.tasks.lm.params.demo", "DemoLm")
-    self.assertEqual(
-        experiment_registry.canonical_name(cls), "tasks.lm.params.demo.DemoLm"
-    )
+    self.assertEqual(experiment_registry.canonical_name(cls), "tasks.lm.params.demo.DemoLm")
 
   def test_canonical_name_outside_paxml_keeps_its_module(self):
     cls = _experiment_class("tests.main_test", "TinyLm")
@@ -31,47 +28,42 @@ class LookupKeysTest(absltest.TestCase):
 
   def test_every_suffix_and_the_params_free_forms(self):
     self.assertEqual(
-        experiment_registry.lookup_keys("tasks.lm.params.demo.DemoLm"),
-        [
-            "tasks.lm.params.demo.DemoLm",
-            "lm.params.demo.DemoLm",
-            "params.demo.DemoLm",
-            "demo.DemoLm",
-            "tasks.lm.demo.DemoLm",
-            "lm.demo.DemoLm",
-        ],
-    )
-
-  def test_no_params_segment_means_only_suffixes(self):
-    self.assertEqual(
-        experiment_registry.lookup_keys("a.b.C"), ["a.b.C", "b.C"]
-    )
-
-  def test_a_class_named_params_is_not_dropped(self):
-    self.assertEqual(experiment_registry.lookup_keys("a.params"), ["a.params"])
-
-
-class RegistryTest(absltest.TestCase):
-
-  def setUp(self):
-    super().setUp()
-    self.registry = experiment_registry.Registry()
-    self.demo = self.registry.register(
-        _experiment_class("paxml.tasks.lm.params.demo", "DemoLm")
-    )
-
-  def test_register_returns_the_class_so_it_works_as_a_decorator(self):
-    self.assertEqual(self.demo.__name__, "DemoLm")
-
-  def test_every_name_form_finds_the_class(self):
-    for name in [
+      experiment_registry.lookup_keys("tasks.lm.params.demo.DemoLm"),
+      [
         "tasks.lm.params.demo.DemoLm",
         "lm.params.demo.DemoLm",
         "params.demo.DemoLm",
         "demo.DemoLm",
         "tasks.lm.demo.DemoLm",
         "lm.demo.DemoLm",
-        "paxml.tasks.lm.params.demo.DemoLm",
+      ],
+    )
+
+  def test_no_params_segment_means_only_suffixes(self):
+    self.assertEqual(experiment_registry.lookup_keys("a.b.C"), ["a.b.C", "b.C"])
+
+  def test_a_class_named_params_is_not_dropped(self):
+    self.assertEqual(experiment_registry.lookup_keys("a.params"), ["a.params"])
+
+
+class RegistryTest(absltest.TestCase):
+  def setUp(self):
+    super().setUp()
+    self.registry = experiment_registry.Registry()
+    self.demo = self.registry.register(_experiment_class("paxml.tasks.lm.params.demo", "DemoLm"))
+
+  def test_register_returns_the_class_so_it_works_as_a_decorator(self):
+    self.assertEqual(self.demo.__name__, "DemoLm")
+
+  def test_every_name_form_finds_the_class(self):
+    for name in [
+      "tasks.lm.params.demo.DemoLm",
+      "lm.params.demo.DemoLm",
+      "params.demo.DemoLm",
+      "demo.DemoLm",
+      "tasks.lm.demo.DemoLm",
+      "lm.demo.DemoLm",
+      "paxml.tasks.lm.params.demo.DemoLm",
     ]:
       with self.subTest(name=name):
         self.assertIs(self.registry.get(name), self.demo)
@@ -83,9 +75,7 @@ class RegistryTest(absltest.TestCase):
           self.registry.get(name)
 
   def test_shared_suffix_is_ambiguous_and_lists_both(self):
-    vision = self.registry.register(
-        _experiment_class("paxml.tasks.vision.params.demo", "DemoLm")
-    )
+    vision = self.registry.register(_experiment_class("paxml.tasks.vision.params.demo", "DemoLm"))
     for name in ["demo.DemoLm", "params.demo.DemoLm"]:
       with self.subTest(name=name):
         with self.assertRaises(experiment_registry.AmbiguousNameError) as cm:
@@ -104,9 +94,7 @@ class RegistryTest(absltest.TestCase):
     self.assertIs(self.registry.get("tasks.lm.demo.DemoLm"), self.demo)
 
   def test_reregistering_a_name_replaces_the_class(self):
-    reloaded = self.registry.register(
-        _experiment_class("paxml.tasks.lm.params.demo", "DemoLm")
-    )
+    reloaded = self.registry.register(_experiment_class("paxml.tasks.lm.params.demo", "DemoLm"))
     self.assertIsNot(reloaded, self.demo)
     self.assertIs(self.registry.get("demo.DemoLm"), reloaded)
     self.assertEqual(self.registry.canonical_names(), ["tasks.lm.params.demo.DemoLm"])
@@ -118,8 +106,8 @@ class RegistryTest(absltest.TestCase):
       self.registry.get("demo.DemoLn")
     message = str(cm.exception)
     self.assertTrue(
-        message.startswith("no experiment named 'demo.DemoLn'; did you mean: "),
-        message,
+      message.startswith("no experiment named 'demo.DemoLn'; did you mean: "),
+      message,
     )
     self.assertIn("tasks.lm.params.demo.DemoLm", message)
     self.assertNotIn("Mnist", message)
@@ -130,15 +118,13 @@ class RegistryTest(absltest.TestCase):
     with self.assertRaises(experiment_registry.NotFoundError) as cm:
       self.registry.get("zzz.Mnst")
     self.assertEqual(
-        str(cm.exception),
-        "no experiment named 'zzz.Mnst'; did you mean: "
-        "tasks.vision.params.mnist.Mnist, tasks.lm.params.demo.DemoLm",
+      str(cm.exception),
+      "no experiment named 'zzz.Mnst'; did you mean: "
+      "tasks.vision.params.mnist.Mnist, tasks.lm.params.demo.DemoLm",
     )
 
   def test_empty_registry_says_so(self):
-    with self.assertRaisesRegex(
-        experiment_registry.NotFoundError, "no experiment is registered"
-    ):
+    with self.assertRaisesRegex(experiment_registry.NotFoundError, "no experiment is registered"):
       experiment_registry.Registry().get("a.B")
 
 
@@ -165,13 +151,17 @@ class GetExperimentTest(absltest.TestCase):
 
   def test_imports_the_module_part_then_finds_the_class(self):
     package = f"regtest_{self.tag}"
-    self._write_module(self.root, f"{package}.params.exps", """
+    self._write_module(
+      self.root,
+      f"{package}.params.exps",
+      """
         from paxml import experiment_registry
 
         @experiment_registry.register
         class Tiny:
           pass
-        """)
+        """,
+    )
     name = f"{package}.params.exps.Tiny"
     self.assertNotIn(f"{package}.params.exps", sys.modules)
     cls = experiment_registry.get_experiment(name)
@@ -185,13 +175,17 @@ class GetExperimentTest(absltest.TestCase):
     paxml.__path__.append(self.root)
     self.addCleanup(paxml.__path__.remove, self.root)
     module = f"regtest_{self.tag}"
-    self._write_module(self.root, module, """
+    self._write_module(
+      self.root,
+      module,
+      """
         from paxml import experiment_registry
 
         @experiment_registry.register
         class Small:
           pass
-        """)
+        """,
+    )
     cls = experiment_registry.get_experiment(f"{module}.Small")
     self.assertEqual(cls.__module__, f"paxml.{module}")
 
@@ -199,43 +193,54 @@ class GetExperimentTest(absltest.TestCase):
     with self.assertRaises(experiment_registry.NotFoundError) as cm:
       experiment_registry.get_experiment(f"no_{self.tag}.exps.Thing")
     self.assertIn(
-        f"no experiment named 'no_{self.tag}.exps.Thing' (there is no module "
-        f"'no_{self.tag}.exps' or 'paxml.no_{self.tag}.exps' to import)",
-        str(cm.exception),
+      f"no experiment named 'no_{self.tag}.exps.Thing' (there is no module "
+      f"'no_{self.tag}.exps' or 'paxml.no_{self.tag}.exps' to import)",
+      str(cm.exception),
     )
 
   def test_module_without_that_class_lists_what_it_has(self):
     module = f"regtest_{self.tag}"
-    self._write_module(self.root, module, """
+    self._write_module(
+      self.root,
+      module,
+      """
         from paxml import experiment_registry
 
         @experiment_registry.register
         class RightName:
           pass
-        """)
+        """,
+    )
     with self.assertRaises(experiment_registry.NotFoundError) as cm:
       experiment_registry.get_experiment(f"{module}.RightNam")
     self.assertIn(f"did you mean: {module}.RightName", str(cm.exception))
 
   def test_broken_import_inside_the_module_is_not_hidden(self):
     module = f"regtest_{self.tag}"
-    self._write_module(self.root, module, """
+    self._write_module(
+      self.root,
+      module,
+      """
         import no_such_dependency_for_this_test
-        """)
+        """,
+    )
     with self.assertRaisesRegex(ModuleNotFoundError, "no_such_dependency_for_this_test"):
       experiment_registry.get_experiment(f"{module}.Anything")
 
   def test_importing_the_registry_loads_neither_jax_nor_tensorflow(self):
     code = (
-        "import sys\n"
-        "from paxml import experiment_registry\n"
-        "heavy = sorted(m for m in ('jax', 'tensorflow', 'flax') if m in sys.modules)\n"
-        "print(','.join(heavy))\n"
+      "import sys\n"
+      "from paxml import experiment_registry\n"
+      "heavy = sorted(m for m in ('jax', 'tensorflow', 'flax') if m in sys.modules)\n"
+      "print(','.join(heavy))\n"
     )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     out = subprocess.run(
-        [sys.executable, "-c", code], env=env, check=True,
-        capture_output=True, text=True,
+      [sys.executable, "-c", code],
+      env=env,
+      check=True,
+      capture_output=True,
+      text=True,
     )
     self.assertEqual(out.stdout.strip(), "")
 

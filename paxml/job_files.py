@@ -44,8 +44,9 @@ def prepare(job_log_dir: str) -> None:
     os.remove(probe)
   except OSError as e:
     raise JobLogDirError(
-        f"--job_log_dir={job_log_dir} cannot be written ({e.strerror or e}); pass a directory "
-        "you can create and write to") from e
+      f"--job_log_dir={job_log_dir} cannot be written ({e.strerror or e}); pass a directory "
+      "you can create and write to"
+    ) from e
 
 
 def _should_write() -> bool:
@@ -73,11 +74,19 @@ def experiment_cls_vars_text(experiment: Any) -> str:
   """`NAME : value  # Class` for every UPPERCASE class field, as the instance resolves it."""
   lines = []
   cls = type(experiment)
-  names = sorted({name for klass in cls.__mro__ for name in vars(klass)
-                  if name.isupper() and not name.startswith("_")})
+  names = sorted(
+    {
+      name
+      for klass in cls.__mro__
+      for name in vars(klass)
+      if name.isupper() and not name.startswith("_")
+    }
+  )
   for name in names:
     owner = next(k for k in cls.__mro__ if name in vars(k))
-    lines.append(f"{name} : {getattr(experiment, name)!r}  # {owner.__module__}.{owner.__qualname__}")
+    lines.append(
+      f"{name} : {getattr(experiment, name)!r}  # {owner.__module__}.{owner.__qualname__}"
+    )
   return f"# {cls.__module__}.{cls.__qualname__}\n" + "\n".join(lines) + "\n"
 
 
@@ -87,7 +96,8 @@ def post_init_model_params_text(abstract_params: Any, shardings: Any) -> str:
   values = nn.unbox(abstract_params)
   flat_values = jax.tree_util.tree_flatten_with_path(values)[0]
   flat_logical = jax.tree.leaves(
-      logical, is_leaf=lambda x: isinstance(x, jax.sharding.PartitionSpec))
+    logical, is_leaf=lambda x: isinstance(x, jax.sharding.PartitionSpec)
+  )
   flat_shardings = jax.tree.leaves(shardings)
   lines = []
   total = 0
@@ -95,36 +105,46 @@ def post_init_model_params_text(abstract_params: Any, shardings: Any) -> str:
     total += value.size
     spec = sharding.spec if hasattr(sharding, "spec") else sharding
     lines.append(
-        f"{pytypes.path_name(path)}    shape={tuple(value.shape)} dtype={value.dtype} "
-        f"logical_axes={tuple(names)} sharding={tuple(spec)}")
+      f"{pytypes.path_name(path)}    shape={tuple(value.shape)} dtype={value.dtype} "
+      f"logical_axes={tuple(names)} sharding={tuple(spec)}"
+    )
   lines.append(f"# {len(lines)} variables, {total} parameters")
   return "\n".join(lines) + "\n"
 
 
 def input_specs(batch: Any) -> dict[str, Any]:
   return {
-      jax.tree_util.keystr(path).strip("[]'\""): {"shape": list(x.shape), "dtype": str(x.dtype)}
-      for path, x in jax.tree_util.tree_flatten_with_path(batch)[0]
+    jax.tree_util.keystr(path).strip("[]'\""): {"shape": list(x.shape), "dtype": str(x.dtype)}
+    for path, x in jax.tree_util.tree_flatten_with_path(batch)[0]
   }
 
 
-def write_config_files(job_log_dir: str, mode: str, experiment: Any, datasets: list[Any],
-                       task: Any) -> None:
+def write_config_files(
+  job_log_dir: str, mode: str, experiment: Any, datasets: list[Any], task: Any
+) -> None:
   """model_params.txt and experiment_cls_vars.txt (mode-prefixed outside training)."""
   if not _should_write():
     return
-  _write(os.path.join(job_log_dir, _prefixed(mode, MODEL_PARAMS)),
-         model_params_text(datasets, task))
-  _write(os.path.join(job_log_dir, _prefixed(mode, EXPERIMENT_CLS_VARS)),
-         experiment_cls_vars_text(experiment))
+  _write(
+    os.path.join(job_log_dir, _prefixed(mode, MODEL_PARAMS)), model_params_text(datasets, task)
+  )
+  _write(
+    os.path.join(job_log_dir, _prefixed(mode, EXPERIMENT_CLS_VARS)),
+    experiment_cls_vars_text(experiment),
+  )
 
 
-def write_post_init_files(job_log_dir: str, abstract_params: Any, param_shardings: Any,
-                          host_batch: Any) -> None:
+def write_post_init_files(
+  job_log_dir: str, abstract_params: Any, param_shardings: Any, host_batch: Any
+) -> None:
   """post_init_model_params.txt and input_specs.json."""
   if not _should_write():
     return
-  _write(os.path.join(job_log_dir, POST_INIT_MODEL_PARAMS),
-         post_init_model_params_text(abstract_params, param_shardings))
-  _write(os.path.join(job_log_dir, INPUT_SPECS),
-         json.dumps(input_specs(host_batch), indent=2, sort_keys=True) + "\n")
+  _write(
+    os.path.join(job_log_dir, POST_INIT_MODEL_PARAMS),
+    post_init_model_params_text(abstract_params, param_shardings),
+  )
+  _write(
+    os.path.join(job_log_dir, INPUT_SPECS),
+    json.dumps(input_specs(host_batch), indent=2, sort_keys=True) + "\n",
+  )

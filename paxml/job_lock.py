@@ -53,7 +53,8 @@ def _alive(pid: int, started: float | None) -> bool:
 
 def _describe(holder: dict) -> str:
   started = datetime.datetime.fromtimestamp(holder.get("start_time", 0)).isoformat(
-      sep=" ", timespec="seconds")
+    sep=" ", timespec="seconds"
+  )
   return f"PID {holder.get('pid')} on host {holder.get('host')}, started {started}"
 
 
@@ -98,11 +99,15 @@ class JobLock:
         holder = self._read_holder() or {"host": "?", "pid": "?"}
         if holder.get("pid") == "?":
           raise JobLockError(
-              f"{self.path} is unreadable; if no trainer uses this job_log_dir, delete it and "
-              "run again")
+            f"{self.path} is unreadable; if no trainer uses this job_log_dir, delete it and "
+            "run again"
+          )
       same_host = holder.get("host") == socket.gethostname()
-      if same_host and isinstance(holder.get("pid"), int) and not _alive(
-          holder["pid"], holder.get("start_time")):
+      if (
+        same_host
+        and isinstance(holder.get("pid"), int)
+        and not _alive(holder["pid"], holder.get("start_time"))
+      ):
         # Move the stale lease out of the way atomically: of two processes taking it over,
         # only one rename succeeds; the other finds the winner's new lease next round.
         stale = f"{self.path}.stale-{os.getpid()}"
@@ -111,16 +116,20 @@ class JobLock:
         except FileNotFoundError:
           continue
         os.remove(stale)
-        logging.warning("Took over %s from a trainer that is gone (%s).", self.path,
-                        _describe(holder))
+        logging.warning(
+          "Took over %s from a trainer that is gone (%s).", self.path, _describe(holder)
+        )
         continue
       where = "" if same_host else " (another host: cannot check whether it is alive)"
       raise JobLockError(
-          f"{os.path.dirname(self.path)} is in use by another trainer ({_describe(holder)}"
-          f"{where}). Stop it, or use another --job_log_dir; if it is gone, delete "
-          f"{self.path}.")
-    raise JobLockError(f"could not take {self.path}: it keeps changing; is another trainer "
-                       "starting in the same job_log_dir?")
+        f"{os.path.dirname(self.path)} is in use by another trainer ({_describe(holder)}"
+        f"{where}). Stop it, or use another --job_log_dir; if it is gone, delete "
+        f"{self.path}."
+      )
+    raise JobLockError(
+      f"could not take {self.path}: it keeps changing; is another trainer "
+      "starting in the same job_log_dir?"
+    )
 
   def release(self) -> None:
     if self._held:
@@ -154,6 +163,7 @@ class JobLease:
     if jax.process_count() > 1:
       from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
       import numpy as np  # pylint: disable=g-import-not-at-top
+
       failed = multihost_utils.broadcast_one_to_all(np.int32(bool(error)))
       if int(failed) and not error:
         error = "process 0 could not take the job_log_dir lease (see its error)"

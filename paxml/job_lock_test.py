@@ -17,7 +17,6 @@ def _write_lease(directory, **holder):
 
 
 class JobLockTest(absltest.TestCase):
-
   def test_holds_the_lease_with_host_pid_and_time_then_releases_it(self):
     directory = self.create_tempdir().full_path
     with job_lock.JobLock(directory):

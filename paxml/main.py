@@ -23,9 +23,12 @@ from absl import logging
 # guard) reach the terminal on every run, before any flag is parsed, and TF 2.21 prints the
 # oneDNN one whatever TF_CPP_MIN_LOG_LEVEL says. They are noise to a user of --mode=decode: the
 # import is done here, first, with only those lines dropped. TF_CPP_MIN_LOG_LEVEL=0 keeps them.
-_TF_STARTUP_NOTICES = ("oneDNN custom operations are on",
-                       "All log messages before absl::InitializeLog() is called",
-                       "cpu_feature_guard", "To enable the following instructions:")
+_TF_STARTUP_NOTICES = (
+  "oneDNN custom operations are on",
+  "All log messages before absl::InitializeLog() is called",
+  "cpu_feature_guard",
+  "To enable the following instructions:",
+)
 
 
 def _import_tensorflow_quietly() -> None:
@@ -56,6 +59,7 @@ _import_tensorflow_quietly()
 from paxml import experiment_lint
 from paxml import experiment_registry
 from paxml import user_paths
+
 # Registers the built-in experiments, so their short names (`demo.DemoLm`)
 # work on the command line without an import.
 from paxml.tasks.lm.params import c4  # pylint: disable=unused-import
@@ -66,62 +70,90 @@ from paxml.tasks.lm.params import lm_cloud  # pylint: disable=unused-import
 MODES = ("train", "eval", "decode", "decode_once", "infer")
 
 _EXP = flags.DEFINE_string(
-    "exp", None,
-    "Experiment to run: a registered name such as tasks.lm.params.demo.DemoLm, "
-    "or any dotted suffix of it (demo.DemoLm).",
+  "exp",
+  None,
+  "Experiment to run: a registered name such as tasks.lm.params.demo.DemoLm, "
+  "or any dotted suffix of it (demo.DemoLm).",
 )
 _JOB_LOG_DIR = flags.DEFINE_string(
-    "job_log_dir", None,
-    "Directory for checkpoints/ and summaries/; an existing run there is resumed.",
+  "job_log_dir",
+  None,
+  "Directory for checkpoints/ and summaries/; an existing run there is resumed.",
 )
 _MODE = flags.DEFINE_enum(
-    "mode", "train", MODES,
-    "train; eval / decode: follow the checkpoints in job_log_dir and evaluate / decode each new "
-    "one until the last; decode_once: decode one checkpoint; infer: decode_once into output/.")
+  "mode",
+  "train",
+  MODES,
+  "train; eval / decode: follow the checkpoints in job_log_dir and evaluate / decode each new "
+  "one until the last; decode_once: decode one checkpoint; infer: decode_once into output/.",
+)
 _EVAL_ON_TEST = flags.DEFINE_bool(
-    "eval_on_test", False, "While training, also evaluate the eval datasets at eval steps.")
+  "eval_on_test", False, "While training, also evaluate the eval datasets at eval steps."
+)
 _DECODE_DURING_TRAIN = flags.DEFINE_bool(
-    "decode_during_train", False, "While training, decode the decode datasets at decode steps.")
+  "decode_during_train", False, "While training, decode the decode datasets at decode steps."
+)
 _RESTORE_CHECKPOINT_STEP = flags.DEFINE_integer(
-    "restore_checkpoint_step", None,
-    "eval/decode modes: start from this checkpoint step instead of the latest.")
+  "restore_checkpoint_step",
+  None,
+  "eval/decode modes: start from this checkpoint step instead of the latest.",
+)
 _EVAL_WAIT_TIMEOUT = flags.DEFINE_float(
-    "eval_wait_timeout", None,
-    "eval/decode modes: stop after this many seconds without a new checkpoint (an error if none "
-    "appeared at all); default: wait as long as it takes.")
+  "eval_wait_timeout",
+  None,
+  "eval/decode modes: stop after this many seconds without a new checkpoint (an error if none "
+  "appeared at all); default: wait as long as it takes.",
+)
 _DATA_DIR = flags.DEFINE_string(
-    "data_dir", None,
-    "Directory of the experiment's prepared data; sets its DATA_DIR field (the C4 experiments "
-    "read train-*.tfrecord, eval-*.tfrecord and spm.model from it).")
+  "data_dir",
+  None,
+  "Directory of the experiment's prepared data; sets its DATA_DIR field (the C4 experiments "
+  "read train-*.tfrecord, eval-*.tfrecord and spm.model from it).",
+)
 _SERVER_ADDR = flags.DEFINE_string(
-    "server_addr", None,
-    "Multi-host: the coordinator's host:port (process 0's address), for jax.distributed.")
+  "server_addr",
+  None,
+  "Multi-host: the coordinator's host:port (process 0's address), for jax.distributed.",
+)
 _NUM_HOSTS = flags.DEFINE_integer("num_hosts", None, "Multi-host: number of processes.")
 _HOST_IDX = flags.DEFINE_integer("host_idx", None, "Multi-host: this process's index.")
 _DISTRIBUTED_AUTO = flags.DEFINE_bool(
-    "distributed_auto_detect", False,
-    "Multi-host: let jax.distributed.initialize() detect the cluster (TPU pods, SLURM, ...).")
+  "distributed_auto_detect",
+  False,
+  "Multi-host: let jax.distributed.initialize() detect the cluster (TPU pods, SLURM, ...).",
+)
 _PGLE_COLLECT_START_STEP = flags.DEFINE_integer(
-    "pgle_collect_start_step", None,
-    "PGLE, first run: trace training from this step on and write <job_log_dir>/pgle/profile.pb "
-    "(raw trace in <job_log_dir>/pgle/trace/). Pick a step after compilation and warm-up.")
+  "pgle_collect_start_step",
+  None,
+  "PGLE, first run: trace training from this step on and write <job_log_dir>/pgle/profile.pb "
+  "(raw trace in <job_log_dir>/pgle/trace/). Pick a step after compilation and warm-up.",
+)
 _PGLE_COLLECT_NUM_STEPS = flags.DEFINE_integer(
-    "pgle_collect_num_steps", 5, "PGLE: how many steps --pgle_collect_start_step traces.")
+  "pgle_collect_num_steps", 5, "PGLE: how many steps --pgle_collect_start_step traces."
+)
 _PGLE_PROFILE = flags.DEFINE_string(
-    "pgle_profile", None,
-    "PGLE, second run: a profile.pb (or a directory of <fingerprint>.pb files) for XLA's "
-    "latency-hiding scheduler; sets XLA_FLAGS before JAX starts its backend.")
+  "pgle_profile",
+  None,
+  "PGLE, second run: a profile.pb (or a directory of <fingerprint>.pb files) for XLA's "
+  "latency-hiding scheduler; sets XLA_FLAGS before JAX starts its backend.",
+)
 _JAX_PROFILER_PORT = flags.DEFINE_integer(
-    "jax_profiler_port", None,
-    "Start jax.profiler's server on this port, for on-demand traces from TensorBoard's profiler.")
+  "jax_profiler_port",
+  None,
+  "Start jax.profiler's server on this port, for on-demand traces from TensorBoard's profiler.",
+)
 
 
 class UsageError(Exception):
   """A request this program cannot carry out, explained in one sentence."""
 
 
-def initialize_distributed(server_addr: str | None = None, num_hosts: int | None = None,
-                           host_idx: int | None = None, auto_detect: bool = False) -> None:
+def initialize_distributed(
+  server_addr: str | None = None,
+  num_hosts: int | None = None,
+  host_idx: int | None = None,
+  auto_detect: bool = False,
+) -> None:
   """Joins a multi-process JAX job; must run before anything starts JAX's backend.
 
   Explicit (`server_addr`, `num_hosts`, `host_idx`, all three) or `auto_detect`; neither:
@@ -132,34 +164,36 @@ def initialize_distributed(server_addr: str | None = None, num_hosts: int | None
     return
   if not auto_detect and any(v is None for v in explicit):
     raise UsageError(
-        "multi-host needs all of --server_addr, --num_hosts and --host_idx (or "
-        f"--distributed_auto_detect); got server_addr={server_addr}, num_hosts={num_hosts}, "
-        f"host_idx={host_idx}")
+      "multi-host needs all of --server_addr, --num_hosts and --host_idx (or "
+      f"--distributed_auto_detect); got server_addr={server_addr}, num_hosts={num_hosts}, "
+      f"host_idx={host_idx}"
+    )
   import jax  # pylint: disable=g-import-not-at-top
+
   # Used only when the platform is CPU; GPUs and TPUs bring their own collectives.
   jax.config.update("jax_cpu_collectives_implementation", "gloo")
   if auto_detect:
     jax.distributed.initialize()
   else:
-    jax.distributed.initialize(coordinator_address=server_addr, num_processes=num_hosts,
-                               process_id=host_idx)
-  logging.info("Joined a %d-process job as process %d", jax.process_count(),
-               jax.process_index())
+    jax.distributed.initialize(
+      coordinator_address=server_addr, num_processes=num_hosts, process_id=host_idx
+    )
+  logging.info("Joined a %d-process job as process %d", jax.process_count(), jax.process_index())
 
 
 def run(
-    exp: str,
-    job_log_dir: str,
-    mode: str = "train",
-    *,
-    eval_on_test: bool = False,
-    decode_during_train: bool = False,
-    restore_checkpoint_step: int | None = None,
-    wait_timeout_secs: float | None = None,
-    pgle_collect: tuple[int, int] | None = None,
-    pgle_profile: str | None = None,
-    jax_profiler_port: int | None = None,
-    data_dir: str | None = None,
+  exp: str,
+  job_log_dir: str,
+  mode: str = "train",
+  *,
+  eval_on_test: bool = False,
+  decode_during_train: bool = False,
+  restore_checkpoint_step: int | None = None,
+  wait_timeout_secs: float | None = None,
+  pgle_collect: tuple[int, int] | None = None,
+  pgle_profile: str | None = None,
+  jax_profiler_port: int | None = None,
+  data_dir: str | None = None,
 ) -> dict[str, Any]:
   """Runs experiment `exp` in `mode`; returns the trainer's final metrics or the job's results.
 
@@ -201,6 +235,7 @@ def run(
   from paxml import partitioning
   from paxml import trainer
   from paxml.data import text_pipeline
+
   if pgle_profile or pgle_collect:
     # Only then: it loads the PGLE C++ extension.
     from paxml import pgle_collection
@@ -214,9 +249,11 @@ def run(
       raise UsageError(f"--pgle_profile: {e}") from e
   if jax_profiler_port:
     import jax  # pylint: disable=g-import-not-at-top
+
     jax.profiler.start_server(jax_profiler_port)
-    logging.info("jax.profiler server on port %d (TensorBoard > Profile > Capture)",
-                 jax_profiler_port)
+    logging.info(
+      "jax.profiler server on port %d (TensorBoard > Profile > Capture)", jax_profiler_port
+    )
   profiler = None
   if pgle_collect:
     try:
@@ -228,13 +265,28 @@ def run(
   try:
     if mode == "train":
       return trainer.train_and_evaluate(
-          experiment, job_log_dir, eval_on_test=eval_on_test,
-          decode_during_train=decode_during_train, profiler=profiler)
-    return eval_lib.run_job(experiment, job_log_dir, mode, restore_step=restore_checkpoint_step,
-                            wait_timeout_secs=wait_timeout_secs)
-  except (partitioning.MeshError, job_files.JobLogDirError, job_lock.JobLockError,
-          checkpoints.CheckpointError, checkpoint_integrity.CorruptCheckpointError,
-          trainer.TrainingDivergedError, text_pipeline.InputDataError) as e:
+        experiment,
+        job_log_dir,
+        eval_on_test=eval_on_test,
+        decode_during_train=decode_during_train,
+        profiler=profiler,
+      )
+    return eval_lib.run_job(
+      experiment,
+      job_log_dir,
+      mode,
+      restore_step=restore_checkpoint_step,
+      wait_timeout_secs=wait_timeout_secs,
+    )
+  except (
+    partitioning.MeshError,
+    job_files.JobLogDirError,
+    job_lock.JobLockError,
+    checkpoints.CheckpointError,
+    checkpoint_integrity.CorruptCheckpointError,
+    trainer.TrainingDivergedError,
+    text_pipeline.InputDataError,
+  ) as e:
     raise UsageError(str(e)) from e
 
 
@@ -276,20 +328,21 @@ def main(argv: Sequence[str]) -> int:
     pgle_collect = None
     if _PGLE_COLLECT_START_STEP.value is not None:
       pgle_collect = (_PGLE_COLLECT_START_STEP.value, _PGLE_COLLECT_NUM_STEPS.value)
-    initialize_distributed(_SERVER_ADDR.value, _NUM_HOSTS.value, _HOST_IDX.value,
-                           _DISTRIBUTED_AUTO.value)
+    initialize_distributed(
+      _SERVER_ADDR.value, _NUM_HOSTS.value, _HOST_IDX.value, _DISTRIBUTED_AUTO.value
+    )
     result = run(
-        _EXP.value,
-        user_paths.resolve(_JOB_LOG_DIR.value),
-        _MODE.value,
-        eval_on_test=_EVAL_ON_TEST.value,
-        decode_during_train=_DECODE_DURING_TRAIN.value,
-        restore_checkpoint_step=_RESTORE_CHECKPOINT_STEP.value,
-        pgle_collect=pgle_collect,
-        pgle_profile=_PGLE_PROFILE.value and user_paths.resolve(_PGLE_PROFILE.value),
-        jax_profiler_port=_JAX_PROFILER_PORT.value,
-        data_dir=_DATA_DIR.value and user_paths.resolve(_DATA_DIR.value),
-        wait_timeout_secs=_EVAL_WAIT_TIMEOUT.value,
+      _EXP.value,
+      user_paths.resolve(_JOB_LOG_DIR.value),
+      _MODE.value,
+      eval_on_test=_EVAL_ON_TEST.value,
+      decode_during_train=_DECODE_DURING_TRAIN.value,
+      restore_checkpoint_step=_RESTORE_CHECKPOINT_STEP.value,
+      pgle_collect=pgle_collect,
+      pgle_profile=_PGLE_PROFILE.value and user_paths.resolve(_PGLE_PROFILE.value),
+      jax_profiler_port=_JAX_PROFILER_PORT.value,
+      data_dir=_DATA_DIR.value and user_paths.resolve(_DATA_DIR.value),
+      wait_timeout_secs=_EVAL_WAIT_TIMEOUT.value,
     )
   except (experiment_registry.Error, UsageError) as e:
     # One line, no traceback unless --verbosity=1 asks: the message says what to change.
@@ -303,12 +356,16 @@ def main(argv: Sequence[str]) -> int:
       raise
     if logging.get_verbosity() >= logging.DEBUG:
       traceback.print_exc()
-    print(f"error: disk full writing {full.filename or _JOB_LOG_DIR.value}: free space there "
-          "and run again (it resumes from the last complete checkpoint).", file=sys.stderr)
+    print(
+      f"error: disk full writing {full.filename or _JOB_LOG_DIR.value}: free space there "
+      "and run again (it resumes from the last complete checkpoint).",
+      file=sys.stderr,
+    )
     return 1
   if result.get("preempted"):
-    logging.info("Stopped on SIGTERM after saving step %d; run again to resume",
-                 int(result["step"]))
+    logging.info(
+      "Stopped on SIGTERM after saving step %d; run again to resume", int(result["step"])
+    )
   return 0
 
 

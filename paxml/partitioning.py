@@ -44,9 +44,9 @@ class MeshError(ValueError):
 
 
 def create_mesh(
-    ici_mesh_shape: Sequence[int] | None = None,
-    dcn_mesh_shape: Sequence[int] | None = None,
-    devices: Sequence[jax.Device] | None = None,
+  ici_mesh_shape: Sequence[int] | None = None,
+  dcn_mesh_shape: Sequence[int] | None = None,
+  devices: Sequence[jax.Device] | None = None,
 ) -> jax.sharding.Mesh:
   """Returns a `replica, data, mdl` mesh over `devices` (default: all of them).
 
@@ -65,21 +65,24 @@ def create_mesh(
   for name, shape in (("ICI_MESH_SHAPE", ici), ("DCN_MESH_SHAPE", dcn)):
     if len(shape) != len(MESH_AXIS_NAMES) or any(int(d) < 1 for d in shape):
       raise MeshError(
-          f"{name}={list(shape)} must have {len(MESH_AXIS_NAMES)} positive entries, one per "
-          f"mesh axis {MESH_AXIS_NAMES}")
+        f"{name}={list(shape)} must have {len(MESH_AXIS_NAMES)} positive entries, one per "
+        f"mesh axis {MESH_AXIS_NAMES}"
+      )
   needed = math.prod(ici) * math.prod(dcn)
   if needed != len(devices):
     raise MeshError(
-        f"ICI_MESH_SHAPE={list(ici)} x DCN_MESH_SHAPE={list(dcn)} needs {needed} devices, but "
-        f"{len(devices)} {devices[0].platform} device(s) are available; change the shapes so "
-        f"that their product is {len(devices)} (for fake CPU devices set "
-        "XLA_FLAGS=--xla_force_host_platform_device_count=N)")
+      f"ICI_MESH_SHAPE={list(ici)} x DCN_MESH_SHAPE={list(dcn)} needs {needed} devices, but "
+      f"{len(devices)} {devices[0].platform} device(s) are available; change the shapes so "
+      f"that their product is {len(devices)} (for fake CPU devices set "
+      "XLA_FLAGS=--xla_force_host_platform_device_count=N)"
+    )
   if math.prod(dcn) == 1:
     device_grid = mesh_utils.create_device_mesh(ici, devices)
   else:
     # Slices are TPU slices; on other platforms each process is one slice.
     device_grid = mesh_utils.create_hybrid_device_mesh(
-        ici, dcn, devices, process_is_granule=devices[0].platform != "tpu")
+      ici, dcn, devices, process_is_granule=devices[0].platform != "tpu"
+    )
   return jax.sharding.Mesh(device_grid, MESH_AXIS_NAMES)
 
 
@@ -110,8 +113,9 @@ class Partitioner:
     try:
       return sharding.logical_to_shardings(abstract_tree, self.mesh, self.rules)
     except ValueError as e:
-      raise MeshError(f"{e} (mesh {dict(self.mesh.shape)}); change the model dims or the mesh "
-                      "shape") from None
+      raise MeshError(
+        f"{e} (mesh {dict(self.mesh.shape)}); change the model dims or the mesh shape"
+      ) from None
 
   def replicated(self) -> jax.sharding.NamedSharding:
     return jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
@@ -123,15 +127,17 @@ class Partitioner:
   def check_global_batch(self, global_batch_size: int) -> None:
     if global_batch_size % self.num_batch_shards:
       raise MeshError(
-          f"the global batch of {global_batch_size} rows cannot be split over the "
-          f"{self.num_batch_shards} batch shards of mesh {dict(self.mesh.shape)} "
-          f"(replica x data); make the batch a multiple of {self.num_batch_shards}")
+        f"the global batch of {global_batch_size} rows cannot be split over the "
+        f"{self.num_batch_shards} batch shards of mesh {dict(self.mesh.shape)} "
+        f"(replica x data); make the batch a multiple of {self.num_batch_shards}"
+      )
 
   def global_batch(self, host_batch: Any) -> Any:
     """Makes this host's rows (numpy) part of one global, batch-sharded jax.Array per leaf."""
     placement = self.batch_sharding()
     return jax.tree.map(
-        lambda x: jax.make_array_from_process_local_data(placement, np.asarray(x)), host_batch)
+      lambda x: jax.make_array_from_process_local_data(placement, np.asarray(x)), host_batch
+    )
 
   def rules_context(self):
     """The mesh and rules under which the layers' `maybe_shard` constraints take effect.

@@ -32,8 +32,9 @@ class StepWindowProfiler:
   def __init__(self, job_log_dir: str, start_step: int, num_steps: int):
     if start_step < 0 or num_steps < 1:
       raise ValueError(
-          f"PGLE collection needs start_step >= 0 and num_steps >= 1, got {start_step} and "
-          f"{num_steps}")
+        f"PGLE collection needs start_step >= 0 and num_steps >= 1, got {start_step} and "
+        f"{num_steps}"
+      )
     self.start_step, self.end_step = start_step, start_step + num_steps
     self.trace_dir = os.path.join(job_log_dir, "pgle", "trace")
     self.profile_path = profile_path(job_log_dir)
@@ -68,12 +69,17 @@ class StepWindowProfiler:
     result = conversion.convert_detailed(self.trace_dir, include_host=True)
     conversion.write_profile(result.profile, self.profile_path)
     logging.info(
-        "PGLE: wrote %s (%d instructions from %s). Use it with --pgle_profile=%s",
-        self.profile_path, len(result.entries), ", ".join(result.trace_files),
-        self.profile_path)
+      "PGLE: wrote %s (%d instructions from %s). Use it with --pgle_profile=%s",
+      self.profile_path,
+      len(result.entries),
+      ", ".join(result.trace_files),
+      self.profile_path,
+    )
 
 
-def train_and_collect_profile(experiment, job_log_dir: str, *, start_step: int, num_steps: int) -> str:
+def train_and_collect_profile(
+  experiment, job_log_dir: str, *, start_step: int, num_steps: int
+) -> str:
   """Trains `experiment` in `job_log_dir`, tracing steps [start_step, start_step + num_steps).
 
   The library form of main's --pgle_collect_start_step/--pgle_collect_num_steps (`profiling.collect`
@@ -85,9 +91,10 @@ def train_and_collect_profile(experiment, job_log_dir: str, *, start_step: int, 
   trainer.train_and_evaluate(experiment, job_log_dir, profiler=profiler)
   if not profiler.done:
     raise RuntimeError(
-        f"PGLE: no profile written: the run in {job_log_dir} did not reach steps {start_step}.."
-        f"{start_step + num_steps - 1} (it stops at num_train_steps, or had already passed them "
-        "in an earlier run whose checkpoint it resumed)")
+      f"PGLE: no profile written: the run in {job_log_dir} did not reach steps {start_step}.."
+      f"{start_step + num_steps - 1} (it stops at num_train_steps, or had already passed them "
+      "in an earlier run whose checkpoint it resumed)"
+    )
   return profiler.profile_path
 
 
@@ -99,12 +106,17 @@ def use_profile(path: str) -> str:
   """
   if xla_bridge.backends_are_initialized():
     raise RuntimeError(
-        "--pgle_profile must take effect before JAX initializes its backend, but it is already "
-        "initialized; set XLA_FLAGS yourself: "
-        f"XLA_FLAGS=\"{pgle_flags.xla_flags(path, check=False)}\"")
+      "--pgle_profile must take effect before JAX initializes its backend, but it is already "
+      "initialized; set XLA_FLAGS yourself: "
+      f'XLA_FLAGS="{pgle_flags.xla_flags(path, check=False)}"'
+    )
   value = pgle_flags.merge_xla_flags(os.environ.get("XLA_FLAGS"), pgle_flags.xla_flags(path))
   os.environ["XLA_FLAGS"] = value
-  logging.info("PGLE: using profile %s; XLA_FLAGS=%s. XLA logs \"%s\" when it applies it "
-               "(TF_CPP_MIN_LOG_LEVEL=0).", os.path.abspath(path), value,
-               pgle_flags.FOUND_PROFILE_LOG_LINE)
+  logging.info(
+    'PGLE: using profile %s; XLA_FLAGS=%s. XLA logs "%s" when it applies it '
+    "(TF_CPP_MIN_LOG_LEVEL=0).",
+    os.path.abspath(path),
+    value,
+    pgle_flags.FOUND_PROFILE_LOG_LINE,
+  )
   return value

@@ -36,16 +36,21 @@ class _TinyLm(demo.SyntheticDemoLm):
 
 def _run_fresh_python(code):
   """Runs `code` in a new interpreter, where JAX has not started its backend yet."""
-  return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                        text=True, timeout=120, env=dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1"))
+  return subprocess.run(
+    [sys.executable, "-c", textwrap.dedent(code)],
+    capture_output=True,
+    text=True,
+    timeout=120,
+    env=dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1"),
+  )
 
 
 class StepWindowProfilerTest(absltest.TestCase):
-
   def test_training_writes_a_profile_of_the_window(self):
     job_log_dir = self.create_tempdir().full_path
     path = pgle_collection.train_and_collect_profile(
-        _TinyLm(), job_log_dir, start_step=3, num_steps=2)
+      _TinyLm(), job_log_dir, start_step=3, num_steps=2
+    )
     self.assertEqual(path, pgle_collection.profile_path(job_log_dir))
     costs = conversion.read_profile(path)
     # The train step's HLO: its matmuls (dot / fusions) must be among the costed instructions.
@@ -53,15 +58,13 @@ class StepWindowProfilerTest(absltest.TestCase):
     self.assertTrue(all(cost > 0 for _, cost in costs))
     self.assertTrue(any("dot" in name or "fusion" in name for name, _ in costs), costs[:10])
     trace_dir = os.path.join(job_log_dir, "pgle", "trace")
-    traces = [f for _, _, files in os.walk(trace_dir) for f in files
-              if f.endswith("xplane.pb")]
+    traces = [f for _, _, files in os.walk(trace_dir) for f in files if f.endswith("xplane.pb")]
     self.assertLen(traces, 1)
 
   def test_window_after_the_last_step_writes_nothing(self):
     job_log_dir = self.create_tempdir().full_path
     with self.assertRaisesRegex(RuntimeError, "did not reach steps 50..51"):
-      pgle_collection.train_and_collect_profile(
-          _TinyLm(), job_log_dir, start_step=50, num_steps=2)
+      pgle_collection.train_and_collect_profile(_TinyLm(), job_log_dir, start_step=50, num_steps=2)
     self.assertFalse(os.path.exists(os.path.join(job_log_dir, "pgle")))
 
   def test_rejects_an_empty_window(self):
@@ -70,7 +73,6 @@ class StepWindowProfilerTest(absltest.TestCase):
 
 
 class UseProfileTest(absltest.TestCase):
-
   def test_sets_xla_flags_that_xla_accepts(self):
     path = os.path.join(self.create_tempdir().full_path, "profile.pb")
     with open(path, "wb") as f:
@@ -84,8 +86,10 @@ class UseProfileTest(absltest.TestCase):
         """)
     self.assertEqual(result.returncode, 0, result.stderr)
     self.assertIn(
-        "XLA_FLAGS=--xla_force_host_platform_device_count=1 --xla_gpu_enable_latency_hiding_scheduler=true "
-        f"--xla_gpu_pgle_profile_file_or_directory_path={path}", result.stdout)
+      "XLA_FLAGS=--xla_force_host_platform_device_count=1 --xla_gpu_enable_latency_hiding_scheduler=true "
+      f"--xla_gpu_pgle_profile_file_or_directory_path={path}",
+      result.stdout,
+    )
 
   def test_missing_profile_is_an_error_before_any_flag_is_set(self):
     result = _run_fresh_python("""

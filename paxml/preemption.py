@@ -34,8 +34,9 @@ class PreemptionGuard:
 
   def _handle(self, signum, frame) -> None:
     del frame
-    logging.warning("Received signal %d: will save a checkpoint and stop at the next "
-                    "step boundary.", signum)
+    logging.warning(
+      "Received signal %d: will save a checkpoint and stop at the next step boundary.", signum
+    )
     self._event.set()
 
   def request(self) -> None:
@@ -63,8 +64,10 @@ class PreemptionGuard:
       for s in self._signals:
         self._previous[s] = signal.signal(s, self._handle)
     else:
-      logging.warning("PreemptionGuard entered outside the main thread: signals are "
-                      "not intercepted; use request() to stop the loop.")
+      logging.warning(
+        "PreemptionGuard entered outside the main thread: signals are "
+        "not intercepted; use request() to stop the loop."
+      )
     return self
 
   def __exit__(self, *exc_info) -> None:

@@ -25,14 +25,14 @@ import jax
 # Dense bf16 peak FLOP/s per device, matched as a substring of `jax.Device.device_kind`. First
 # match wins, so more specific names come first.
 PEAK_FLOPS_PER_DEVICE: tuple[tuple[str, float], ...] = (
-    ("TPU v6 lite", 918e12),  # Trillium (v6e).
-    ("TPU v5 lite", 197e12),  # v5e.
-    ("TPU v5p", 459e12),
-    ("TPU v5", 459e12),
-    ("TPU v4", 275e12),
-    ("H200", 989e12),  # SXM, dense (the 1979 TFLOP/s figure is with 2:4 sparsity).
-    ("H100", 989e12),  # SXM, dense; the PCIe card is lower (756e12).
-    ("A100", 312e12),
+  ("TPU v6 lite", 918e12),  # Trillium (v6e).
+  ("TPU v5 lite", 197e12),  # v5e.
+  ("TPU v5p", 459e12),
+  ("TPU v5", 459e12),
+  ("TPU v4", 275e12),
+  ("H200", 989e12),  # SXM, dense (the 1979 TFLOP/s figure is with 2:4 sparsity).
+  ("H100", 989e12),  # SXM, dense; the PCIe card is lower (756e12).
+  ("A100", 312e12),
 )
 
 
@@ -44,8 +44,9 @@ def peak_flops_per_device(device: jax.Device) -> float | None:
   return None
 
 
-def flops_per_token(num_matmul_params: int, transformer_dims: tuple[int, int, int] | None,
-                    seq_len: int) -> float:
+def flops_per_token(
+  num_matmul_params: int, transformer_dims: tuple[int, int, int] | None, seq_len: int
+) -> float:
   """6 N + 12 L H Q T (module docstring); without `transformer_dims`, only 6 N."""
   flops = 6.0 * num_matmul_params
   if transformer_dims is not None:
@@ -84,20 +85,23 @@ class ProgressMeter:
     steps_per_sec = (step - self._last_step) / elapsed
     self._last_time, self._last_step = now, step
     rates = {
-        "Steps/sec": steps_per_sec,
-        "tokens/sec": steps_per_sec * self.tokens_per_step,
+      "Steps/sec": steps_per_sec,
+      "tokens/sec": steps_per_sec * self.tokens_per_step,
     }
     if self.peak_flops_per_device:
       achieved = rates["tokens/sec"] * self.flops_per_token
       rates["MFU"] = achieved / (self.num_devices * self.peak_flops_per_device)
-    rates["eta_secs"] = ((self.num_train_steps - step) / steps_per_sec
-                         if steps_per_sec > 0 else float("inf"))
+    rates["eta_secs"] = (
+      (self.num_train_steps - step) / steps_per_sec if steps_per_sec > 0 else float("inf")
+    )
     return rates
 
   def line(self, step: int, loss: float, rates: dict[str, float]) -> str:
     """One log line: step, loss, steps/s, tokens/s, MFU (or 'n/a'), ETA."""
     mfu = f"{100 * rates['MFU']:.1f}%" if "MFU" in rates else "n/a (unknown peak)"
     eta = rates["eta_secs"]
-    return (f"step {step}/{self.num_train_steps} loss {loss:.4f} "
-            f"steps/s {rates['Steps/sec']:.2f} tokens/s {rates['tokens/sec']:.0f} "
-            f"MFU {mfu} ETA {format_duration(eta) if eta != float('inf') else '?'}")
+    return (
+      f"step {step}/{self.num_train_steps} loss {loss:.4f} "
+      f"steps/s {rates['Steps/sec']:.2f} tokens/s {rates['tokens/sec']:.0f} "
+      f"MFU {mfu} ETA {format_duration(eta) if eta != float('inf') else '?'}"
+    )

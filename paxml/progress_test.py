@@ -10,7 +10,6 @@ from paxml import progress
 
 
 class ProgressTest(absltest.TestCase):
-
   def test_flops_per_token_is_6n_plus_12lhqt(self):
     # Hand-computed: 6 * 1000 + 12 * 2 layers * 4 heads * 8 dims * 16 tokens = 6000 + 12288.
     self.assertEqual(progress.flops_per_token(1000, (2, 4, 8), 16), 18288.0)
@@ -19,6 +18,7 @@ class ProgressTest(absltest.TestCase):
   def test_peak_table(self):
     def device(kind):
       return types.SimpleNamespace(device_kind=kind)
+
     self.assertEqual(progress.peak_flops_per_device(device("NVIDIA H100 80GB HBM3")), 989e12)
     self.assertEqual(progress.peak_flops_per_device(device("TPU v5 lite")), 197e12)
     self.assertEqual(progress.peak_flops_per_device(device("TPU v4")), 275e12)
@@ -28,8 +28,13 @@ class ProgressTest(absltest.TestCase):
     clock = iter([100.0, 110.0])
     with mock.patch.object(progress.time, "perf_counter", lambda: next(clock)):
       meter = progress.ProgressMeter(
-          num_train_steps=100, tokens_per_step=1000, flops_per_token=1e9, num_devices=2,
-          peak_flops_per_device=1e12, start_step=0)
+        num_train_steps=100,
+        tokens_per_step=1000,
+        flops_per_token=1e9,
+        num_devices=2,
+        peak_flops_per_device=1e12,
+        start_step=0,
+      )
       rates = meter.update(20)  # 20 steps in 10 s.
     self.assertAlmostEqual(rates["Steps/sec"], 2.0)
     self.assertAlmostEqual(rates["tokens/sec"], 2000.0)
@@ -40,8 +45,13 @@ class ProgressTest(absltest.TestCase):
     self.assertIn("step 20/100 loss 1.5000 steps/s 2.00 tokens/s 2000 MFU 100.0% ETA 0m40s", line)
 
   def test_unknown_peak_reports_no_mfu(self):
-    meter = progress.ProgressMeter(num_train_steps=10, tokens_per_step=1, flops_per_token=1.0,
-                                   num_devices=1, peak_flops_per_device=None)
+    meter = progress.ProgressMeter(
+      num_train_steps=10,
+      tokens_per_step=1,
+      flops_per_token=1.0,
+      num_devices=1,
+      peak_flops_per_device=None,
+    )
     rates = meter.update(1)
     self.assertNotIn("MFU", rates)
     self.assertIn("MFU n/a", meter.line(1, 0.0, rates))

@@ -65,19 +65,27 @@ class LanguageModelFeatures(seqio.DecoderFeatureConverter):
   LanguageModel.decode continues from).
   """
 
-  def __init__(self, pack: bool = False, weights_on_targets_only: bool | None = None,
-               apply_length_check: bool = True, bos_id: int = 0):
+  def __init__(
+    self,
+    pack: bool = False,
+    weights_on_targets_only: bool | None = None,
+    apply_length_check: bool = True,
+    bos_id: int = 0,
+  ):
     self._weights_on_targets_only = weights_on_targets_only
-    super().__init__(loss_on_targets_only=True, pack=pack, apply_length_check=apply_length_check,
-                     bos_id=bos_id)
+    super().__init__(
+      loss_on_targets_only=True, pack=pack, apply_length_check=apply_length_check, bos_id=bos_id
+    )
 
   @property
   def weights_on_targets_only(self) -> bool | None:
     return self._weights_on_targets_only
 
   def __str__(self) -> str:
-    return (f"{type(self).__name__}(pack={self.pack}, weights_on_targets_only="
-            f"{self._weights_on_targets_only}, bos_id={self.bos_id})")
+    return (
+      f"{type(self).__name__}(pack={self.pack}, weights_on_targets_only="
+      f"{self._weights_on_targets_only}, bos_id={self.bos_id})"
+    )
 
   def _to_pax(self, b: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
     ret = {"ids": b["decoder_input_tokens"], "labels": b["decoder_target_tokens"]}
@@ -116,8 +124,12 @@ class SequenceModelFeatures(seqio.EncDecFeatureConverter):
     src_weights = tf.cast(src_ids != 0, tf.float32)
     tgt_weights = tf.cast(b["decoder_loss_weights"], tf.float32)
     src = {"ids": src_ids, "paddings": 1.0 - src_weights}
-    tgt = {"ids": b["decoder_input_tokens"], "labels": b["decoder_target_tokens"],
-           "paddings": 1.0 - tgt_weights, "weights": tgt_weights}
+    tgt = {
+      "ids": b["decoder_input_tokens"],
+      "labels": b["decoder_target_tokens"],
+      "paddings": 1.0 - tgt_weights,
+      "weights": tgt_weights,
+    }
     for out, prefix, weights in ((src, "encoder", src_weights), (tgt, "decoder", tgt_weights)):
       if f"{prefix}_segment_ids" in b:
         out["segment_ids"] = b[f"{prefix}_segment_ids"]
@@ -179,8 +191,9 @@ class SeqIOInput(base_input.BaseInput):
       self.input_random_seed = 42  # As Pax: eval data in the same order in every run.
     super().__post_init__()
     self._validate()
-    self._shard_info = seqio.ShardInfo(index=self.infeed_host_index,
-                                       num_shards=self.num_infeed_hosts)
+    self._shard_info = seqio.ShardInfo(
+      index=self.infeed_host_index, num_shards=self.num_infeed_hosts
+    )
     self._shard_examples: list[list[dict[str, Any]]] | None = None
     self.dataset = self._get_dataset()
     self._num_batches = 0
@@ -190,27 +203,35 @@ class SeqIOInput(base_input.BaseInput):
     where = f"SeqIOInput {self.name}"
     if bool(self.mixture_name) == (self.mixture_or_task is not None):
       raise base_input.InputConfigError(
-          f"{where}: set exactly one of mixture_name (a registered task or mixture) and "
-          f"mixture_or_task (the object); got {self.mixture_name!r} and {self.mixture_or_task!r}.")
+        f"{where}: set exactly one of mixture_name (a registered task or mixture) and "
+        f"mixture_or_task (the object); got {self.mixture_name!r} and {self.mixture_or_task!r}."
+      )
     if self.deterministic_input:
       raise base_input.InputConfigError(
-          f"{where}: deterministic_input is not supported (nor in open-source Pax); input "
-          "checkpointing (get_state/set_state) already resumes at the next batch.")
+        f"{where}: deterministic_input is not supported (nor in open-source Pax); input "
+        "checkpointing (get_state/set_state) already resumes at the next batch."
+      )
     if not self.split_name:
       raise base_input.InputConfigError(f"{where}: split_name is required (e.g. 'train').")
     if self.feature_converter is None:
       raise base_input.InputConfigError(
-          f"{where}: feature_converter is required, e.g. seqio_input.LanguageModelFeatures().")
+        f"{where}: feature_converter is required, e.g. seqio_input.LanguageModelFeatures()."
+      )
     if self.is_training and self.split_name != "train":
       logging.warning("%s: is_training=True reads split %r, not 'train'.", where, self.split_name)
     task = self.mixture_or_task_inst
-    if (not self.is_training and isinstance(task, seqio.Task) and task.score_metric_fns
-        and isinstance(self.feature_converter, LanguageModelFeatures)
-        and "inputs" in task.output_features
-        and not self.feature_converter.weights_on_targets_only):
+    if (
+      not self.is_training
+      and isinstance(task, seqio.Task)
+      and task.score_metric_fns
+      and isinstance(self.feature_converter, LanguageModelFeatures)
+      and "inputs" in task.output_features
+      and not self.feature_converter.weights_on_targets_only
+    ):
       raise base_input.InputConfigError(
-          f"{where}: a prefix-LM task with score_metric_fns must score the targets only; use "
-          "LanguageModelFeatures(weights_on_targets_only=True).")
+        f"{where}: a prefix-LM task with score_metric_fns must score the targets only; use "
+        "LanguageModelFeatures(weights_on_targets_only=True)."
+      )
 
   @property
   def mixture_or_task_inst(self) -> seqio.Task | seqio.Mixture:
@@ -224,29 +245,40 @@ class SeqIOInput(base_input.BaseInput):
 
   # -- the dataset --------------------------------------------------------------------------
 
-  def _task_dataset(self, shard_info: seqio.ShardInfo | None, *, shuffle: bool,
-                    num_epochs: int | None) -> tf.data.Dataset:
+  def _task_dataset(
+    self, shard_info: seqio.ShardInfo | None, *, shuffle: bool, num_epochs: int | None
+  ) -> tf.data.Dataset:
     """The task's examples (before feature conversion) of one shard."""
     return self.mixture_or_task_inst.get_dataset(
-        sequence_length=self.task_feature_lengths, split=self.split_name, shuffle=shuffle,
-        num_epochs=num_epochs, shard_info=shard_info, use_cached=self.use_cached,
-        seed=self.input_random_seed, trim_output_features=self.trim_output_features)
+      sequence_length=self.task_feature_lengths,
+      split=self.split_name,
+      shuffle=shuffle,
+      num_epochs=num_epochs,
+      shard_info=shard_info,
+      use_cached=self.use_cached,
+      seed=self.input_random_seed,
+      trim_output_features=self.trim_output_features,
+    )
 
   def _converted(self, ds: tf.data.Dataset, shard_index: int) -> tf.data.Dataset:
     """Feature conversion, then the provenance fields and a sample weight of 1."""
     ds = self.feature_converter(ds, task_feature_lengths=self.task_feature_lengths)
 
     def enumerate_fn(index, ex):
-      return {**ex, SHARD_FIELD: tf.constant(shard_index, tf.int32),
-              INDEX_FIELD: tf.cast(index, tf.int32),
-              "eval_sample_weights": tf.constant(1.0, tf.float32)}
+      return {
+        **ex,
+        SHARD_FIELD: tf.constant(shard_index, tf.int32),
+        INDEX_FIELD: tf.cast(index, tf.int32),
+        "eval_sample_weights": tf.constant(1.0, tf.float32),
+      }
 
     return ds.enumerate().map(enumerate_fn)
 
   def _get_dataset(self) -> tf.data.Dataset:
     repeat = bool(self.repeat)
-    ds = self._task_dataset(self._shard_info, shuffle=self.should_shuffle,
-                            num_epochs=None if repeat else 1)
+    ds = self._task_dataset(
+      self._shard_info, shuffle=self.should_shuffle, num_epochs=None if repeat else 1
+    )
     ds = self._converted(ds, self.infeed_host_index)
     if not self.is_training and self.reset_for_eval and self.eval_auto_pad and not repeat:
       ds = self._pad_to_equal_batches(ds)
@@ -259,31 +291,50 @@ class SeqIOInput(base_input.BaseInput):
     """Every shard's examples of the split in reading order (the targets of the metrics)."""
     if self._shard_examples is None:
       self._shard_examples = [
-          list(self._task_dataset(seqio.ShardInfo(s, self.num_infeed_hosts), shuffle=False,
-                                  num_epochs=1).as_numpy_iterator())
-          for s in range(self.num_infeed_hosts)]
+        list(
+          self._task_dataset(
+            seqio.ShardInfo(s, self.num_infeed_hosts), shuffle=False, num_epochs=1
+          ).as_numpy_iterator()
+        )
+        for s in range(self.num_infeed_hosts)
+      ]
     return self._shard_examples
 
   def _pad_to_equal_batches(self, ds: tf.data.Dataset) -> tf.data.Dataset:
     counts = [len(s) for s in self.shard_examples()]
     num_batches = max(-(-c // self.batch_size) for c in counts)
     pad = num_batches * self.batch_size - counts[self.infeed_host_index]
-    logging.info("%s: %d examples on this host (hosts: %s), padded with %d to %d batches of %d",
-                 self.name, counts[self.infeed_host_index], counts, pad, num_batches,
-                 self.batch_size)
+    logging.info(
+      "%s: %d examples on this host (hosts: %s), padded with %d to %d batches of %d",
+      self.name,
+      counts[self.infeed_host_index],
+      counts,
+      pad,
+      num_batches,
+      self.batch_size,
+    )
     if pad == 0:
       return ds
     # A host whose shard is empty repeats the first example of another shard.
     source = next(s for s in range(self.num_infeed_hosts) if counts[s]) if any(counts) else None
     if source is None:
-      raise base_input.InputConfigError(f"SeqIOInput {self.name}: split {self.split_name!r} "
-                                        "has no examples to evaluate.")
-    one = self._converted(self._task_dataset(seqio.ShardInfo(source, self.num_infeed_hosts),
-                                             shuffle=False, num_epochs=1).take(1), source)
+      raise base_input.InputConfigError(
+        f"SeqIOInput {self.name}: split {self.split_name!r} has no examples to evaluate."
+      )
+    one = self._converted(
+      self._task_dataset(
+        seqio.ShardInfo(source, self.num_infeed_hosts), shuffle=False, num_epochs=1
+      ).take(1),
+      source,
+    )
 
     def as_pad(ex):
-      out = {**ex, SHARD_FIELD: tf.constant(-1, tf.int32), INDEX_FIELD: tf.constant(-1, tf.int32),
-             "eval_sample_weights": tf.constant(0.0, tf.float32)}
+      out = {
+        **ex,
+        SHARD_FIELD: tf.constant(-1, tf.int32),
+        INDEX_FIELD: tf.constant(-1, tf.int32),
+        "eval_sample_weights": tf.constant(0.0, tf.float32),
+      }
       if "weights" in out:  # The LM's metrics weigh tokens by `weights`: pad rows add nothing.
         out["weights"] = tf.zeros_like(out["weights"])
       return out
@@ -303,17 +354,19 @@ class SeqIOInput(base_input.BaseInput):
   def set_state(self, state: dict[str, Any]) -> None:
     if state.get("seed", self.input_random_seed) != self.input_random_seed:
       raise base_input.InputConfigError(
-          f"SeqIOInput {self.name}: the saved state has seed {state['seed']} but this input "
-          f"{self.input_random_seed}; build the input with input_random_seed={state['seed']} "
-          "to continue that stream.")
+        f"SeqIOInput {self.name}: the saved state has seed {state['seed']} but this input "
+        f"{self.input_random_seed}; build the input with input_random_seed={state['seed']} "
+        "to continue that stream."
+      )
     self._num_batches = int(state["num_batches"])
     # A new dataset object, not a second iterator over the old one: tf.data's seeded shuffle
     # reshuffles on every iteration of one dataset, so only a fresh one replays the stream.
     self.dataset = self._get_dataset()
     self._iter = iter(self.dataset.skip(self._num_batches).as_numpy_iterator())
 
-  def ids_to_strings(self, ids: np.ndarray, lengths: Sequence[int] | np.ndarray | None,
-                     key: str | None = None) -> list[str]:
+  def ids_to_strings(
+    self, ids: np.ndarray, lengths: Sequence[int] | np.ndarray | None, key: str | None = None
+  ) -> list[str]:
     """Rows of `ids` [B, T] (their first `lengths[b]` ids) as text, with the task's vocabulary
     ("targets"; key "src" takes the "inputs" one)."""
     vocab = self._vocab(key)
@@ -323,7 +376,7 @@ class SeqIOInput(base_input.BaseInput):
       lengths = None if lengths is None else np.atleast_1d(lengths)
     if lengths is None:
       lengths = [ids.shape[1]] * ids.shape[0]
-    return [vocab.decode(ids[i, :int(n)].tolist()) for i, n in enumerate(lengths)]
+    return [vocab.decode(ids[i, : int(n)].tolist()) for i, n in enumerate(lengths)]
 
   def _vocab(self, key: str | None = None) -> seqio.Vocabulary:
     if self.overridden_vocab is not None:
@@ -342,8 +395,9 @@ class SeqIOInput(base_input.BaseInput):
       return False  # As Pax: metrics need a Task and unpacked rows (one example per row).
     return bool(task.score_metric_fns if score_metrics else task.predict_metric_fns)
 
-  def compute_metrics(self, outputs: Sequence[tuple[tuple[int, int], Mapping[str, Any]]],
-                      score_metrics: bool = False) -> list[dict[str, Any]]:
+  def compute_metrics(
+    self, outputs: Sequence[tuple[tuple[int, int], Mapping[str, Any]]], score_metrics: bool = False
+  ) -> list[dict[str, Any]]:
     """The task's metrics on model outputs keyed by (shard, index): `scores` for score
     metrics, `decoded_substr` (token ids) for predict metrics. Every example of the split needs
     an output; a missing one raises (a shorter eval than the split)."""
@@ -356,19 +410,24 @@ class SeqIOInput(base_input.BaseInput):
       for index, ex in enumerate(examples):
         if (shard, index) not in by_key:
           raise ValueError(
-              f"SeqIOInput {self.name}: no model output for example {index} of shard {shard} "
-              f"({len(by_key)} outputs for {sum(map(len, self.shard_examples()))} examples); "
-              "the metrics need the whole split: evaluate with reset_for_eval=True.")
+            f"SeqIOInput {self.name}: no model output for example {index} of shard {shard} "
+            f"({len(by_key)} outputs for {sum(map(len, self.shard_examples()))} examples); "
+            "the metrics need the whole split: evaluate with reset_for_eval=True."
+          )
         targets.append(ex)
         model_outs.append(by_key[(shard, index)][SCORE_KEY if score_metrics else DECODER_OUT_KEY])
     if score_metrics:
       model_outs = np.asarray(model_outs, np.float32)
     else:
       width = max((len(o) for o in model_outs), default=0)
-      model_outs = np.array([np.pad(np.asarray(o, np.int32), (0, width - len(o)))
-                             for o in model_outs])
-    wanted = (seqio.metrics.ModelOutputType.SCORE if score_metrics
-              else seqio.metrics.ModelOutputType.PREDICTION)
+      model_outs = np.array(
+        [np.pad(np.asarray(o, np.int32), (0, width - len(o))) for o in model_outs]
+      )
+    wanted = (
+      seqio.metrics.ModelOutputType.SCORE
+      if score_metrics
+      else seqio.metrics.ModelOutputType.PREDICTION
+    )
     results = []
     for metric in task.metric_objs:
       if metric.model_output_type != wanted:
@@ -384,9 +443,13 @@ class SeqIOInput(base_input.BaseInput):
   def task_inst(self) -> seqio.Task:
     return self.mixture_or_task_inst
 
-  def process_outputs(self, outputs: Sequence[tuple[Mapping[str, np.ndarray],
-                                                    Mapping[str, np.ndarray]]],
-                      score_metrics: bool, step: int, output_dir: str) -> dict[str, float]:
+  def process_outputs(
+    self,
+    outputs: Sequence[tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]]],
+    score_metrics: bool,
+    step: int,
+    output_dir: str,
+  ) -> dict[str, float]:
     """(global batch, model output) pairs of one eval or decode -> the task's metrics.
 
     Reads each row's key from the batch's provenance fields (pad rows skipped) and its score
@@ -399,20 +462,32 @@ class SeqIOInput(base_input.BaseInput):
       for row, (shard, index) in enumerate(zip(batch[SHARD_FIELD], batch[INDEX_FIELD])):
         if shard < 0:
           continue  # A pad row.
-        keyed.append(((int(shard), int(index)), {
-            SCORE_KEY if score_metrics else DECODER_OUT_KEY: _row_output(out, row, score_metrics)}))
+        keyed.append(
+          (
+            (int(shard), int(index)),
+            {SCORE_KEY if score_metrics else DECODER_OUT_KEY: _row_output(out, row, score_metrics)},
+          )
+        )
     metrics = {}
     for result in self.compute_metrics(keyed, score_metrics=score_metrics):
       metrics.update(result)
     os.makedirs(output_dir, exist_ok=True)
     seqio.loggers.JSONLogger(output_dir)(
-        task_name=self.mixture_or_task_inst.name, step=step,
-        metrics={k: v if isinstance(v, seqio.metrics.MetricValue) else seqio.metrics.Scalar(v)
-                 for k, v in metrics.items()},
-        dataset=None, inferences=None, targets=None)
-    return {k: float(v.value if isinstance(v, seqio.metrics.Scalar) else v)
-            for k, v in metrics.items()
-            if isinstance(v, (int, float, np.number, seqio.metrics.Scalar))}
+      task_name=self.mixture_or_task_inst.name,
+      step=step,
+      metrics={
+        k: v if isinstance(v, seqio.metrics.MetricValue) else seqio.metrics.Scalar(v)
+        for k, v in metrics.items()
+      },
+      dataset=None,
+      inferences=None,
+      targets=None,
+    )
+    return {
+      k: float(v.value if isinstance(v, seqio.metrics.Scalar) else v)
+      for k, v in metrics.items()
+      if isinstance(v, (int, float, np.number, seqio.metrics.Scalar))
+    }
 
 
 def _row_output(out: Mapping[str, np.ndarray], row: int, score_metrics: bool) -> Any:

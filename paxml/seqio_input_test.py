@@ -15,8 +15,14 @@ from paxml.tasks.lm import model_params
 
 _WORDS = "and the lord said unto moses go forth into land which i give thee".split()
 _NUM_CHAPTERS = 100  # One in twenty is held out: 5 validation chapters, 95 train.
-_LM_FIELDS = {"ids": np.int32, "labels": np.int32, "paddings": np.float32,
-              "weights": np.float32, "segment_ids": np.int32, "segment_pos": np.int32}
+_LM_FIELDS = {
+  "ids": np.int32,
+  "labels": np.int32,
+  "paddings": np.float32,
+  "weights": np.float32,
+  "segment_ids": np.int32,
+  "segment_pos": np.int32,
+}
 
 
 def _write_kjv(path):
@@ -32,12 +38,15 @@ def _write_kjv(path):
 def _lm_input(split, **fields):
   fields.setdefault("is_training", split == "train")
   return seqio_input.SeqIOInput(
-      mixture_name=kjv_seqio_tasks.LM_TASK, split_name=split, task_feature_lengths={"targets": 16},
-      feature_converter=seqio_input.LanguageModelFeatures(bos_id=tokenizer.BOS_ID), **fields)
+    mixture_name=kjv_seqio_tasks.LM_TASK,
+    split_name=split,
+    task_feature_lengths={"targets": 16},
+    feature_converter=seqio_input.LanguageModelFeatures(bos_id=tokenizer.BOS_ID),
+    **fields,
+  )
 
 
 class SeqIOInputTest(absltest.TestCase):
-
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
@@ -45,14 +54,21 @@ class SeqIOInputTest(absltest.TestCase):
     corpus = os.path.join(tmp, "kjv.txt")
     _write_kjv(corpus)
     cls.data_dir = os.path.join(tmp, "kjv_prepared")
-    cls.task = kjv_seqio_tasks.task(kjv_seqio_tasks.LM_TASK, data_dir=cls.data_dir,
-                                    corpus_path=corpus, vocab_size=300)
+    cls.task = kjv_seqio_tasks.task(
+      kjv_seqio_tasks.LM_TASK, data_dir=cls.data_dir, corpus_path=corpus, vocab_size=300
+    )
 
   def test_four_hosts_never_share_an_example_and_cover_the_split(self):
     seen = []
     for host in range(4):
-      inp = _lm_input("train", repeat=False, batch_size=1, num_infeed_hosts=4,
-                      infeed_host_index=host, input_random_seed=1)
+      inp = _lm_input(
+        "train",
+        repeat=False,
+        batch_size=1,
+        num_infeed_hosts=4,
+        infeed_host_index=host,
+        input_random_seed=1,
+      )
       rows = [tuple(b.labels[0]) for b in inp]
       self.assertNotEmpty(rows)
       seen.append(set(rows))
@@ -64,8 +80,9 @@ class SeqIOInputTest(absltest.TestCase):
   def test_finite_eval_gives_every_host_the_same_number_of_batches(self):
     counts, real = [], []
     for host in range(4):  # 5 validation chapters: shards of 2, 1, 1, 1.
-      inp = _lm_input("validation", reset_for_eval=True, batch_size=1, num_infeed_hosts=4,
-                      infeed_host_index=host)
+      inp = _lm_input(
+        "validation", reset_for_eval=True, batch_size=1, num_infeed_hosts=4, infeed_host_index=host
+      )
       for _ in range(2):  # A second eval after reset() reads the same epoch again.
         inp.reset()
         batches = list(inp)
@@ -103,8 +120,9 @@ class SeqIOInputTest(absltest.TestCase):
     np.testing.assert_array_equal(batch.ids[:, 1:], batch.labels[:, :-1])  # Shifted by one.
     np.testing.assert_array_equal(batch.weights, 1.0 - batch.paddings)
     # praxis' LanguageModel takes the batch as it is and scores each real token once.
-    model = model_params.small_language_model(vocab_size=300, model_dims=16, num_layers=1,
-                                              num_heads=2, hidden_dims=32, decode_seqlen=16)
+    model = model_params.small_language_model(
+      vocab_size=300, model_dims=16, num_layers=1, num_heads=2, hidden_dims=32, decode_seqlen=16
+    )
     variables = model.init(jax.random.PRNGKey(0), batch)
     metrics, per_example = model.apply(variables, batch)
     self.assertEqual(float(metrics["num_predictions"][0]), float(batch.weights.sum()))
@@ -130,8 +148,12 @@ class SeqIOInputTest(absltest.TestCase):
 
   def test_config_errors_say_what_to_do(self):
     with self.assertRaisesRegex(base_input.InputConfigError, "exactly one of mixture_name"):
-      seqio_input.SeqIOInput(mixture_name="kjv_lm", mixture_or_task=self.task, split_name="train",
-                             feature_converter=seqio_input.LanguageModelFeatures())
+      seqio_input.SeqIOInput(
+        mixture_name="kjv_lm",
+        mixture_or_task=self.task,
+        split_name="train",
+        feature_converter=seqio_input.LanguageModelFeatures(),
+      )
     with self.assertRaisesRegex(base_input.InputConfigError, "feature_converter is required"):
       seqio_input.SeqIOInput(mixture_name="kjv_lm", split_name="train")
 

@@ -48,8 +48,9 @@ def _as_nhwc(image: Any) -> np.ndarray:
     image = image[None]
   if image.ndim != 4 or image.shape[-1] not in (1, 3, 4):
     raise ValueError(
-        f"An image must be [H, W], [H, W, C] or [B, H, W, C] with C in (1, 3, 4); "
-        f"got shape {image.shape}.")
+      f"An image must be [H, W], [H, W, C] or [B, H, W, C] with C in (1, 3, 4); "
+      f"got shape {image.shape}."
+    )
   return image
 
 
@@ -156,7 +157,8 @@ class ThreadedSummaryWriter:
     self._wait_on_flush = wait_on_flush
     # One worker keeps the writes in order; more only for order-free writers.
     self._pool = concurrent.futures.ThreadPoolExecutor(
-        max_workers=max_workers, thread_name_prefix="summary_writer")
+      max_workers=max_workers, thread_name_prefix="summary_writer"
+    )
     self._pending: list[concurrent.futures.Future] = []
     self._lock = threading.Lock()
 
@@ -226,8 +228,9 @@ def _default_tag_to_key(tag: str) -> tuple[str, str]:
   key, sep, rest = tag.partition("/")
   if not sep or not key or not rest:
     raise ValueError(
-        f"Tag {tag!r} names no sub-directory; MultiDirectorySummaryWriter expects "
-        "'<key>/<tag>' such as 'dev/accuracy' (written to <root>/dev as 'accuracy').")
+      f"Tag {tag!r} names no sub-directory; MultiDirectorySummaryWriter expects "
+      "'<key>/<tag>' such as 'dev/accuracy' (written to <root>/dev as 'accuracy')."
+    )
   return key, rest
 
 
@@ -246,11 +249,16 @@ class MultiDirectorySummaryWriter:
   (default), processes other than 0 write nothing and create no directory.
   """
 
-  def __init__(self, root: str, keys: Iterable[str] = (), *,
-               only_from_leader_process: bool = True,
-               tag_to_key: Callable[[str], tuple[str, str]] = _default_tag_to_key,
-               dirname: Callable[[str, str], str] = os.path.join,
-               use_threaded_writer: bool = True):
+  def __init__(
+    self,
+    root: str,
+    keys: Iterable[str] = (),
+    *,
+    only_from_leader_process: bool = True,
+    tag_to_key: Callable[[str], tuple[str, str]] = _default_tag_to_key,
+    dirname: Callable[[str, str], str] = os.path.join,
+    use_threaded_writer: bool = True,
+  ):
     self.root = root
     self._tag_to_key = tag_to_key
     self._dirname = dirname
@@ -274,8 +282,9 @@ class MultiDirectorySummaryWriter:
     if key not in self._writers:
       if self._frozen:
         raise KeyError(
-            f"No summary sub-directory {key!r}; this writer was built with keys "
-            f"{sorted(self._writers)}. Add it to keys=, or build without keys.")
+          f"No summary sub-directory {key!r}; this writer was built with keys "
+          f"{sorted(self._writers)}. Add it to keys=, or build without keys."
+        )
       self._writers[key] = self._make(key)
     return self._writers[key]
 
@@ -303,14 +312,16 @@ class MultiDirectorySummaryWriter:
     key, rest = self._tag_to_key(tag)
     self.writer_for(key).histogram(rest, values, step, bins)
 
-  def as_result_processor(self, method: str | Callable[..., Any] | None = None
-                          ) -> Callable[[Mapping[str, Any], Any], None]:
+  def as_result_processor(
+    self, method: str | Callable[..., Any] | None = None
+  ) -> Callable[[Mapping[str, Any], Any], None]:
     """Returns `fn(results_by_dataset, train_state)` writing each to `<root>/<name>`.
 
     By default each result's `write_to_tensorboard(train_state, writer)` is
     called (bobbin's `EvalResults`); `method` may name another method or be
     a function `(results, train_state, writer)`.
     """
+
     def process(results_by_dataset: Mapping[str, Any], train_state: Any) -> None:
       for name, results in results_by_dataset.items():
         writer = self.writer_for(name)
@@ -318,6 +329,7 @@ class MultiDirectorySummaryWriter:
           method(results, train_state, writer)
         else:
           getattr(results, method or "write_to_tensorboard")(train_state, writer)
+
     return process
 
   def flush(self) -> None:

@@ -17,12 +17,12 @@ from paxml.testing import event_files
 
 def _read_scalars(directory):
   """Returns {tag: [(step, value), ...]} from the event files in `directory`."""
-  return {tag: sorted(values.items())
-          for tag, values in event_files.read_scalars(directory).items()}
+  return {
+    tag: sorted(values.items()) for tag, values in event_files.read_scalars(directory).items()
+  }
 
 
 class SummaryWriterTest(absltest.TestCase):
-
   def test_scalars_are_written_under_summaries_train(self):
     job_log_dir = self.create_tempdir().full_path
     with summaries.SummaryWriter(job_log_dir, "train") as writer:
@@ -32,8 +32,8 @@ class SummaryWriterTest(absltest.TestCase):
     self.assertEqual(writer.directory, directory)
     self.assertLen(glob.glob(os.path.join(directory, "events.out.tfevents.*")), 1)
     self.assertEqual(
-        _read_scalars(directory),
-        {"loss": [(10, 2.5), (20, 1.25)], "Steps/sec": [(10, 4.0), (20, 5.0)]},
+      _read_scalars(directory),
+      {"loss": [(10, 2.5), (20, 1.25)], "Steps/sec": [(10, 4.0), (20, 5.0)]},
     )
 
   def test_flush_makes_values_readable_before_close(self):
@@ -52,13 +52,12 @@ class SummaryWriterTest(absltest.TestCase):
 
 
 class EventFileWriterTest(absltest.TestCase):
-
   def test_bobbin_style_methods_write_their_kinds(self):
     log_dir = self.create_tempdir().full_path
     with summaries.EventFileWriter(log_dir) as writer:
       writer.scalar("a", jnp.float32(1.5), 3)
-      writer.image("img", np.zeros((4, 5)), 3)            # [H, W]
-      writer.image("imgs", np.zeros((2, 4, 5, 3)), 3)     # [B, H, W, C]
+      writer.image("img", np.zeros((4, 5)), 3)  # [H, W]
+      writer.image("imgs", np.zeros((2, 4, 5, 3)), 3)  # [B, H, W, C]
       writer.text("t", "hello", 3)
       writer.histogram("h", np.arange(10.0), 3)
     self.assertEqual(event_files.tags(log_dir), ["a", "h", "img", "imgs", "t"])
@@ -73,22 +72,30 @@ class EventFileWriterTest(absltest.TestCase):
 
 
 class NullSummaryWriterTest(absltest.TestCase):
-
   def test_stands_in_for_every_writer_method(self):
     # It replaces EventFileWriter and SummaryWriter where nothing may be written (non-leader
     # hosts), so it must have every public method either has.
     def public(cls):
-      return {name for name in dir(cls) if not name.startswith("_") and callable(getattr(cls, name))}
+      return {
+        name for name in dir(cls) if not name.startswith("_") and callable(getattr(cls, name))
+      }
+
     missing = (public(summaries.EventFileWriter) | public(summaries.SummaryWriter)) - public(
-        summaries.NullSummaryWriter)
+      summaries.NullSummaryWriter
+    )
     self.assertEmpty(missing - {"open"})
 
   def test_writes_nothing(self):
     with mock.patch("builtins.open", side_effect=AssertionError("opened a file")):
       with summaries.NullSummaryWriter() as writer:
-        results = [writer.scalars(1, {"a": 1.0}), writer.scalar("a", 1.0, 1),
-                   writer.image("i", np.zeros((2, 2)), 1), writer.text("t", "x", 1),
-                   writer.histogram("h", [1.0], 1), writer.flush()]
+        results = [
+          writer.scalars(1, {"a": 1.0}),
+          writer.scalar("a", 1.0, 1),
+          writer.image("i", np.zeros((2, 2)), 1),
+          writer.text("t", "x", 1),
+          writer.histogram("h", [1.0], 1),
+          writer.flush(),
+        ]
     self.assertEqual(results, [None] * 6)
 
 
@@ -104,16 +111,16 @@ class _Recorder:
       if self.block is not None and name != "close":
         self.block.wait(5)
       self.calls.append((name, args, threading.current_thread().name))
+
     return record
 
 
 class ThreadedSummaryWriterTest(parameterized.TestCase):
-
   @parameterized.parameters(
-      ("scalar", ("loss", jnp.float32(2.0), 5)),
-      ("image", ("img", jnp.zeros((4, 4)), 5, 3)),
-      ("text", ("t", "hello", 5)),
-      ("histogram", ("h", jnp.arange(4.0), 5, None)),
+    ("scalar", ("loss", jnp.float32(2.0), 5)),
+    ("image", ("img", jnp.zeros((4, 4)), 5, 3)),
+    ("text", ("t", "hello", 5)),
+    ("histogram", ("h", jnp.arange(4.0), 5, None)),
   )
   def test_forwards_host_copies_from_a_background_thread(self, method, args):
     base = _Recorder()
@@ -160,27 +167,26 @@ class ThreadedSummaryWriterTest(parameterized.TestCase):
       for step in range(5):
         writer.scalars(step, {"loss": jnp.float32(step * 0.5)})
       writer.flush()
-      self.assertEqual(_read_scalars(log_dir)["loss"],
-                       [(s, s * 0.5) for s in range(5)])
+      self.assertEqual(_read_scalars(log_dir)["loss"], [(s, s * 0.5) for s in range(5)])
 
 
 class MultiDirectorySummaryWriterTest(absltest.TestCase):
-
   def test_routes_tag_prefix_to_sub_directory(self):
     root = self.create_tempdir().full_path
     with summaries.MultiDirectorySummaryWriter(root) as writer:
       writer.scalar("dev/accuracy", 0.5, 10)
       writer.scalars(20, {"dev/accuracy": 0.75, "test/accuracy": 0.25})
     self.assertCountEqual(os.listdir(root), ["dev", "test"])
-    self.assertEqual(_read_scalars(os.path.join(root, "dev")),
-                     {"accuracy": [(10, 0.5), (20, 0.75)]})
-    self.assertEqual(_read_scalars(os.path.join(root, "test")),
-                     {"accuracy": [(20, 0.25)]})
+    self.assertEqual(
+      _read_scalars(os.path.join(root, "dev")), {"accuracy": [(10, 0.5), (20, 0.75)]}
+    )
+    self.assertEqual(_read_scalars(os.path.join(root, "test")), {"accuracy": [(20, 0.25)]})
 
   def test_frozen_keys_and_untagged_names_fail_with_advice(self):
     root = self.create_tempdir().full_path
     with summaries.MultiDirectorySummaryWriter(
-        root, keys=["dev"], use_threaded_writer=False) as writer:
+      root, keys=["dev"], use_threaded_writer=False
+    ) as writer:
       with self.assertRaisesRegex(KeyError, "keys="):
         writer.scalar("tset/accuracy", 1.0, 1)
       with self.assertRaisesRegex(ValueError, "dev/accuracy"):
@@ -194,8 +200,7 @@ class MultiDirectorySummaryWriterTest(absltest.TestCase):
         self.assertIsInstance(writer.writer_for("dev"), summaries.NullSummaryWriter)
     self.assertEqual(os.listdir(root), [])
     with mock.patch.object(jax, "process_index", return_value=1):
-      with summaries.MultiDirectorySummaryWriter(
-          root, only_from_leader_process=False) as writer:
+      with summaries.MultiDirectorySummaryWriter(root, only_from_leader_process=False) as writer:
         writer.scalar("dev/accuracy", 0.5, 10)
     self.assertEqual(os.listdir(root), ["dev"])
 
@@ -213,8 +218,7 @@ class MultiDirectorySummaryWriterTest(absltest.TestCase):
       process = writer.as_result_processor()
       process({"dev": Results(0.5), "test": Results(0.25)}, {"step": 7})
     self.assertEqual(_read_scalars(os.path.join(root, "dev")), {"accuracy": [(7, 0.5)]})
-    self.assertEqual(_read_scalars(os.path.join(root, "test")),
-                     {"accuracy": [(7, 0.25)]})
+    self.assertEqual(_read_scalars(os.path.join(root, "test")), {"accuracy": [(7, 0.25)]})
 
 
 if __name__ == "__main__":

@@ -32,16 +32,16 @@ class SyntheticLmInput:
   """
 
   def __init__(
-      self,
-      *,
-      batch_size: int,
-      seq_len: int,
-      vocab_size: int,
-      max_stride: int | None = None,
-      seed: int | None = None,
-      infeed_host_index: int = 0,
-      is_training: bool = True,
-      name: str | None = None,
+    self,
+    *,
+    batch_size: int,
+    seq_len: int,
+    vocab_size: int,
+    max_stride: int | None = None,
+    seed: int | None = None,
+    infeed_host_index: int = 0,
+    is_training: bool = True,
+    name: str | None = None,
   ):
     """Creates the input; no batches are generated yet.
 
@@ -60,16 +60,13 @@ class SyntheticLmInput:
       name: names the dataset's summaries and outputs (eval_test_<name>, decoder_out/<name>).
     """
     if batch_size < 1 or seq_len < 1:
-      raise ValueError(
-          f"batch_size and seq_len must be positive, got {batch_size} and {seq_len}"
-      )
+      raise ValueError(f"batch_size and seq_len must be positive, got {batch_size} and {seq_len}")
     if vocab_size < 2:
       raise ValueError(f"vocab_size must be at least 2, got {vocab_size}")
     max_stride = vocab_size - 1 if max_stride is None else max_stride
     if not 1 <= max_stride < vocab_size:
       raise ValueError(
-          f"max_stride must lie in [1, vocab_size - 1] = [1, {vocab_size - 1}], "
-          f"got {max_stride}"
+        f"max_stride must lie in [1, vocab_size - 1] = [1, {vocab_size - 1}], got {max_stride}"
       )
     self.batch_size = batch_size
     self.seq_len = seq_len
@@ -83,9 +80,7 @@ class SyntheticLmInput:
 
   def get_next(self) -> dict[str, np.ndarray]:
     """Returns the next batch; the stream never ends."""
-    rng = np.random.default_rng(
-        [self._seed, self.infeed_host_index, self._num_batches]
-    )
+    rng = np.random.default_rng([self._seed, self.infeed_host_index, self._num_batches])
     self._num_batches += 1
     shape = (self.batch_size, 1)
     start = rng.integers(0, self.vocab_size, size=shape)
@@ -94,15 +89,15 @@ class SyntheticLmInput:
     tokens = (start + stride * np.arange(self.seq_len + 1)) % self.vocab_size
     tokens = tokens.astype(np.int32)  # [batch_size, seq_len + 1]
     positions = np.broadcast_to(
-        np.arange(self.seq_len, dtype=np.int32), (self.batch_size, self.seq_len)
+      np.arange(self.seq_len, dtype=np.int32), (self.batch_size, self.seq_len)
     )
     return {
-        "ids": tokens[:, :-1],
-        "labels": tokens[:, 1:],
-        "weights": np.ones((self.batch_size, self.seq_len), np.float32),
-        "paddings": np.zeros((self.batch_size, self.seq_len), np.float32),
-        "segment_ids": np.ones((self.batch_size, self.seq_len), np.int32),
-        "segment_pos": positions.copy(),
+      "ids": tokens[:, :-1],
+      "labels": tokens[:, 1:],
+      "weights": np.ones((self.batch_size, self.seq_len), np.float32),
+      "paddings": np.zeros((self.batch_size, self.seq_len), np.float32),
+      "segment_ids": np.ones((self.batch_size, self.seq_len), np.int32),
+      "segment_pos": positions.copy(),
     }
 
   def get_state(self) -> dict[str, Any]:

@@ -15,12 +15,15 @@ def _input(**overrides):
 
 
 class SyntheticLmInputTest(absltest.TestCase):
-
   def test_keys_shapes_and_dtypes(self):
     batch = _input().get_next()
     want = {
-        "ids": np.int32, "labels": np.int32, "weights": np.float32,
-        "paddings": np.float32, "segment_ids": np.int32, "segment_pos": np.int32,
+      "ids": np.int32,
+      "labels": np.int32,
+      "weights": np.float32,
+      "paddings": np.float32,
+      "segment_ids": np.int32,
+      "segment_pos": np.int32,
     }
     self.assertEqual(set(batch), set(want))
     for key, dtype in want.items():
@@ -42,9 +45,7 @@ class SyntheticLmInputTest(absltest.TestCase):
     ids, labels = batch["ids"], batch["labels"]
     self.assertTrue(((ids >= 0) & (ids < vocab)).all())
     # The next token follows from the previous two.
-    np.testing.assert_array_equal(
-        labels[:, 1:], (2 * ids[:, 1:] - ids[:, :-1]) % vocab
-    )
+    np.testing.assert_array_equal(labels[:, 1:], (2 * ids[:, 1:] - ids[:, :-1]) % vocab)
     strides = (ids[:, 1] - ids[:, 0]) % vocab
     self.assertTrue(((strides >= 1) & (strides <= 5)).all())
     # Rows differ: starts and strides are random per row.
@@ -78,9 +79,9 @@ class SyntheticLmInputTest(absltest.TestCase):
       np.testing.assert_array_equal(resumed.get_next()["ids"], want)
 
   def test_unseeded_inputs_differ(self):
-    self.assertFalse(np.array_equal(
-        _input(seed=None).get_next()["ids"], _input(seed=None).get_next()["ids"]
-    ))
+    self.assertFalse(
+      np.array_equal(_input(seed=None).get_next()["ids"], _input(seed=None).get_next()["ids"])
+    )
 
   def test_bad_arguments_explain_the_range(self):
     with self.assertRaisesRegex(ValueError, r"max_stride must lie in .* = \[1, 16\], got 17"):

@@ -57,8 +57,10 @@ class CheckpointLoadingRules:
 
   def __post_init__(self):
     if not self.load_rules:
-      raise ValueError("CheckpointLoadingRules.load_rules is empty; give at least one "
-                       "(target regex, source format) pair, e.g. (r'params/(.*)', 'params/{}')")
+      raise ValueError(
+        "CheckpointLoadingRules.load_rules is empty; give at least one "
+        "(target regex, source format) pair, e.g. (r'params/(.*)', 'params/{}')"
+      )
     for pattern in [p for p, _ in self.load_rules] + list(self.ignore_rules):
       try:
         re.compile(pattern)
@@ -115,14 +117,20 @@ class TaskConfig:
   random_seed: int = 1234
   """Seeds parameter initialisation and per-step randomness (dropout)."""
   init_from_checkpoint_rules: Mapping[str, CheckpointLoadingRules] = dataclasses.field(
-      default_factory=dict)
+    default_factory=dict
+  )
   """Warm start: {another run's job_log_dir or checkpoint directory: which of its arrays to
   load, under which names}, applied when this run has no checkpoint of its own yet
   (paxml/warm_start.py)."""
 
   def __post_init__(self):
-    for name in ("num_train_steps", "save_interval_steps", "save_max_to_keep",
-                 "summary_interval_steps", "num_microbatches"):
+    for name in (
+      "num_train_steps",
+      "save_interval_steps",
+      "save_max_to_keep",
+      "summary_interval_steps",
+      "num_microbatches",
+    ):
       if getattr(self, name) < 1:
         raise ValueError(f"TaskConfig.{name} must be at least 1, got {getattr(self, name)}")
     for name in ("eval_interval_steps", "decode_interval_steps", "max_consecutive_skipped_steps"):
@@ -134,14 +142,16 @@ class TaskConfig:
     if self.optimizer is None:
       if self.learning_rate is None or self.learning_rate <= 0:
         raise ValueError(
-            "TaskConfig needs an optimizer: set `optimizer` to a praxis.optimizers config "
-            "(e.g. optimizers.Adam.HParams.config(learning_rate=1e-3)) or give a positive "
-            f"`learning_rate` for plain Adam; got optimizer=None, learning_rate="
-            f"{self.learning_rate}")
+          "TaskConfig needs an optimizer: set `optimizer` to a praxis.optimizers config "
+          "(e.g. optimizers.Adam.HParams.config(learning_rate=1e-3)) or give a positive "
+          f"`learning_rate` for plain Adam; got optimizer=None, learning_rate="
+          f"{self.learning_rate}"
+        )
     elif self.learning_rate is not None or self.warmup_steps:
       raise ValueError(
-          "TaskConfig: `learning_rate` and `warmup_steps` are the shorthand for optimizer=None; "
-          "with an optimizer config set its `learning_rate` and `lr_schedule` instead")
+        "TaskConfig: `learning_rate` and `warmup_steps` are the shorthand for optimizer=None; "
+        "with an optimizer config set its `learning_rate` and `lr_schedule` instead"
+      )
 
   def optimizer_config(self) -> Any:
     """The praxis optimizer config this task trains with (the shorthand spelt out)."""
@@ -149,10 +159,12 @@ class TaskConfig:
       return self.optimizer
     schedule = schedules.Constant.HParams.config(value=1.0, warmup_steps=self.warmup_steps)
     return optimizers.Adam.HParams.config(
-        learning_rate=self.learning_rate, lr_schedule=schedule,
-        clip_gradient_norm_to_value=self.clip_gradient_norm_to_value or 0.0,
-        # Plain Adam, as the shorthand promises: no per-tensor update capping.
-        clip_threshold=0.0)
+      learning_rate=self.learning_rate,
+      lr_schedule=schedule,
+      clip_gradient_norm_to_value=self.clip_gradient_norm_to_value or 0.0,
+      # Plain Adam, as the shorthand promises: no per-tensor update capping.
+      clip_threshold=0.0,
+    )
 
 
 def transformer_dims(model: Any) -> tuple[int, int, int] | None:
@@ -192,9 +204,12 @@ def task_from_fields(experiment: Any, model: nn.Module, **overrides: Any) -> Tas
   names = {field.name for field in dataclasses.fields(TaskConfig)} - {"model"}
   unknown = sorted(set(overrides) - names)
   if unknown:
-    raise TypeError(f"task_from_fields: {', '.join(unknown)} is not a TaskConfig field; "
-                    f"the fields are {', '.join(sorted(names))}")
-  values = {name: getattr(experiment, name.upper()) for name in names
-            if hasattr(experiment, name.upper())}
+    raise TypeError(
+      f"task_from_fields: {', '.join(unknown)} is not a TaskConfig field; "
+      f"the fields are {', '.join(sorted(names))}"
+    )
+  values = {
+    name: getattr(experiment, name.upper()) for name in names if hasattr(experiment, name.upper())
+  }
   values.update(overrides)
   return TaskConfig(model=model, **values)

@@ -63,8 +63,9 @@ class Optimizer:
     return optimizers.current_learning_rate(self.config, opt_state)
 
 
-def make_optimizer(task: tasks_lib.TaskConfig,
-                   params: Any = None) -> tuple[Optimizer, Callable[[Any], jax.Array]]:
+def make_optimizer(
+  task: tasks_lib.TaskConfig, params: Any = None
+) -> tuple[Optimizer, Callable[[Any], jax.Array]]:
   """Returns (the task's optimizer, its learning rate as a function of the update count).
 
   `params` (optional, e.g. the abstract weights) lets the builder log which weights the
@@ -82,8 +83,12 @@ def sample_batch(spec: Any) -> Any:
   return jax.tree.map(lambda x: jnp.zeros((1,) + tuple(x.shape[1:]), x.dtype), spec)
 
 
-def init_state(model: nn.Module, optimizer: Optimizer | optax.GradientTransformation,
-               rng: jax.Array, batch_spec: Any) -> TrainState:
+def init_state(
+  model: nn.Module,
+  optimizer: Optimizer | optax.GradientTransformation,
+  rng: jax.Array,
+  batch_spec: Any,
+) -> TrainState:
   """The step-0 state, weights still boxed with their logical axes (`nn.unbox` removes them).
 
   The optimizer state is built from the boxed weights, so Adam's moments (and an EMA) carry the
@@ -92,10 +97,10 @@ def init_state(model: nn.Module, optimizer: Optimizer | optax.GradientTransforma
   # init_boxed, not init: Pax's `init` returns plain arrays; the boxes carry the sharding names.
   params = base_layer.init_boxed(model, rng, pytypes.NestedMap(sample_batch(batch_spec)))["params"]
   return TrainState(
-      step=jnp.zeros((), jnp.int32),
-      params=params,
-      opt_state=optimizer.init(params),
-      skipped_steps=jnp.zeros((), jnp.int32),
+    step=jnp.zeros((), jnp.int32),
+    params=params,
+    opt_state=optimizer.init(params),
+    skipped_steps=jnp.zeros((), jnp.int32),
   )
 
 
@@ -114,21 +119,27 @@ class StateLayout:
   def abstract(self) -> TrainState:
     """ShapeDtypeStructs with their shardings: the target for a checkpoint restore."""
     return jax.tree.map(
-        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-        nn.unbox(self.boxed), self.shardings)
+      lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+      nn.unbox(self.boxed),
+      self.shardings,
+    )
 
   def initialize(self, rng: jax.Array) -> TrainState:
     """A fresh state, created directly in its shards (never whole on one device)."""
     return jax.jit(self.init_fn, out_shardings=self.shardings)(rng)
 
 
-def state_layout(task: tasks_lib.TaskConfig, optimizer: Optimizer | optax.GradientTransformation,
-                 partitioner: partitioning.Partitioner, batch_spec: Any,
-                 rng: jax.Array) -> StateLayout:
+def state_layout(
+  task: tasks_lib.TaskConfig,
+  optimizer: Optimizer | optax.GradientTransformation,
+  partitioner: partitioning.Partitioner,
+  batch_spec: Any,
+  rng: jax.Array,
+) -> StateLayout:
   boxed_init = functools.partial(init_state, task.model, optimizer, batch_spec=batch_spec)
   boxed = jax.eval_shape(boxed_init, rng)
   return StateLayout(
-      boxed=boxed,
-      shardings=partitioner.state_shardings(boxed),
-      init_fn=lambda r: nn.unbox(boxed_init(r)),
+    boxed=boxed,
+    shardings=partitioner.state_shardings(boxed),
+    init_fn=lambda r: nn.unbox(boxed_init(r)),
   )

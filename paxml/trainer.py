@@ -32,7 +32,6 @@ from paxml import job_lock
 from paxml import partitioning
 from paxml import preemption
 from paxml import progress
-from paxml import summaries
 from paxml import tasks_lib
 from paxml import train_states
 from paxml import triggers
@@ -43,16 +42,18 @@ from praxis import pytypes
 Metrics = dict[str, jax.Array]
 
 
-def _apply_for_training(model: Any, params: Any, batch: pytypes.NestedMap,
-                        rng: jax.Array) -> dict[str, tuple[jax.Array, jax.Array]]:
+def _apply_for_training(
+  model: Any, params: Any, batch: pytypes.NestedMap, rng: jax.Array
+) -> dict[str, tuple[jax.Array, jax.Array]]:
   """The model's metrics on `batch` with dropout on and the sown aux losses in `total_loss`.
 
   praxis' convention (praxis/layers/models.py): a "dropout" rng turns dropout on, and a mutable
   "aux_loss" collection lets the model add every layer's `add_aux_loss` into total_loss. The
   collection itself is discarded: it is per step, not state.
   """
-  (metrics, _), _ = model.apply({"params": params}, batch, rngs={"dropout": rng},
-                                mutable=[base_layer.AUX_LOSS])
+  (metrics, _), _ = model.apply(
+    {"params": params}, batch, rngs={"dropout": rng}, mutable=[base_layer.AUX_LOSS]
+  )
   return metrics
 
 
@@ -74,9 +75,11 @@ def _loss_and_grads(params, batch, rng, model, num_microbatches):
     return grads, metrics
 
   if num_microbatches == 1:
+
     def mean_loss(p):
       metrics = _apply_for_training(model, p, batch, rng)
       return metrics["total_loss"][0], metrics
+
     (_, metrics), grads = jax.value_and_grad(mean_loss, has_aux=True)(params)
     return grads, metrics
 
@@ -93,18 +96,21 @@ def _loss_and_grads(params, batch, rng, model, num_microbatches):
     grads, metrics = microbatch(mb, jax.random.fold_in(rng, index))
     grad_sum, metric_sums = carry
     grad_sum = jax.tree.map(jnp.add, grad_sum, grads)
-    metric_sums = {k: (s[0] + v * w, s[1] + w) for (k, (v, w)), s in
-                   zip(metrics.items(), metric_sums.values())}
+    metric_sums = {
+      k: (s[0] + v * w, s[1] + w) for (k, (v, w)), s in zip(metrics.items(), metric_sums.values())
+    }
     return (grad_sum, metric_sums), None
 
   zero_grads = jax.tree.map(jnp.zeros_like, params)
-  metric_shapes = jax.eval_shape(lambda: microbatch(
-      jax.tree.map(lambda x: x[0], microbatches), rng)[1])
-  zero_metrics = {k: (jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32))
-                  for k in metric_shapes}
+  metric_shapes = jax.eval_shape(
+    lambda: microbatch(jax.tree.map(lambda x: x[0], microbatches), rng)[1]
+  )
+  zero_metrics = {
+    k: (jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32)) for k in metric_shapes
+  }
   (grad_sum, metric_sums), _ = jax.lax.scan(
-      accumulate, (zero_grads, zero_metrics),
-      (jnp.arange(num_microbatches), microbatches))
+    accumulate, (zero_grads, zero_metrics), (jnp.arange(num_microbatches), microbatches)
+  )
   total_weight = jnp.maximum(metric_sums["total_loss"][1], 1e-8)
   grads = jax.tree.map(lambda g: g / total_weight, grad_sum)
   metrics = {k: (s / jnp.maximum(w, 1e-8), w) for k, (s, w) in metric_sums.items()}
@@ -112,13 +118,13 @@ def _loss_and_grads(params, batch, rng, model, num_microbatches):
 
 
 def train_step(
-    state: train_states.TrainState,
-    batch: pytypes.NestedMap,
-    rng: jax.Array,
-    *,
-    model: Any,
-    optimizer: train_states.Optimizer,
-    num_microbatches: int = 1,
+  state: train_states.TrainState,
+  batch: pytypes.NestedMap,
+  rng: jax.Array,
+  *,
+  model: Any,
+  optimizer: train_states.Optimizer,
+  num_microbatches: int = 1,
 ) -> tuple[train_states.TrainState, Metrics]:
   """One update on `batch`; returns the new state and scalar metrics.
 
@@ -130,8 +136,7 @@ def train_step(
   # The same base key every step, folded with the step: dropout masks differ
   # per step yet a resumed run reproduces them exactly.
   step_rng = jax.random.fold_in(rng, state.step)
-  grads, model_metrics = _loss_and_grads(
-      state.params, batch, step_rng, model, num_microbatches)
+  grads, model_metrics = _loss_and_grads(state.params, batch, step_rng, model, num_microbatches)
   loss = model_metrics["total_loss"][0]
   raw_norm = optax.global_norm(grads)
   updates, new_opt_state = optimizer.update(grads, state.opt_state, state.params)
@@ -139,31 +144,35 @@ def train_step(
   valid = jnp.isfinite(loss) & jnp.isfinite(raw_norm)
   keep_old = functools.partial(jax.tree.map, lambda new, old: jnp.where(valid, new, old))
   new_state = train_states.TrainState(
-      step=state.step + 1,
-      params=keep_old(new_params, state.params),
-      opt_state=keep_old(new_opt_state, state.opt_state),
-      skipped_steps=state.skipped_steps + (~valid).astype(jnp.int32),
+    step=state.step + 1,
+    params=keep_old(new_params, state.params),
+    opt_state=keep_old(new_opt_state, state.opt_state),
+    skipped_steps=state.skipped_steps + (~valid).astype(jnp.int32),
   )
   clipped_norm = raw_norm
   if optimizer.clip_gradient_norm_to_value > 0:
     # What the optimizer's clip_by_global_norm leaves: g * min(1, c / |g|) has norm min(|g|, c).
     clipped_norm = jnp.minimum(raw_norm, optimizer.clip_gradient_norm_to_value)
   metrics = {
-      "loss": loss,
-      # The rate this update used, from the optimizer's count of updates applied so far.
-      "lr": optimizer.learning_rate(state.opt_state),
-      "learning/raw_grad_norm": raw_norm,
-      "learning/clipped_grad_norm": clipped_norm,
-      "learning/is_valid_step": valid.astype(jnp.float32),
-      "learning/skipped_steps": new_state.skipped_steps,
+    "loss": loss,
+    # The rate this update used, from the optimizer's count of updates applied so far.
+    "lr": optimizer.learning_rate(state.opt_state),
+    "learning/raw_grad_norm": raw_norm,
+    "learning/clipped_grad_norm": clipped_norm,
+    "learning/is_valid_step": valid.astype(jnp.float32),
+    "learning/skipped_steps": new_state.skipped_steps,
   }
   metrics.update({f"Metrics/{k}": v for k, (v, _) in model_metrics.items()})
   return new_state, metrics
 
 
 def train_and_evaluate(
-    experiment: base_experiment.BaseExperiment, job_log_dir: str, *,
-    eval_on_test: bool = False, decode_during_train: bool = False, profiler=None,
+  experiment: base_experiment.BaseExperiment,
+  job_log_dir: str,
+  *,
+  eval_on_test: bool = False,
+  decode_during_train: bool = False,
+  profiler=None,
 ) -> dict[str, float]:
   """Trains `experiment` up to its `num_train_steps`, resuming if possible.
 
@@ -185,8 +194,13 @@ def train_and_evaluate(
   # Before anything else touches the directory: a second trainer must not overwrite the
   # config files or clean up the first one's in-progress checkpoint.
   with job_lock.JobLease(job_log_dir):
-    return _train(experiment, job_log_dir, eval_on_test=eval_on_test,
-                  decode_during_train=decode_during_train, profiler=profiler)
+    return _train(
+      experiment,
+      job_log_dir,
+      eval_on_test=eval_on_test,
+      decode_during_train=decode_during_train,
+      profiler=profiler,
+    )
 
 
 class TrainingDivergedError(RuntimeError):
@@ -217,14 +231,21 @@ class _SkipWatch:
     self._last_step, self._last_skipped = step, skipped_total
     if self.limit and self._run >= self.limit:
       raise TrainingDivergedError(
-          f"the last {self._run} steps (to step {step}) were all skipped because the loss or "
-          "the gradient norm was NaN/Inf; stopping (max_consecutive_skipped_steps="
-          f"{self.limit}). The checkpoints hold the weights from before; lower the learning "
-          "rate or check the data, then run again.")
+        f"the last {self._run} steps (to step {step}) were all skipped because the loss or "
+        "the gradient norm was NaN/Inf; stopping (max_consecutive_skipped_steps="
+        f"{self.limit}). The checkpoints hold the weights from before; lower the learning "
+        "rate or check the data, then run again."
+      )
 
 
-def _train(experiment: base_experiment.BaseExperiment, job_log_dir: str, *,
-           eval_on_test: bool, decode_during_train: bool, profiler) -> dict[str, float]:
+def _train(
+  experiment: base_experiment.BaseExperiment,
+  job_log_dir: str,
+  *,
+  eval_on_test: bool,
+  decode_during_train: bool,
+  profiler,
+) -> dict[str, float]:
   """`train_and_evaluate` once it holds the job_log_dir lease."""
   task = experiment.task()
   datasets = experiment.datasets()
@@ -238,53 +259,71 @@ def _train(experiment: base_experiment.BaseExperiment, job_log_dir: str, *,
   partitioner.check_global_batch(global_batch_size)
   if global_batch_size % (partitioner.num_batch_shards * task.num_microbatches):
     raise partitioning.MeshError(
-        f"num_microbatches={task.num_microbatches} does not split the global batch of "
-        f"{global_batch_size} rows into equal microbatches over {partitioner.num_batch_shards} "
-        "batch shards; pick a divisor")
+      f"num_microbatches={task.num_microbatches} does not split the global batch of "
+      f"{global_batch_size} rows into equal microbatches over {partitioner.num_batch_shards} "
+      "batch shards; pick a divisor"
+    )
   optimizer, _ = train_states.make_optimizer(task)
   layout = train_states.state_layout(task, optimizer, partitioner, host_batch, init_rng)
   job_files.write_post_init_files(
-      job_log_dir, layout.boxed.params, layout.shardings.params, host_batch)
+    job_log_dir, layout.boxed.params, layout.shardings.params, host_batch
+  )
   programs = eval_lib.Programs.create(
-      experiment, task.model, partitioner, layout.shardings.params, job_log_dir,
-      with_eval_test=eval_on_test, with_decode=decode_during_train,
-      random_seed=task.random_seed)
+    experiment,
+    task.model,
+    partitioner,
+    layout.shardings.params,
+    job_log_dir,
+    with_eval_test=eval_on_test,
+    with_decode=decode_during_train,
+    random_seed=task.random_seed,
+  )
 
-  with checkpoints.Checkpointer(
+  with (
+    checkpoints.Checkpointer(
       job_log_dir,
       save_interval_steps=task.save_interval_steps,
       max_to_keep=task.save_max_to_keep,
       save_keep_interval_duration=task.save_keep_interval_duration,
-  ) as checkpointer, preemption.PreemptionGuard() as preempt, programs:
+    ) as checkpointer,
+    preemption.PreemptionGuard() as preempt,
+    programs,
+  ):
     restored = checkpointer.restore(layout.abstract)
     if restored is not None:
       state = restored.state
       train_input.set_state(restored.input_state)
-      logging.info("Restored checkpoint at step %d from %s; resuming",
-                   restored.step, checkpointer.directory)
+      logging.info(
+        "Restored checkpoint at step %d from %s; resuming", restored.step, checkpointer.directory
+      )
     else:
       state = layout.initialize(init_rng)
       num_params = sum(x.size for x in jax.tree.leaves(state.params))
-      logging.info("No checkpoint in %s; initialised a new model with %d parameters on mesh %s",
-                   checkpointer.directory, num_params, dict(partitioner.mesh.shape))
+      logging.info(
+        "No checkpoint in %s; initialised a new model with %d parameters on mesh %s",
+        checkpointer.directory,
+        num_params,
+        dict(partitioner.mesh.shape),
+      )
       if task.init_from_checkpoint_rules:
         state = warm_start.apply(state, layout.abstract, task.init_from_checkpoint_rules)
 
     step = int(state.step)
     if step >= task.num_train_steps:
-      logging.info("Already at step %d of num_train_steps=%d; nothing to train",
-                   step, task.num_train_steps)
+      logging.info(
+        "Already at step %d of num_train_steps=%d; nothing to train", step, task.num_train_steps
+      )
       return {"step": float(step)}
 
     # Compiled once; the state is donated so its buffers are reused for the new state
     # instead of holding two copies of parameters and moments.
     step_fn = jax.jit(
-        functools.partial(
-            train_step, model=task.model, optimizer=optimizer,
-            num_microbatches=task.num_microbatches),
-        in_shardings=(layout.shardings, partitioner.batch_sharding(), partitioner.replicated()),
-        out_shardings=(layout.shardings, partitioner.replicated()),
-        donate_argnums=0,
+      functools.partial(
+        train_step, model=task.model, optimizer=optimizer, num_microbatches=task.num_microbatches
+      ),
+      in_shardings=(layout.shardings, partitioner.batch_sharding(), partitioner.replicated()),
+      out_shardings=(layout.shardings, partitioner.replicated()),
+      donate_argnums=0,
     )
     last = task.num_train_steps
     summary_due = triggers.StepInterval(task.summary_interval_steps) | triggers.AtSteps(last)
@@ -296,16 +335,20 @@ def _train(experiment: base_experiment.BaseExperiment, job_log_dir: str, *,
       decode_due |= triggers.StepInterval(task.decode_interval_steps)
     # Asking every process is a collective: once per step alone, once per summary with others.
     preemption_check = triggers.StepInterval(
-        1 if jax.process_count() == 1 else task.summary_interval_steps)
+      1 if jax.process_count() == 1 else task.summary_interval_steps
+    )
     meter = progress.ProgressMeter(
-        num_train_steps=last,
-        tokens_per_step=global_batch_size * host_batch.ids.shape[1],
-        flops_per_token=progress.flops_per_token(
-            _num_matmul_params(layout.boxed.params), tasks_lib.transformer_dims(task.model),
-            host_batch.ids.shape[1]),
-        num_devices=partitioner.mesh.size,
-        peak_flops_per_device=progress.peak_flops_per_device(jax.devices()[0]),
-        start_step=step)
+      num_train_steps=last,
+      tokens_per_step=global_batch_size * host_batch.ids.shape[1],
+      flops_per_token=progress.flops_per_token(
+        _num_matmul_params(layout.boxed.params),
+        tasks_lib.transformer_dims(task.model),
+        host_batch.ids.shape[1],
+      ),
+      num_devices=partitioner.mesh.size,
+      peak_flops_per_device=progress.peak_flops_per_device(jax.devices()[0]),
+      start_step=step,
+    )
     skip_watch = _SkipWatch(task.max_consecutive_skipped_steps, step, int(state.skipped_steps))
 
     # Leaving the `with` blocks flushes the summaries and waits for asynchronous
@@ -322,8 +365,9 @@ def _train(experiment: base_experiment.BaseExperiment, job_log_dir: str, *,
         if preemption_check.check(step) and preempt.requested_on_any_process():
           if checkpointer.latest_step() != step:  # Not already saved as a regular step.
             checkpointer.save(step, state, train_input.get_state(), force=True)
-          logging.info("Stopping at step %d on SIGTERM; checkpoint saved in %s", step,
-                       checkpointer.directory)
+          logging.info(
+            "Stopping at step %d on SIGTERM; checkpoint saved in %s", step, checkpointer.directory
+          )
           return {"step": float(step), "preempted": 1.0, **metrics}
         # Each process feeds its own rows; together they form the global batch.
         batch = partitioner.global_batch(pytypes.NestedMap(train_input.get_next()))
@@ -339,9 +383,13 @@ def _train(experiment: base_experiment.BaseExperiment, job_log_dir: str, *,
           rates = meter.update(step)
           metrics.update({k: v for k, v in rates.items() if k != "eta_secs"})
           writer.scalars(step, metrics)
-          logging.info("%s lr %.2e grad_norm %.3f skipped %d",
-                       meter.line(step, metrics["loss"], rates), metrics["lr"],
-                       metrics["learning/raw_grad_norm"], metrics["learning/skipped_steps"])
+          logging.info(
+            "%s lr %.2e grad_norm %.3f skipped %d",
+            meter.line(step, metrics["loss"], rates),
+            metrics["lr"],
+            metrics["learning/raw_grad_norm"],
+            metrics["learning/skipped_steps"],
+          )
           skip_watch.update(step, int(metrics["learning/skipped_steps"]))
         if eval_due.check(step):
           if not task.eval_skip_train:

@@ -42,14 +42,14 @@ def _checkpoint_names(job_log_dir):
 
 
 def _saved_input_position(job_log_dir, step):
-  path = os.path.join(job_log_dir, "checkpoints", f"checkpoint_{step:08d}",
-                      "train_input", "metadata")
+  path = os.path.join(
+    job_log_dir, "checkpoints", f"checkpoint_{step:08d}", "train_input", "metadata"
+  )
   with open(path) as f:
     return json.load(f)["num_batches"]
 
 
 class TrainAndEvaluateTest(absltest.TestCase):
-
   def test_trains_saves_summarizes_and_resumes(self):
     job_log_dir = self.create_tempdir().full_path
 
@@ -57,9 +57,17 @@ class TrainAndEvaluateTest(absltest.TestCase):
 
     self.assertEqual(first["step"], 30)
     scalars = _scalars(job_log_dir)
-    for tag in ("loss", "Metrics/fraction_of_correct_next_step_preds", "lr",
-                "learning/raw_grad_norm", "learning/clipped_grad_norm", "Steps/sec",
-                "tokens/sec", "Metrics/total_loss", "Metrics/log_pplx"):
+    for tag in (
+      "loss",
+      "Metrics/fraction_of_correct_next_step_preds",
+      "lr",
+      "learning/raw_grad_norm",
+      "learning/clipped_grad_norm",
+      "Steps/sec",
+      "tokens/sec",
+      "Metrics/total_loss",
+      "Metrics/log_pplx",
+    ):
       self.assertIn(tag, scalars)
     self.assertEqual(sorted(scalars["loss"]), [5, 10, 15, 20, 25, 30])
     self.assertAlmostEqual(scalars["lr"][30], 1e-2, places=6)
@@ -70,18 +78,22 @@ class TrainAndEvaluateTest(absltest.TestCase):
     self.assertLess(scalars["loss"][30], scalars["loss"][5] - 0.5)
     self.assertAlmostEqual(first["loss"], scalars["loss"][30], places=5)
     # The initial state, every 10 steps, and the end.
-    self.assertEqual(_checkpoint_names(job_log_dir), [
-        "checkpoint_00000000", "checkpoint_00000010",
-        "checkpoint_00000020", "checkpoint_00000030",
-    ])
+    self.assertEqual(
+      _checkpoint_names(job_log_dir),
+      [
+        "checkpoint_00000000",
+        "checkpoint_00000010",
+        "checkpoint_00000020",
+        "checkpoint_00000030",
+      ],
+    )
 
     with self.assertLogs("absl", "INFO") as logs:
       second = trainer.train_and_evaluate(_TinyLm40(), job_log_dir)
 
     self.assertIn(
-        "Restored checkpoint at step 30 from "
-        f"{os.path.join(job_log_dir, 'checkpoints')}; resuming",
-        "\n".join(logs.output),
+      f"Restored checkpoint at step 30 from {os.path.join(job_log_dir, 'checkpoints')}; resuming",
+      "\n".join(logs.output),
     )
     self.assertTrue(any("step 40/40 loss" in line for line in logs.output))
     self.assertEqual(second["step"], 40)
@@ -97,39 +109,47 @@ class TrainAndEvaluateTest(absltest.TestCase):
     with self.assertLogs("absl", "INFO") as logs:
       third = trainer.train_and_evaluate(_TinyLm40(), job_log_dir)
     self.assertEqual(third, {"step": 40.0})
-    self.assertIn("Already at step 40 of num_train_steps=40; nothing to train",
-                  "\n".join(logs.output))
+    self.assertIn(
+      "Already at step 40 of num_train_steps=40; nothing to train", "\n".join(logs.output)
+    )
 
     # Same data, per-step randomness and optimizer state: stopping at 30 and
     # resuming must end where an uninterrupted 40-step run ends.
     straight = trainer.train_and_evaluate(_TinyLm40(), self.create_tempdir().full_path)
-    for key in ("loss", "Metrics/fraction_of_correct_next_step_preds",
-                "learning/raw_grad_norm"):
+    for key in ("loss", "Metrics/fraction_of_correct_next_step_preds", "learning/raw_grad_norm"):
       self.assertAlmostEqual(second[key], straight[key], places=5, msg=key)
 
 
 def _batch(batch_size=4, seed=0):
-  return pytypes.NestedMap(synthetic_input.SyntheticLmInput(
-      batch_size=batch_size, seq_len=16, vocab_size=16, seed=seed).get_next())
+  return pytypes.NestedMap(
+    synthetic_input.SyntheticLmInput(
+      batch_size=batch_size, seq_len=16, vocab_size=16, seed=seed
+    ).get_next()
+  )
 
 
 def _sgd(**kwargs) -> train_states.Optimizer:
-  task = tasks_lib.TaskConfig(model=tiny_lm.tiny_language_model(), num_train_steps=1,
-                              optimizer=optimizers.Sgd.HParams.config(**kwargs))
+  task = tasks_lib.TaskConfig(
+    model=tiny_lm.tiny_language_model(),
+    num_train_steps=1,
+    optimizer=optimizers.Sgd.HParams.config(**kwargs),
+  )
   return train_states.make_optimizer(task)[0]
 
 
 def _xent(logits, labels, weights):
   """Weighted mean cross-entropy in numpy: the reference for the model's total_loss."""
   logits = np.asarray(logits, np.float64)
-  log_probs = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(
-      -1, keepdims=True)) - logits.max(-1, keepdims=True)
+  log_probs = (
+    logits
+    - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True))
+    - logits.max(-1, keepdims=True)
+  )
   picked = np.take_along_axis(log_probs, np.asarray(labels)[..., None], -1)[..., 0]
   return float(-(picked * weights).sum() / weights.sum())
 
 
 class TrainStepTest(absltest.TestCase):
-
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
@@ -137,31 +157,36 @@ class TrainStepTest(absltest.TestCase):
     cls.optimizer, cls.learning_rate_fn = train_states.make_optimizer(cls.task)
     cls.batch = _batch()
     # Jitted: op-by-op (eager) execution of these takes several seconds.
-    cls.state = jax.jit(lambda r: nn.unbox(train_states.init_state(
-        cls.task.model, cls.optimizer, r, cls.batch)))(jax.random.PRNGKey(0))
+    cls.state = jax.jit(
+      lambda r: nn.unbox(train_states.init_state(cls.task.model, cls.optimizer, r, cls.batch))
+    )(jax.random.PRNGKey(0))
 
   def _step_fn(self, model=None, **kwargs):
     kwargs.setdefault("optimizer", self.optimizer)
-    return jax.jit(functools.partial(trainer.train_step, model=model or self.task.model,
-                                     **kwargs))
+    return jax.jit(functools.partial(trainer.train_step, model=model or self.task.model, **kwargs))
 
   def _state(self, optimizer):
-    return jax.jit(lambda r: nn.unbox(train_states.init_state(
-        self.task.model, optimizer, r, self.batch)))(jax.random.PRNGKey(0))
+    return jax.jit(
+      lambda r: nn.unbox(train_states.init_state(self.task.model, optimizer, r, self.batch))
+    )(jax.random.PRNGKey(0))
 
   def _step(self, state, batch=None, **kwargs):
-    return self._step_fn(**kwargs)(state, self.batch if batch is None else batch,
-                                   jax.random.PRNGKey(1))
+    return self._step_fn(**kwargs)(
+      state, self.batch if batch is None else batch, jax.random.PRNGKey(1)
+    )
 
   def test_one_step_updates_params_and_reports_the_loss(self):
     new_state, metrics = self._step(self.state)
     self.assertEqual(int(new_state.step), 1)
-    moved = jax.tree.map(lambda a, b: float(np.abs(a - b).max()),
-                         new_state.params, self.state.params)
+    moved = jax.tree.map(
+      lambda a, b: float(np.abs(a - b).max()), new_state.params, self.state.params
+    )
     self.assertTrue(all(d > 0 for d in jax.tree.leaves(moved)))
-    logits = jax.jit(lambda p, b: self.task.model.apply(
-        {"params": p}, b.ids, b.paddings, method=lambda m, i, pad: m.lm(i, pad).logits))(
-            self.state.params, self.batch)
+    logits = jax.jit(
+      lambda p, b: self.task.model.apply(
+        {"params": p}, b.ids, b.paddings, method=lambda m, i, pad: m.lm(i, pad).logits
+      )
+    )(self.state.params, self.batch)
     loss = _xent(logits, self.batch["labels"], self.batch["weights"])
     self.assertAlmostEqual(float(metrics["loss"]), loss, places=5)
     self.assertAlmostEqual(float(metrics["Metrics/total_loss"]), loss, places=5)
@@ -171,8 +196,9 @@ class TrainStepTest(absltest.TestCase):
     _, metrics = self._step(self.state, model=model)
     aux = float(metrics["Metrics/aux_loss"])
     self.assertGreater(aux, 0.0)
-    self.assertAlmostEqual(float(metrics["loss"]), float(metrics["Metrics/avg_xent"]) + aux,
-                           places=5)
+    self.assertAlmostEqual(
+      float(metrics["loss"]), float(metrics["Metrics/avg_xent"]) + aux, places=5
+    )
 
   def test_step_is_a_pure_function(self):
     _, a = self._step(self.state)
@@ -199,8 +225,9 @@ class TrainStepTest(absltest.TestCase):
   def test_weight_decay_follows_the_optimizer_config(self):
     # Zero gradients (all weights 0) leave only the decay: w -= lr * wd * w.
     batch = pytypes.NestedMap(self.batch, weights=np.zeros_like(self.batch.weights))
-    sgd = _sgd(learning_rate=0.5, weight_decay=0.1,
-               weight_decay_exclude=optimizers.EXCLUDE_BIASES_AND_NORMS)
+    sgd = _sgd(
+      learning_rate=0.5, weight_decay=0.1, weight_decay_exclude=optimizers.EXCLUDE_BIASES_AND_NORMS
+    )
     new_state, _ = self._step(self._state(sgd), batch, optimizer=sgd)
     for path, new in jax.tree_util.tree_flatten_with_path(new_state.params)[0]:
       old = self.state.params
@@ -217,10 +244,12 @@ class TrainStepTest(absltest.TestCase):
     whole_state, whole = self._step(self.state, batch)
     micro_state, micro = self._step(self.state, batch, num_microbatches=4)
     self.assertAlmostEqual(float(micro["loss"]), float(whole["loss"]), places=5)
-    self.assertAlmostEqual(float(micro["learning/raw_grad_norm"]),
-                           float(whole["learning/raw_grad_norm"]), places=5)
-    self.assertAlmostEqual(float(micro["Metrics/num_predictions"]),
-                           float(whole["Metrics/num_predictions"]) / 4, places=3)
+    self.assertAlmostEqual(
+      float(micro["learning/raw_grad_norm"]), float(whole["learning/raw_grad_norm"]), places=5
+    )
+    self.assertAlmostEqual(
+      float(micro["Metrics/num_predictions"]), float(whole["Metrics/num_predictions"]) / 4, places=3
+    )
     # Adam's first step is lr * g / (|g| + 1e-6): for a weight whose gradient is near 1e-6 the
     # summation-order rounding of g is amplified ~lr / (4 * 1e-6) times, so a few weights differ
     # by ~1e-5; a wrong combination of microbatches would move them by ~lr = 1e-2.
@@ -233,8 +262,10 @@ class TrainStepTest(absltest.TestCase):
     self.assertEqual(int(new_state.step), 1)
     self.assertEqual(int(new_state.skipped_steps), 1)
     self.assertEqual(float(metrics["learning/is_valid_step"]), 0.0)
-    for a, b in zip(jax.tree.leaves((new_state.params, new_state.opt_state)),
-                    jax.tree.leaves((self.state.params, self.state.opt_state))):
+    for a, b in zip(
+      jax.tree.leaves((new_state.params, new_state.opt_state)),
+      jax.tree.leaves((self.state.params, self.state.opt_state)),
+    ):
       np.testing.assert_array_equal(a, b)
     # The next good step applies Adam's *first* update (its count did not advance).
     after, good = self._step(new_state)
@@ -246,11 +277,13 @@ class TrainStepTest(absltest.TestCase):
       np.testing.assert_allclose(a, b, rtol=1e-6)
 
   def test_warmup_shorthand_and_the_lr_summary(self):
-    task = tasks_lib.TaskConfig(model=self.task.model, learning_rate=0.1,
-                                num_train_steps=10, warmup_steps=4)
+    task = tasks_lib.TaskConfig(
+      model=self.task.model, learning_rate=0.1, num_train_steps=10, warmup_steps=4
+    )
     optimizer, learning_rate_fn = train_states.make_optimizer(task)
     np.testing.assert_allclose(
-        [float(learning_rate_fn(s)) for s in (0, 2, 4, 9)], [0.0, 0.05, 0.1, 0.1], atol=1e-7)
+      [float(learning_rate_fn(s)) for s in (0, 2, 4, 9)], [0.0, 0.05, 0.1, 0.1], atol=1e-7
+    )
     state = self._state(optimizer)
     step = self._step_fn(optimizer=optimizer)
     lrs = []
@@ -263,8 +296,12 @@ class TrainStepTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, "needs an optimizer"):
       tasks_lib.TaskConfig(model=self.task.model, num_train_steps=1)
     with self.assertRaisesRegex(ValueError, "shorthand"):
-      tasks_lib.TaskConfig(model=self.task.model, num_train_steps=1, learning_rate=0.1,
-                           optimizer=optimizers.Sgd.HParams.config())
+      tasks_lib.TaskConfig(
+        model=self.task.model,
+        num_train_steps=1,
+        learning_rate=0.1,
+        optimizer=optimizers.Sgd.HParams.config(),
+      )
 
 
 if __name__ == "__main__":

@@ -41,7 +41,6 @@ keywords (`step_interval`, `at_step`, `at_first_steps`,
 
 import abc
 from collections.abc import Callable, Iterable
-import math
 import time
 from typing import Any
 
@@ -71,8 +70,8 @@ class OrTrigger(Trigger):
 
   def __init__(self, *triggers: Trigger):
     self.triggers: tuple[Trigger, ...] = tuple(
-        leaf for t in triggers
-        for leaf in (t.triggers if isinstance(t, OrTrigger) else (t,)))
+      leaf for t in triggers for leaf in (t.triggers if isinstance(t, OrTrigger) else (t,))
+    )
 
   def check(self, step: int) -> bool:
     # A list, not a generator in any(): every operand must see the step.
@@ -145,8 +144,7 @@ class AtFirstSteps(Trigger):
 class TimeInterval(Trigger):
   """Fires when `seconds` have passed since it last fired."""
 
-  def __init__(self, seconds: float, *, fire_at_zero: bool = True,
-               clock: Clock | None = None):
+  def __init__(self, seconds: float, *, fire_at_zero: bool = True, clock: Clock | None = None):
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
       raise ValueError(f"time_interval must be a positive number of seconds, got {seconds!r}.")
     self.seconds = float(seconds)
@@ -197,11 +195,11 @@ def _is_power_of_ten(q: int) -> bool:
 
 # bobbin's `CronTab.schedule` keywords and the triggers they build.
 _TRIGGER_KWARGS: dict[str, Callable[..., Trigger]] = {
-    "step_interval": StepInterval,
-    "at_step": AtSteps,
-    "at_first_steps": AtFirstSteps,
-    "at_first_steps_of_process": lambda n: AtFirstSteps(n, of_process=True),
-    "time_interval": TimeInterval,
+  "step_interval": StepInterval,
+  "at_step": AtSteps,
+  "at_first_steps": AtFirstSteps,
+  "at_first_steps_of_process": lambda n: AtFirstSteps(n, of_process=True),
+  "time_interval": TimeInterval,
 }
 TRIGGER_KWARGS: tuple[str, ...] = tuple(_TRIGGER_KWARGS)
 
@@ -220,8 +218,9 @@ def make_trigger(*, clock: Clock | None = None, **trigger_kwargs: Any) -> Trigge
   unknown = sorted(set(trigger_kwargs) - set(_TRIGGER_KWARGS))
   if unknown:
     raise TypeError(
-        f"Unknown trigger keyword(s) {unknown}; valid ones are {list(TRIGGER_KWARGS)} "
-        "(several may be combined: the action runs when any of them fires).")
+      f"Unknown trigger keyword(s) {unknown}; valid ones are {list(TRIGGER_KWARGS)} "
+      "(several may be combined: the action runs when any of them fires)."
+    )
   triggers = []
   for name, value in trigger_kwargs.items():
     if value is None:
@@ -232,8 +231,9 @@ def make_trigger(*, clock: Clock | None = None, **trigger_kwargs: Any) -> Trigge
       triggers.append(_TRIGGER_KWARGS[name](value))
   if not triggers:
     raise ValueError(
-        "No trigger given, so the action would never run; pass at least one of "
-        f"{list(TRIGGER_KWARGS)}, e.g. step_interval=1000.")
+      "No trigger given, so the action would never run; pass at least one of "
+      f"{list(TRIGGER_KWARGS)}, e.g. step_interval=1000."
+    )
   return triggers[0] if len(triggers) == 1 else OrTrigger(*triggers)
 
 
@@ -250,15 +250,15 @@ class Schedule:
   def add(self, name: str, trigger: Trigger, action: Action) -> "Schedule":
     """Registers `action` under `name`, run when `trigger` fires."""
     if name in self._entries:
-      raise ValueError(
-          f"An action named {name!r} is already scheduled; pass a distinct name=.")
+      raise ValueError(f"An action named {name!r} is already scheduled; pass a distinct name=.")
     if not isinstance(trigger, Trigger):
       raise TypeError(f"trigger must be a paxml.triggers.Trigger, got {trigger!r}.")
     self._entries[name] = (trigger, action)
     return self
 
-  def schedule(self, action: Action, *, name: str | None = None,
-               **trigger_kwargs: Any) -> "Schedule":
+  def schedule(
+    self, action: Action, *, name: str | None = None, **trigger_kwargs: Any
+  ) -> "Schedule":
     """Runs `action` when any trigger in `trigger_kwargs` fires; chainable.
 
     Without `name`, the action's `__name__` (or class name) is used, with a
@@ -278,8 +278,9 @@ class Schedule:
 
   def due(self, step: int) -> list[tuple[str, Action]]:
     """Checks every trigger at `step`; returns the due (name, action)s."""
-    return [(name, action) for name, (trigger, action) in self._entries.items()
-            if trigger.check(step)]
+    return [
+      (name, action) for name, (trigger, action) in self._entries.items() if trigger.check(step)
+    ]
 
   def run_at(self, step: int, *args: Any, **kwargs: Any) -> dict[str, Any]:
     """Calls each due action with `*args, **kwargs`; returns results by name."""

@@ -23,7 +23,6 @@ class FakeClock:
 
 
 class TriggerTest(parameterized.TestCase):
-
   def test_step_interval_fires_on_multiples_including_zero(self):
     self.assertEqual(_fired(triggers.StepInterval(5), range(0, 23)), [0, 5, 10, 15, 20])
 
@@ -39,15 +38,13 @@ class TriggerTest(parameterized.TestCase):
 
   def test_at_first_steps_of_process_fires_exactly_n_times(self):
     # bobbin's of_process variant fired 2 times for n=3.
-    self.assertEqual(
-        _fired(triggers.AtFirstSteps(3, of_process=True), range(1, 10)), [1, 2, 3])
+    self.assertEqual(_fired(triggers.AtFirstSteps(3, of_process=True), range(1, 10)), [1, 2, 3])
     # After a restart the count starts at the first step this process sees.
     self.assertEqual(
-        _fired(triggers.AtFirstSteps(3, of_process=True), range(1001, 1010)),
-        [1001, 1002, 1003])
+      _fired(triggers.AtFirstSteps(3, of_process=True), range(1001, 1010)), [1001, 1002, 1003]
+    )
     # The first step seen counts even when the loop also checks step 0.
-    self.assertEqual(
-        _fired(triggers.AtFirstSteps(2, of_process=True), range(0, 10)), [0, 1])
+    self.assertEqual(_fired(triggers.AtFirstSteps(2, of_process=True), range(0, 10)), [0, 1])
 
   def test_time_interval_with_injected_clock(self):
     clock = FakeClock()
@@ -82,8 +79,7 @@ class TriggerTest(parameterized.TestCase):
 
   def test_growth_steps_match_jaxline_schedule(self):
     trigger = triggers.GrowthSteps([1, 2, 5])
-    self.assertEqual(
-        _fired(trigger, range(0, 1001)), [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000])
+    self.assertEqual(_fired(trigger, range(0, 1001)), [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000])
     # JAXline's float code once fired near 400000; integer maths cannot.
     trigger = triggers.GrowthSteps([1, 4])
     self.assertTrue(trigger.check(400000))
@@ -104,15 +100,18 @@ class TriggerTest(parameterized.TestCase):
     self.assertEqual(_fired(of_process, [2, 3]), [2])
 
   @parameterized.parameters(
-      ({"step_interval": 0},), ({"at_first_steps": -1},), ({"time_interval": 0},),
-      ({"at_step": [-2]},), ({"step_interval": 2.5},))
+    ({"step_interval": 0},),
+    ({"at_first_steps": -1},),
+    ({"time_interval": 0},),
+    ({"at_step": [-2]},),
+    ({"step_interval": 2.5},),
+  )
   def test_bad_values_raise(self, kwargs):
     with self.assertRaises(ValueError):
       triggers.make_trigger(**kwargs)
 
 
 class MakeTriggerTest(absltest.TestCase):
-
   def test_unknown_keyword_lists_the_valid_ones(self):
     with self.assertRaisesRegex(TypeError, "step_intervl") as cm:
       triggers.make_trigger(step_intervl=5)
@@ -129,8 +128,13 @@ class MakeTriggerTest(absltest.TestCase):
   def test_keywords_are_ored(self):
     clock = FakeClock()
     trigger = triggers.make_trigger(
-        clock=clock, step_interval=10, at_step=3, at_first_steps=2,
-        at_first_steps_of_process=1, time_interval=100.0)
+      clock=clock,
+      step_interval=10,
+      at_step=3,
+      at_first_steps=2,
+      at_first_steps_of_process=1,
+      time_interval=100.0,
+    )
     fired = []
     for step in range(5, 31):  # A resumed run: process starts at step 5.
       clock.now += 1.0
@@ -142,7 +146,6 @@ class MakeTriggerTest(absltest.TestCase):
 
 
 class ScheduleTest(absltest.TestCase):
-
   def test_runs_due_actions_in_order_and_returns_results_by_name(self):
     calls = []
 
@@ -154,8 +157,11 @@ class ScheduleTest(absltest.TestCase):
       calls.append(("log", x))
       return x * 2
 
-    schedule = triggers.Schedule().schedule(save, step_interval=3).schedule(
-        log, name="logger", at_step=[2, 3])
+    schedule = (
+      triggers.Schedule()
+      .schedule(save, step_interval=3)
+      .schedule(log, name="logger", at_step=[2, 3])
+    )
     self.assertEqual(schedule.names, ["save", "logger"])
     self.assertEqual(schedule.run_at(1, 7), {})
     self.assertEqual(schedule.run_at(2, 7), {"logger": 14})
@@ -171,8 +177,7 @@ class ScheduleTest(absltest.TestCase):
 
   def test_time_interval_uses_the_schedule_clock(self):
     clock = FakeClock()
-    schedule = triggers.Schedule(clock=clock).schedule(
-        lambda: "t", name="t", time_interval=5.0)
+    schedule = triggers.Schedule(clock=clock).schedule(lambda: "t", name="t", time_interval=5.0)
     self.assertEqual(schedule.run_at(1), {"t": "t"})
     clock.now += 4.0
     self.assertEqual(schedule.run_at(2), {})

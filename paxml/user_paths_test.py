@@ -9,7 +9,6 @@ from paxml import user_paths
 
 
 class ResolveTest(absltest.TestCase):
-
   def test_relative_path_joins_bazel_working_directory(self):
     with mock.patch.dict(os.environ, {"BUILD_WORKING_DIRECTORY": "/srv/proj"}):
       self.assertEqual(user_paths.resolve("runs/a"), "/srv/proj/runs/a")

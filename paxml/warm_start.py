@@ -41,12 +41,17 @@ from praxis import pytypes
 
 def named_leaves(tree: Any) -> dict[str, Any]:
   """{name: leaf} for every array of `tree`, named as in the module docstring."""
-  return {pytypes.path_name(path): leaf
-          for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
+  return {
+    pytypes.path_name(path): leaf for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]
+  }
 
 
-def plan(target_names: Sequence[str], source_names: Sequence[str],
-         rules: tasks_lib.CheckpointLoadingRules, source: str = "the checkpoint") -> dict[str, str]:
+def plan(
+  target_names: Sequence[str],
+  source_names: Sequence[str],
+  rules: tasks_lib.CheckpointLoadingRules,
+  source: str = "the checkpoint",
+) -> dict[str, str]:
   """{target name: source name} for the arrays `rules` load; raises on a missing source."""
   loads = {}
   source_set = set(source_names)
@@ -60,21 +65,24 @@ def plan(target_names: Sequence[str], source_names: Sequence[str],
         if source_name not in source_set:
           near = difflib.get_close_matches(source_name, source_names, n=3, cutoff=0.5)
           raise KeyError(
-              f"Warm start: rule ({pattern!r}, {source_format!r}) maps {name!r} to "
-              f"{source_name!r}, which {source} does not have"
-              + (f"; similar names there: {near}" if near else "")
-              + ". Fix the rule, or exclude the array with ignore_rules.")
+            f"Warm start: rule ({pattern!r}, {source_format!r}) maps {name!r} to "
+            f"{source_name!r}, which {source} does not have"
+            + (f"; similar names there: {near}" if near else "")
+            + ". Fix the rule, or exclude the array with ignore_rules."
+          )
         loads[name] = source_name
         break
   if not loads:
     raise ValueError(
-        f"Warm start from {source}: no array of the new state matches the load_rules "
-        f"{[p for p, _ in rules.load_rules]}; its names look like {list(target_names)[:3]}")
+      f"Warm start from {source}: no array of the new state matches the load_rules "
+      f"{[p for p, _ in rules.load_rules]}; its names look like {list(target_names)[:3]}"
+    )
   return loads
 
 
-def apply(state: Any, abstract_state: Any,
-          rules_by_source: Mapping[str, tasks_lib.CheckpointLoadingRules]) -> Any:
+def apply(
+  state: Any, abstract_state: Any, rules_by_source: Mapping[str, tasks_lib.CheckpointLoadingRules]
+) -> Any:
   """`state` with the arrays the rules name replaced by the sources' (module docstring).
 
   Args:
@@ -96,27 +104,45 @@ def apply(state: Any, abstract_state: Any,
       loads = plan(list(targets), list(available), rules, f"{reader.directory} step {step}")
       for name, source_name in loads.items():
         if name in origin:
-          raise ValueError(f"Warm start: {name!r} is loaded from both {origin[name]} and "
-                           f"{source}; narrow one source's load_rules or ignore_rules")
+          raise ValueError(
+            f"Warm start: {name!r} is loaded from both {origin[name]} and "
+            f"{source}; narrow one source's load_rules or ignore_rules"
+          )
         if available[source_name].shape != targets[name].shape:
           raise ValueError(
-              f"Warm start: {name!r} has shape {targets[name].shape} but {source_name!r} in "
-              f"{reader.directory} step {step} has {available[source_name].shape}")
+            f"Warm start: {name!r} has shape {targets[name].shape} but {source_name!r} in "
+            f"{reader.directory} step {step} has {available[source_name].shape}"
+          )
       loaded.update(_read(reader, step, metadata, loads, targets))
       origin.update(dict.fromkeys(loads, source))
-      logging.info("Warm start: %d of %d arrays from %s step %d", len(loads), len(targets),
-                   reader.directory, step)
+      logging.info(
+        "Warm start: %d of %d arrays from %s step %d",
+        len(loads),
+        len(targets),
+        reader.directory,
+        step,
+      )
   kept = [n for n in targets if n not in loaded]
   if kept:
-    logging.info("Warm start: %d arrays keep their initial values: %s%s", len(kept),
-                  ", ".join(kept[:8]), " ..." if len(kept) > 8 else "")
+    logging.info(
+      "Warm start: %d arrays keep their initial values: %s%s",
+      len(kept),
+      ", ".join(kept[:8]),
+      " ..." if len(kept) > 8 else "",
+    )
   paths, treedef = jax.tree_util.tree_flatten_with_path(state)
   return jax.tree_util.tree_unflatten(
-      treedef, [loaded.get(pytypes.path_name(path), leaf) for path, leaf in paths])
+    treedef, [loaded.get(pytypes.path_name(path), leaf) for path, leaf in paths]
+  )
 
 
-def _read(reader: checkpoints.CheckpointReader, step: int, metadata: Any,
-          loads: dict[str, str], targets: dict[str, jax.ShapeDtypeStruct]) -> dict[str, jax.Array]:
+def _read(
+  reader: checkpoints.CheckpointReader,
+  step: int,
+  metadata: Any,
+  loads: dict[str, str],
+  targets: dict[str, jax.ShapeDtypeStruct],
+) -> dict[str, jax.Array]:
   """{target name: array} for every target in `loads`; each source array is read once.
 
   An array read for several targets (one source layer copied into two) is read with the first
@@ -126,7 +152,8 @@ def _read(reader: checkpoints.CheckpointReader, step: int, metadata: Any,
   for name, source_name in loads.items():
     first_target.setdefault(source_name, targets[name])
   requests = jax.tree_util.tree_map_with_path(
-      lambda path, _: first_target.get(pytypes.path_name(path)), metadata)
+    lambda path, _: first_target.get(pytypes.path_name(path)), metadata
+  )
   arrays = named_leaves(reader.restore_leaves(step, requests))
   out, used = {}, set()
   for name, source_name in loads.items():

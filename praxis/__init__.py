@@ -20,5 +20,16 @@ Public modules (import them directly; this file imports nothing so that
     logical_to_shardings (abstract train state -> NamedShardings), activate (mesh + rules).
 """
 
-__all__ = ["base_hyperparams", "base_layer", "jax_context", "optimizers", "pax_fiddle",
-           "py_utils", "pytypes", "schedules", "sharding", "test_utils", "weight_hparams"]
+__all__ = [
+  "base_hyperparams",
+  "base_layer",
+  "jax_context",
+  "optimizers",
+  "pax_fiddle",
+  "py_utils",
+  "pytypes",
+  "schedules",
+  "sharding",
+  "test_utils",
+  "weight_hparams",
+]

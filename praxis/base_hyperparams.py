@@ -45,8 +45,11 @@ class _CloneAndSet:
     # An instance field (Pax's instance_field) gets a Config of its class, built with the parent.
     if dataclasses.is_dataclass(fn_or_cls):
       for field in dataclasses.fields(fn_or_cls):
-        if (field.init and field.default_factory is not dataclasses.MISSING and
-            field.name not in self.__arguments__):
+        if (
+          field.init
+          and field.default_factory is not dataclasses.MISSING
+          and field.name not in self.__arguments__
+        ):
           setattr(self, field.name, _default_for_config(field))
 
   def clone(self):
@@ -144,24 +147,32 @@ def instance_field(default_factory: Any, tags: Any = ()) -> Any:
   del tags
   if default_factory is None:
     return dataclasses.field(default=None)
-  return dataclasses.field(default_factory=default_factory,
-                           metadata={_INSTANCE: default_factory})
+  return dataclasses.field(default_factory=default_factory, metadata={_INSTANCE: default_factory})
 
 
 def _annotation_is_config(annotation: Any) -> bool:
   """True for Config, Config[X], and containers / unions of them."""
   if isinstance(annotation, str):
-    return "Config" in annotation and "Callable" not in annotation and (
-        "fiddle.Config" in annotation or "pax_fiddle.Config" in annotation or
-        annotation.startswith("Config") or "LayerTpl" in annotation or "Tpl" in annotation)
+    return (
+      "Config" in annotation
+      and "Callable" not in annotation
+      and (
+        "fiddle.Config" in annotation
+        or "pax_fiddle.Config" in annotation
+        or annotation.startswith("Config")
+        or "LayerTpl" in annotation
+        or "Tpl" in annotation
+      )
+    )
   origin = typing.get_origin(annotation)
   if isinstance(annotation, type) and issubclass(annotation, fdl.Buildable):
     return True
   if isinstance(origin, type) and issubclass(origin, fdl.Buildable):
     return True
   if origin is not None:
-    return any(_annotation_is_config(arg) for arg in typing.get_args(annotation)
-               if arg is not type(None))
+    return any(
+      _annotation_is_config(arg) for arg in typing.get_args(annotation) if arg is not type(None)
+    )
   return False
 
 
@@ -216,7 +227,6 @@ class _HParamsFactory:
 
 
 class _HParamsDescriptor:
-
   def __get__(self, instance, owner) -> _HParamsFactory:
     return _HParamsFactory(owner)
 
@@ -280,8 +290,11 @@ def _inherit(parent: Any, cfg: Any) -> Any:
 
 
 def _is_layer_config(value: Any) -> bool:
-  return (isinstance(value, fdl.Buildable) and isinstance(value.__fn_or_cls__, type) and
-          hasattr(value.__fn_or_cls__, "copy_base_hparams"))
+  return (
+    isinstance(value, fdl.Buildable)
+    and isinstance(value.__fn_or_cls__, type)
+    and hasattr(value.__fn_or_cls__, "copy_base_hparams")
+  )
 
 
 def _build(value: Any, memo: dict[int, Any], parent: Any) -> Any:
@@ -358,8 +371,13 @@ def _to_lines(value: Any, path: str, lines: list[str], inherited: dict[str, Any]
     # Only a class that passes the fields down also takes them, and only where it keeps the
     # field's default (Pax's copy_base_hparams: a child's own setting wins).
     defaults = _field_defaults(target)
-    args.update({name: inherited[name] for name in names
-                 if name in inherited and _same(args.get(name), defaults.get(name))})
+    args.update(
+      {
+        name: inherited[name]
+        for name in names
+        if name in inherited and _same(args.get(name), defaults.get(name))
+      }
+    )
     passed_down = {name: args[name] for name in names if name in args}
     for name, arg in sorted(args.items()):
       if _is_flax_bookkeeping(target, name):
@@ -368,8 +386,9 @@ def _to_lines(value: Any, path: str, lines: list[str], inherited: dict[str, Any]
   elif dataclasses.is_dataclass(value) and not isinstance(value, type):
     lines.append(f"{path} : {_qualname(type(value))}")
     # A built object already holds what it was given: it only passes its values down.
-    passed_down = {name: getattr(value, name) for name in _inherited_names(type(value))
-                   if hasattr(value, name)}
+    passed_down = {
+      name: getattr(value, name) for name in _inherited_names(type(value)) if hasattr(value, name)
+    }
     for field in dataclasses.fields(value):
       if _is_flax_bookkeeping(type(value), field.name):
         continue
@@ -388,8 +407,9 @@ def _to_lines(value: Any, path: str, lines: list[str], inherited: dict[str, Any]
 def _field_defaults(target: Any) -> dict[str, Any]:
   if not dataclasses.is_dataclass(target):
     return {}
-  return {f.name: f.default for f in dataclasses.fields(target)
-          if f.default is not dataclasses.MISSING}
+  return {
+    f.name: f.default for f in dataclasses.fields(target) if f.default is not dataclasses.MISSING
+  }
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -402,8 +422,11 @@ def _same(a: Any, b: Any) -> bool:
 def _is_flax_bookkeeping(target: Any, name: str) -> bool:
   """Flax modules' `parent` and `name` fields are wiring, not hyperparameters; other classes'
   `name` (an input's, say) is a real setting and is printed."""
-  return (name in ("parent", "name") and isinstance(target, type) and
-          any(c.__module__.startswith("flax.") and c.__name__ == "Module" for c in target.__mro__))
+  return (
+    name in ("parent", "name")
+    and isinstance(target, type)
+    and any(c.__module__.startswith("flax.") and c.__name__ == "Module" for c in target.__mro__)
+  )
 
 
 def _arguments_with_defaults(cfg: fdl.Buildable) -> dict[str, Any]:

@@ -57,7 +57,6 @@ class Typed(bh.HParamsMixin):
 
 
 class BaseHyperparamsTest(absltest.TestCase):
-
   def test_unknown_field_raises_at_once_with_valid_names(self):
     cfg = Scale.HParams.config(dims=1)
     with self.assertRaisesRegex(AttributeError, r"input_dimz.*valid parameter names: dims, factor"):
@@ -102,23 +101,29 @@ class BaseHyperparamsTest(absltest.TestCase):
 
   def test_text_lists_every_value_including_defaults(self):
     text = bh.nested_struct_to_text(Block.HParams.config(dims=3))
-    self.assertEqual(text.splitlines(), [
+    self.assertEqual(
+      text.splitlines(),
+      [
         f"(root) : cls/{__name__}.Block",
         "dims : 3",
         f"inner_tpl : cls/{__name__}.Scale",
         "inner_tpl.dims : 0",
         "inner_tpl.factor : 2.0",
-    ])
+      ],
+    )
 
   def test_text_writes_dtypes_by_name(self):
     cfg = Typed.HParams(fprop=jnp.bfloat16, other=np.float16, fn=jnp.sum)
-    self.assertEqual(bh.nested_struct_to_text(cfg).splitlines(), [
+    self.assertEqual(
+      bh.nested_struct_to_text(cfg).splitlines(),
+      [
         f"(root) : cls/{__name__}.Typed",
         "dtype : float32",
         "fn : jax.numpy.sum",
         "fprop : bfloat16",
         "other : float16",
-    ])
+      ],
+    )
 
   def test_text_keeps_a_plain_class_name_field_but_not_flax_wiring(self):
 

@@ -37,8 +37,7 @@ import dataclasses
 import enum
 import functools
 import itertools
-import typing
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from flax import struct
 import flax.core as flax_core
@@ -112,15 +111,19 @@ def get_summary_type_suffix(summary_type: SummaryType) -> str:
   return "_" + summary_type.name.lower()
 
 
-def maybe_shard(x: JTensor, split_dims_mapping: SplitDimsMapping = None,
-                mesh_axis_names: Sequence[str] | None = None,
-                unconstrained_dims: Sequence[int] | None = None) -> JTensor:
+def maybe_shard(
+  x: JTensor,
+  split_dims_mapping: SplitDimsMapping = None,
+  mesh_axis_names: Sequence[str] | None = None,
+  unconstrained_dims: Sequence[int] | None = None,
+) -> JTensor:
   """Pax's sharding annotation: a no-op unless both a mapping and mesh axis names are given."""
   if split_dims_mapping is None or mesh_axis_names is None:
     return x
   if len(split_dims_mapping) != x.ndim:
-    raise ValueError(f"split_dims_mapping {split_dims_mapping} needs one entry per dim of "
-                     f"shape {x.shape}.")
+    raise ValueError(
+      f"split_dims_mapping {split_dims_mapping} needs one entry per dim of shape {x.shape}."
+    )
   spec = list(to_partition_spec(split_dims_mapping, mesh_axis_names))
   for dim in unconstrained_dims or ():
     spec[dim] = jax.sharding.PartitionSpec.UNCONSTRAINED
@@ -201,8 +204,9 @@ class Theta:
     module = self._module
     module._try_setup()  # pylint: disable=protected-access
     if not module.has_variable(PARAMS, name):
-      raise ValueError(f"{type(module).__name__} has no theta.{name}; create it with "
-                       "create_variable first.")
+      raise ValueError(
+        f"{type(module).__name__} has no theta.{name}; create it with create_variable first."
+      )
     value = module.get_variable(PARAMS, name)
     hp = module._weight_hparams.get(name)  # pylint: disable=protected-access
     if hp is not None and var_disallow_bfloat16_conversion(hp):
@@ -211,7 +215,6 @@ class Theta:
 
 
 class _ThetaDescriptor:
-
   def __get__(self, obj, objtype=None):
     return Theta(obj)
 
@@ -271,8 +274,10 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
     # of its *_split_dims_mapping fields, before Flax turns the class into a dataclass.
     if "__annotations__" not in cls.__dict__:
       cls.__annotations__ = {}
-    for inner, field_name in (("WeightSharding", "weight_split_dims_mapping"),
-                              ("ActivationSharding", "activation_split_dims_mapping")):
+    for inner, field_name in (
+      ("WeightSharding", "weight_split_dims_mapping"),
+      ("ActivationSharding", "activation_split_dims_mapping"),
+    ):
       if inner in cls.__dict__:
         sharding_cls = dataclasses.dataclass(frozen=True)(cls.__dict__[inner])
         setattr(cls, inner, sharding_cls)
@@ -290,9 +295,10 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
       jnp.dtype(self.dtype)
     except TypeError:
       raise TypeError(
-          f"{type(self).__name__}: dtype must be a dtype, got {self.dtype!r}. Build layers from "
-          "their config (`base_layer.instantiate(cfg)` or `cfg.Instantiate()`), not "
-          f"`{type(self).__name__}(cfg)`.") from None
+        f"{type(self).__name__}: dtype must be a dtype, got {self.dtype!r}. Build layers from "
+        "their config (`base_layer.instantiate(cfg)` or `cfg.Instantiate()`), not "
+        f"`{type(self).__name__}(cfg)`."
+      ) from None
     object.__setattr__(self, "_weight_hparams", {})
     object.__setattr__(self, "_private_children", {})
     super().__post_init__()
@@ -321,8 +327,13 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
       put("dtype", source.dtype)
     if target.fprop_dtype is None:
       put("fprop_dtype", source.fprop_dtype)
-    for name in ("skip_lp_regularization", "ici_mesh_shape", "dcn_mesh_shape",
-                 "mesh_axis_names", "contiguous_submeshes"):
+    for name in (
+      "skip_lp_regularization",
+      "ici_mesh_shape",
+      "dcn_mesh_shape",
+      "mesh_axis_names",
+      "contiguous_submeshes",
+    ):
       if getattr(target, name) is None:
         put(name, copy.deepcopy(getattr(source, name)))
     target_init = target.params_init
@@ -390,24 +401,52 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
   @nn.nowrap
   def init(self, rngs, *args, method=None, mutable=None, **kwargs):
     """Flax's init returning plain arrays (Pax's): params and non_trainable by default."""
-    variables = nn.Module.init(self, rngs, *args, method=method,
-                               mutable=mutable if mutable else DEFAULT_INIT_MUTABLE_LIST,
-                               **kwargs)
+    variables = nn.Module.init(
+      self,
+      rngs,
+      *args,
+      method=method,
+      mutable=mutable if mutable else DEFAULT_INIT_MUTABLE_LIST,
+      **kwargs,
+    )
     return flax_core.unfreeze(maybe_unbox_value(variables))
 
   @nn.nowrap
-  def apply(self, variables, *args, rngs=None, method=None, mutable=False,
-            capture_intermediates=False, **kwargs):
-    result = nn.Module.apply(self, variables, *args, rngs=rngs, method=method, mutable=mutable,
-                             capture_intermediates=capture_intermediates, **kwargs)
+  def apply(
+    self,
+    variables,
+    *args,
+    rngs=None,
+    method=None,
+    mutable=False,
+    capture_intermediates=False,
+    **kwargs,
+  ):
+    result = nn.Module.apply(
+      self,
+      variables,
+      *args,
+      rngs=rngs,
+      method=method,
+      mutable=mutable,
+      capture_intermediates=capture_intermediates,
+      **kwargs,
+    )
     if mutable:
       outputs, updated = result
       return outputs, flax_core.unfreeze(updated)
     return result
 
   @nn.nowrap
-  def _abstract_init(self, *args, do_eval=False, method=None, extra_mutable_list=None,
-                     self_reflect_configs=False, **kwargs):
+  def _abstract_init(
+    self,
+    *args,
+    do_eval=False,
+    method=None,
+    extra_mutable_list=None,
+    self_reflect_configs=False,
+    **kwargs,
+  ):
     key = jax.random.PRNGKey(1)
     rngs = {PARAMS: key, RANDOM: key, NON_PAX_RNG_KEY: key}
     mutable = list(DEFAULT_INIT_MUTABLE_LIST)
@@ -420,24 +459,35 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
       return jax.eval_shape(init_fn, rngs, *args, **kwargs)
 
   @nn.nowrap
-  def abstract_init_with_metadata(self, *args, do_eval=False, method=None,
-                                  extra_mutable_list=None, **kwargs) -> Any:
+  def abstract_init_with_metadata(
+    self, *args, do_eval=False, method=None, extra_mutable_list=None, **kwargs
+  ) -> Any:
     """`jax.eval_shape(init)` with every variable replaced by its WeightHParams."""
-    variables = self._abstract_init(*args, do_eval=do_eval, method=method,
-                                    extra_mutable_list=extra_mutable_list, **kwargs)
+    variables = self._abstract_init(
+      *args, do_eval=do_eval, method=method, extra_mutable_list=extra_mutable_list, **kwargs
+    )
     variables = dict(flax_core.unfreeze(variables))
     variables.pop("params_axes", None)
     return unbox_meta(variables)
 
   @nn.nowrap
-  def abstract_init_with_mdl_config(self, *args, do_eval=False, method=None,
-                                    extra_mutable_list=None, **kwargs) -> Any:
+  def abstract_init_with_mdl_config(
+    self, *args, do_eval=False, method=None, extra_mutable_list=None, **kwargs
+  ) -> Any:
     """Each layer's config as built (inherited fields filled in): {child: {'_hparams': cfg}}."""
-    variables = self._abstract_init(*args, do_eval=do_eval, method=method,
-                                    extra_mutable_list=extra_mutable_list,
-                                    self_reflect_configs=True, **kwargs)
-    return jax.tree.map(lambda x: x.meta, flax_core.unfreeze(variables).get(HYPER_PARAMS, {}),
-                        is_leaf=lambda x: isinstance(x, WrappedHParams))
+    variables = self._abstract_init(
+      *args,
+      do_eval=do_eval,
+      method=method,
+      extra_mutable_list=extra_mutable_list,
+      self_reflect_configs=True,
+      **kwargs,
+    )
+    return jax.tree.map(
+      lambda x: x.meta,
+      flax_core.unfreeze(variables).get(HYPER_PARAMS, {}),
+      is_leaf=lambda x: isinstance(x, WrappedHParams),
+    )
 
   @nn.nowrap
   def _try_setup(self, shallow: bool = False) -> None:
@@ -452,8 +502,9 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
         if isinstance(value, (nn.Module, base_hyperparams.Config)):
           value = None  # children report their own config
         kwargs[field.name] = value
-      self.put_variable(HYPER_PARAMS, "_hparams",
-                        WrappedHParams(base_hyperparams.Config(type(self), **kwargs)))
+      self.put_variable(
+        HYPER_PARAMS, "_hparams", WrappedHParams(base_hyperparams.Config(type(self), **kwargs))
+      )
 
   @nn.nowrap
   def get_variable(self, col: str, name: str, default: Any = None) -> Any:
@@ -462,10 +513,17 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
   # ---- Weights ----
 
   @nn.nowrap
-  def create_variable(self, name: str, var_hparams: WeightHParams | Sequence[int],
-                      axes: Axes | None = None, *, trainable: bool = True,
-                      init: WeightInit | None = None, dtype: Any = None,
-                      fan_in_axes: Sequence[int] | None = None) -> JTensor:
+  def create_variable(
+    self,
+    name: str,
+    var_hparams: WeightHParams | Sequence[int],
+    axes: Axes | None = None,
+    *,
+    trainable: bool = True,
+    init: WeightInit | None = None,
+    dtype: Any = None,
+    fan_in_axes: Sequence[int] | None = None,
+  ) -> JTensor:
     """Creates the weight `name` (Pax: `create_variable(name, WeightHParams(...), trainable)`).
 
     Trainable weights go to "params", others to "non_trainable". Unset `init` / `dtype` take the
@@ -479,16 +537,22 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
     if legacy:
       shape = tuple(int(d) for d in var_hparams)
       if axes is None or len(axes) != len(shape):
-        raise ValueError(f"{type(self).__name__}.{name}: {len(axes or ())} logical axes {axes} "
-                         f"for a weight of rank {len(shape)} {shape}; give one name (or None) "
-                         "per dim.")
+        raise ValueError(
+          f"{type(self).__name__}.{name}: {len(axes or ())} logical axes {axes} "
+          f"for a weight of rank {len(shape)} {shape}; give one name (or None) "
+          "per dim."
+        )
       fan_in = tuple(range(len(shape) - 1)) if fan_in_axes is None else tuple(fan_in_axes)
       fan_in = tuple(i % len(shape) for i in fan_in) if shape else ()
       fan_out = tuple(i for i in range(len(shape)) if i not in fan_in)
       var_hparams = WeightHParams(
-          shape=shape, init=init, dtype=dtype, logical_axes=tuple(axes),
-          fan_in_axes=fan_in if len(shape) > 1 else None,
-          fan_out_axes=(fan_out or fan_in) if len(shape) > 1 else None)
+        shape=shape,
+        init=init,
+        dtype=dtype,
+        logical_axes=tuple(axes),
+        fan_in_axes=fan_in if len(shape) > 1 else None,
+        fan_out_axes=(fan_out or fan_in) if len(shape) > 1 else None,
+      )
     hp = copy.deepcopy(var_hparams)
     if hp.init is None:
       hp.init = copy.deepcopy(self.params_init)
@@ -496,7 +560,8 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
       hp.dtype = self.dtype
     collections = list(hp.collections or [])
     if self.skip_lp_regularization and (
-        WeightHParamsCollection.SKIP_LP_REGULARIZATION not in collections):
+      WeightHParamsCollection.SKIP_LP_REGULARIZATION not in collections
+    ):
       collections.append(WeightHParamsCollection.SKIP_LP_REGULARIZATION)
     if not trainable and WeightHParamsCollection.NON_TRAINABLE not in collections:
       collections.append(WeightHParamsCollection.NON_TRAINABLE)
@@ -554,8 +619,9 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
   # ---- Children ----
 
   @nn.nowrap
-  def create_child(self, name: Any, params: Any = None, *, skip_clone: bool = False,
-                   **overrides) -> Any:
+  def create_child(
+    self, name: Any, params: Any = None, *, skip_clone: bool = False, **overrides
+  ) -> Any:
     """Builds a child layer from a template, in `setup`.
 
     Pax's form `self.create_child('linear', self.linear_tpl)` builds the child named 'linear' and
@@ -573,22 +639,28 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
     return self._create_child(None, name, skip_clone=False, overrides=overrides)
 
   @nn.nowrap
-  def create_children(self, name: str, params: Sequence[Any], *,
-                      skip_clone: bool = False) -> list[Any]:
+  def create_children(
+    self, name: str, params: Sequence[Any], *, skip_clone: bool = False
+  ) -> list[Any]:
     """Builds children `name_0`, `name_1`, ... from templates and sets `self.<name>` to the list."""
     counter = itertools.count()
-    children = [self._create_child(f"{name}_{next(counter)}", p, skip_clone=skip_clone,
-                                   overrides={}) for p in params]
+    children = [
+      self._create_child(f"{name}_{next(counter)}", p, skip_clone=skip_clone, overrides={})
+      for p in params
+    ]
     if self._state.in_setup:
       setattr(self, name, children)
     return children
 
   @nn.nowrap
-  def _create_child(self, name: str | None, params: Any, *, skip_clone: bool,
-                    overrides: dict[str, Any]) -> Any:
+  def _create_child(
+    self, name: str | None, params: Any, *, skip_clone: bool, overrides: dict[str, Any]
+  ) -> Any:
     if not isinstance(params, base_hyperparams.fdl.Buildable):
-      raise ValueError(f"{type(self).__name__}.create_child({name!r}): expected a config "
-                       f"(pax_fiddle.Config), got {type(params).__name__}.")
+      raise ValueError(
+        f"{type(self).__name__}.create_child({name!r}): expected a config "
+        f"(pax_fiddle.Config), got {type(params).__name__}."
+      )
     cfg = params if skip_clone else params.clone()
     for key, value in overrides.items():
       setattr(cfg, key, value)
@@ -608,13 +680,16 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
   def maybe_shard(self, x: JTensor, axes: Axes) -> JTensor:
     """Constrains activation `x` to the placement the rules give its logical `axes`."""
     if len(axes) != x.ndim:
-      raise ValueError(f"{type(self).__name__}: {len(axes)} logical axes {axes} for an "
-                       f"activation of shape {x.shape}.")
+      raise ValueError(
+        f"{type(self).__name__}: {len(axes)} logical axes {axes} for an "
+        f"activation of shape {x.shape}."
+      )
     return nn.with_logical_constraint(x, axes)
 
   @nn.nowrap
-  def add_summary(self, name: str, tensor: Any,
-                  summary_type: SummaryType = SummaryType.SCALAR, verbosity: int = 2) -> None:
+  def add_summary(
+    self, name: str, tensor: Any, summary_type: SummaryType = SummaryType.SCALAR, verbosity: int = 2
+  ) -> None:
     """Records a summary in "summaries" as `<name>_<type>` (Pax's keys, e.g. 'loss_scalar').
 
     Skipped when the JaxContext's summary_verbosity is below `verbosity`; a repeated name gets

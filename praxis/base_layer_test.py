@@ -22,9 +22,10 @@ class Proj(base_layer.BaseLayer):
 
   def __call__(self, x):
     self.add_summary("x_mean", jnp.mean(x))
-    return self.maybe_shard(jnp.einsum("bd,df->bf", x.astype(self.compute_dtype),
-                                       self.w.astype(self.compute_dtype)),
-                            ("batch", "mlp"))
+    return self.maybe_shard(
+      jnp.einsum("bd,df->bf", x.astype(self.compute_dtype), self.w.astype(self.compute_dtype)),
+      ("batch", "mlp"),
+    )
 
 
 class Outer(base_layer.BaseLayer):
@@ -40,6 +41,7 @@ class Outer(base_layer.BaseLayer):
 
 class Top(base_layer.BaseLayer):
   """Two levels of children: Top -> Outer -> Proj; also holds a config that is no layer."""
+
   dims: int = 0
   outer_tpl: base_hyperparams.Config = base_hyperparams.template_field(Outer)
   settings: Any = None
@@ -54,6 +56,7 @@ class Top(base_layer.BaseLayer):
 @dataclasses.dataclass
 class Settings(base_hyperparams.HParamsMixin):
   """Not a layer: it has an fprop_dtype field, but no layer passes it down to it."""
+
   fprop_dtype: Any = None
 
 
@@ -72,7 +75,6 @@ def _built_fprop_dtypes(layer, x) -> dict[str, Any]:
 
 
 class BaseLayerTest(absltest.TestCase):
-
   def test_init_returns_arrays_and_the_boxes_keep_the_logical_axes(self):
     layer = Outer.HParams(dims=3, dtype=jnp.float32, fprop_dtype=jnp.bfloat16).Instantiate()
     variables = layer.init(jax.random.key(0), jnp.ones((2, 3)))
@@ -95,36 +97,45 @@ class BaseLayerTest(absltest.TestCase):
     # As in Pax, a child that sets its own value keeps it; the others take the parent's.
     cfg.outer_tpl.proj_tpl.fprop_dtype = jnp.float16
     text = base_hyperparams.nested_struct_to_text(cfg).splitlines()
-    self.assertContainsSubset(["fprop_dtype : bfloat16",
-                               "outer_tpl.fprop_dtype : bfloat16",
-                               "outer_tpl.proj_tpl.fprop_dtype : float16",
-                               "outer_tpl.proj_tpl.dtype : float32",
-                               # Not a layer: nothing passes fprop_dtype down to it.
-                               "settings.fprop_dtype : None"], text)
+    self.assertContainsSubset(
+      [
+        "fprop_dtype : bfloat16",
+        "outer_tpl.fprop_dtype : bfloat16",
+        "outer_tpl.proj_tpl.fprop_dtype : float16",
+        "outer_tpl.proj_tpl.dtype : float32",
+        # Not a layer: nothing passes fprop_dtype down to it.
+        "settings.fprop_dtype : None",
+      ],
+      text,
+    )
     built = _built_fprop_dtypes(base_hyperparams.instantiate(cfg), jnp.ones((2, 3)))
-    self.assertEqual(built, {"(root)": jnp.bfloat16, "outer": jnp.bfloat16,
-                             "outer.proj": jnp.float16})
+    self.assertEqual(
+      built, {"(root)": jnp.bfloat16, "outer": jnp.bfloat16, "outer.proj": jnp.float16}
+    )
     cfg.outer_tpl.proj_tpl.fprop_dtype = None
-    self.assertIn("outer_tpl.proj_tpl.fprop_dtype : bfloat16",
-                  base_hyperparams.nested_struct_to_text(cfg).splitlines())
+    self.assertIn(
+      "outer_tpl.proj_tpl.fprop_dtype : bfloat16",
+      base_hyperparams.nested_struct_to_text(cfg).splitlines(),
+    )
 
   def test_text_of_a_built_layer_passes_its_dtypes_down(self):
     layer = Top.HParams(dims=3, fprop_dtype=jnp.bfloat16).Instantiate()  # As TaskConfig.model.
     text = base_hyperparams.nested_struct_to_text(layer, prefix="model").splitlines()
-    self.assertContainsSubset(["model.fprop_dtype : bfloat16",
-                               "model.outer_tpl.proj_tpl.fprop_dtype : bfloat16"], text)
+    self.assertContainsSubset(
+      ["model.fprop_dtype : bfloat16", "model.outer_tpl.proj_tpl.fprop_dtype : bfloat16"], text
+    )
     # Without a parent setting, the children show the default (None: compute in `dtype`).
     plain = base_hyperparams.nested_struct_to_text(Top.HParams(dims=3)).splitlines()
     self.assertIn("outer_tpl.proj_tpl.fprop_dtype : None", plain)
     # As in Pax, a layer built with fprop_dtype None computes in its dtype and says so.
     self.assertEqual(
-        _built_fprop_dtypes(Top.HParams(dims=3).Instantiate(), jnp.ones((2, 3)))["outer.proj"],
-        jnp.float32)
+      _built_fprop_dtypes(Top.HParams(dims=3).Instantiate(), jnp.ones((2, 3)))["outer.proj"],
+      jnp.float32,
+    )
 
   def test_wrong_number_of_axes_is_reported(self):
 
     class Bad(base_layer.BaseLayer):
-
       @nn.compact
       def __call__(self, x):
         return x * self.create_variable("w", (2, 2), ("embed",))
@@ -135,19 +146,21 @@ class BaseLayerTest(absltest.TestCase):
   def test_initializer_scales_follow_fan_in_and_out(self):
     key = jax.random.key(1)
     xavier = base_layer.init_var(
-        base_layer.WeightHParams([600, 200], init=base_layer.WeightInit.Xavier()), key)
+      base_layer.WeightHParams([600, 200], init=base_layer.WeightInit.Xavier()), key
+    )
     limit = np.sqrt(6.0 / 800)
     self.assertLessEqual(float(jnp.max(jnp.abs(xavier))), limit)
     self.assertGreater(float(jnp.max(jnp.abs(xavier))), 0.95 * limit)
     fanin = base_layer.init_var(
-        base_layer.WeightHParams([400, 300], init=base_layer.WeightInit.GaussianSqrtFanIn(2.0)),
-        key)
+      base_layer.WeightHParams([400, 300], init=base_layer.WeightInit.GaussianSqrtFanIn(2.0)), key
+    )
     self.assertAlmostEqual(float(jnp.std(fanin)), 2.0 / 20.0, delta=0.003)
     # Pax's default fans of a rank-3 weight: fan_in = dim -2 x dim 0, fan_out = dim -1 x dim 0.
     self.assertEqual(base_layer.get_fan_in_fan_out([4, 5, 6]), (20, 24))
     with self.assertRaisesRegex(ValueError, "unknown WeightInit method 'glorot'"):
-      base_layer.init_var(base_layer.WeightHParams([2], init=base_layer.WeightInit("glorot", 1)),
-                          key)
+      base_layer.init_var(
+        base_layer.WeightHParams([2], init=base_layer.WeightInit("glorot", 1)), key
+      )
 
   def test_pax_style_layer_variables_children_and_defaults(self):
 
@@ -156,8 +169,11 @@ class BaseLayerTest(absltest.TestCase):
 
       def setup(self):
         self.create_variable("w", base_layer.WeightHParams(shape=[self.dims, self.dims]))
-        self.create_variable("count", base_layer.WeightHParams(
-            shape=[], init=base_layer.WeightInit.Constant(0)), trainable=False)
+        self.create_variable(
+          "count",
+          base_layer.WeightHParams(shape=[], init=base_layer.WeightInit.Constant(0)),
+          trainable=False,
+        )
 
       def __call__(self, x):
         self.update_var("count", self.get_var("count") + 1)
@@ -173,9 +189,11 @@ class BaseLayerTest(absltest.TestCase):
       def __call__(self, x):
         return self.more[1](self.more[0](self.child(x)))
 
-    layer = base_layer.instantiate(base_hyperparams.Config(
-        Parent, name="p", fprop_dtype=jnp.bfloat16,
-        params_init=base_layer.WeightInit.Gaussian(0.5)))
+    layer = base_layer.instantiate(
+      base_hyperparams.Config(
+        Parent, name="p", fprop_dtype=jnp.bfloat16, params_init=base_layer.WeightInit.Gaussian(0.5)
+      )
+    )
     variables = layer.init(jax.random.key(0), jnp.ones((1, 2)))
     self.assertEqual(sorted(variables["params"]), ["child", "more_0", "more_1"])
     self.assertEqual(variables["non_trainable"]["child"]["count"].shape, ())

@@ -84,8 +84,12 @@ def gather_logprobs(logprobs: jnp.ndarray, hyp_ids: jnp.ndarray, ids: jnp.ndarra
   return jnp.einsum("bkv,bkv->bk", per_hyp, one_hot)
 
 
-def two_stage_topk(logits: jax.Array, hyp_scores: jax.Array, terminal_ids: list[int],
-                   tokens_per_beam: int | None = None):
+def two_stage_topk(
+  logits: jax.Array,
+  hyp_scores: jax.Array,
+  terminal_ids: list[int],
+  tokens_per_beam: int | None = None,
+):
   """Top tokens per beam, then the top `beam_size` of those over all beams.
 
   Args:
@@ -178,8 +182,9 @@ def right_align_state_fn(seq_lengths: JTensor) -> DecodeStateTransformFn:
   return fn
 
 
-def left_align_tensor(x: JTensor, prefix_lengths: JTensor, max_prefix_len: int,
-                      pad_value: float = 0.0) -> JTensor:
+def left_align_tensor(
+  x: JTensor, prefix_lengths: JTensor, max_prefix_len: int, pad_value: float = 0.0
+) -> JTensor:
   """Middle- to left-aligned rows of x [B, T]: drop max_prefix_len - prefix_length leading slots."""
   if x.ndim != 2:
     raise ValueError(f"left_align_tensor takes x [batch, seq_len], got shape {x.shape}.")
@@ -192,8 +197,13 @@ def left_align_tensor(x: JTensor, prefix_lengths: JTensor, max_prefix_len: int,
   return jax.vmap(one)(x, prefix_lengths)
 
 
-def left_align_kv_cache(x: JTensor, prefix_lengths: JTensor, max_prefix_len: int,
-                        pad_value: float = 0.0, batch_size: int = 1) -> JTensor:
+def left_align_kv_cache(
+  x: JTensor,
+  prefix_lengths: JTensor,
+  max_prefix_len: int,
+  pad_value: float = 0.0,
+  batch_size: int = 1,
+) -> JTensor:
   """left_align_tensor for caches [B, T, N, H] or [B, T, H] (rows 0..batch_size-1)."""
   if x.ndim not in (3, 4):
     raise ValueError(f"left_align_kv_cache takes x of rank 3 or 4, got shape {x.shape}.")
@@ -205,10 +215,16 @@ def left_align_kv_cache(x: JTensor, prefix_lengths: JTensor, max_prefix_len: int
   return x
 
 
-def concat_suffix_and_left_align(decoded_tensors: JTensor, suffix_tensors: JTensor,
-                                 decode_end_indices: JTensor, prefix_lengths: JTensor,
-                                 max_prefix_len: int, num_samples: int, num_suffix: int,
-                                 pad_value: float) -> JTensor:
+def concat_suffix_and_left_align(
+  decoded_tensors: JTensor,
+  suffix_tensors: JTensor,
+  decode_end_indices: JTensor,
+  prefix_lengths: JTensor,
+  max_prefix_len: int,
+  num_samples: int,
+  num_suffix: int,
+  pad_value: float,
+) -> JTensor:
   """Writes each suffix after its decoded row's end, then left-aligns.
 
   Args:
@@ -226,19 +242,21 @@ def concat_suffix_and_left_align(decoded_tensors: JTensor, suffix_tensors: JTens
   """
   rows, suffix_len = suffix_tensors.shape
   repeated = jnp.repeat(decoded_tensors, num_suffix, axis=0)
-  padded = jnp.pad(repeated, [(0, 0), (0, suffix_len)],
-                   constant_values=decoded_tensors.dtype.type(pad_value))
+  padded = jnp.pad(
+    repeated, [(0, 0), (0, suffix_len)], constant_values=decoded_tensors.dtype.type(pad_value)
+  )
   ends = jnp.repeat(decode_end_indices, num_suffix, axis=0)
   joined = jax.vmap(lambda r, s, e: jax.lax.dynamic_update_slice(r, s, [e]))(
-      padded, suffix_tensors, ends)
-  aligned = left_align_tensor(joined, jnp.repeat(prefix_lengths, num_suffix, axis=0),
-                              max_prefix_len, pad_value=pad_value)
+    padded, suffix_tensors, ends
+  )
+  aligned = left_align_tensor(
+    joined, jnp.repeat(prefix_lengths, num_suffix, axis=0), max_prefix_len, pad_value=pad_value
+  )
   aligned = aligned.reshape(rows // (num_samples * num_suffix), num_samples, num_suffix, -1)
   return jnp.transpose(aligned, (0, 2, 1, 3))
 
 
-def _end_with_sequence_single(stop_sequence: JTensor, output_ids: JTensor,
-                              decode_step) -> JTensor:
+def _end_with_sequence_single(stop_sequence: JTensor, output_ids: JTensor, decode_step) -> JTensor:
   """Whether output_ids[..decode_step] ends with stop_sequence (left-padded with 0 = any)."""
   n = stop_sequence.shape[0]
   window = jax.lax.dynamic_slice(jnp.pad(output_ids, [n, 0]), [decode_step + 1], [n])
@@ -248,7 +266,8 @@ def _end_with_sequence_single(stop_sequence: JTensor, output_ids: JTensor,
 def end_with_sequences(stop_sequences: JTensor, output_ids: JTensor, decode_step) -> JTensor:
   """Per row b: does output_ids[b] end at decode_step with stop_sequences[b]? -> [B]."""
   return jax.vmap(_end_with_sequence_single, in_axes=(0, 0, None))(
-      stop_sequences, output_ids, decode_step)
+    stop_sequences, output_ids, decode_step
+  )
 
 
 @functools.partial(jax.vmap, in_axes=(0, 0, 0))  # batch
@@ -260,13 +279,15 @@ def end_with_any_sequence_any_position(stop_sequence, output_ids, decode_step):
   return _end_with_sequence_single(stop_sequence, output_ids, decode_step)
 
 
-def find_first_new_stop_seq_match(first_new_decode_idx: JTensor, num_new_tokens: int,
-                                  stop_sequences: JTensor, sequences: JTensor) -> JTensor:
+def find_first_new_stop_seq_match(
+  first_new_decode_idx: JTensor, num_new_tokens: int, stop_sequences: JTensor, sequences: JTensor
+) -> JTensor:
   """[B] offset (from first_new_decode_idx) of the first new position that ends a stop
   sequence; num_new_tokens where none does."""
   positions = first_new_decode_idx[:, None] + jnp.arange(num_new_tokens)[None, :]  # [B, P]
-  hit = jnp.any(end_with_any_sequence_any_position(stop_sequences, sequences, positions),
-                axis=-1)  # [B, P]
+  hit = jnp.any(
+    end_with_any_sequence_any_position(stop_sequences, sequences, positions), axis=-1
+  )  # [B, P]
   # Count the leading misses: cummin of "missed" stays 1 until the first hit.
   return jnp.sum(jax.lax.cummin(1 - hit.astype(jnp.int32), axis=1), axis=-1)
 
@@ -278,7 +299,8 @@ def has_any_eos(arr: JTensor, eos_ids: int | Sequence[int]) -> JTensor:
 
 
 def coerce_to_expanded_extend_step_fn(
-    extend_step_fn: ExtendStepFn | ExpandedExtendStepFn) -> ExpandedExtendStepFn:
+  extend_step_fn: ExtendStepFn | ExpandedExtendStepFn,
+) -> ExpandedExtendStepFn:
   """fn(model, ids, segment_pos) -> fn(model, ids, segment_pos, decode_loop_state)."""
   if len(inspect.signature(extend_step_fn).parameters) == 4:
     return extend_step_fn
@@ -302,8 +324,9 @@ def collect_results_to_optimize_eos(result: NestedMap, decode_length_shift: int 
   steps = jnp.arange(new.logprobs.shape[1])
   before_start = steps <= result.start_step
   cumulative = jnp.where(before_start, 0.0, jnp.cumsum(new.logprobs, -1))
-  eos_logprobs = jnp.where(steps[:new.eos_logprobs.shape[1]] <= result.start_step,
-                           big_negative, new.eos_logprobs)
+  eos_logprobs = jnp.where(
+    steps[: new.eos_logprobs.shape[1]] <= result.start_step, big_negative, new.eos_logprobs
+  )
   end_scores = jnp.pad(cumulative, [(0, 0), (1, 0)])[:, :-1] + eos_logprobs
   best = jnp.argmax(end_scores, -1)  # [B]
   rows = jnp.arange(new.output_ids.shape[0])

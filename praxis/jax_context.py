@@ -17,7 +17,6 @@ from typing import Any
 
 
 class _Stack(threading.local):
-
   def __init__(self):
     super().__init__()
     self.stack: list[JaxContext] = []
@@ -103,13 +102,15 @@ class JaxContext:
 def cur_jax_context() -> JaxContext:
   current = JaxContext.top()
   if current is None:
-    raise RuntimeError("No JaxContext is active; wrap the call in "
-                       "`with base_layer.JaxContext.new_context():`.")
+    raise RuntimeError(
+      "No JaxContext is active; wrap the call in `with base_layer.JaxContext.new_context():`."
+    )
   return current
 
 
-def add_global_summary(name: str, tensor: Any, summary_type: Any = None,
-                       verbosity: int = 2) -> None:
+def add_global_summary(
+  name: str, tensor: Any, summary_type: Any = None, verbosity: int = 2
+) -> None:
   """Adds a summary not tied to a layer to the current context."""
   del summary_type
   context = cur_jax_context()

@@ -180,8 +180,11 @@ class Adafactor(BaseOptimizer):
   beta1: float = 0.0
 
   def scaling(self) -> optax.GradientTransformation:
-    parts = [optax.scale_by_factored_rms(self.factored, self.decay_rate, self.decay_offset,
-                                         self.min_dim_size_to_factor, self.epsilon)]
+    parts = [
+      optax.scale_by_factored_rms(
+        self.factored, self.decay_rate, self.decay_offset, self.min_dim_size_to_factor, self.epsilon
+      )
+    ]
     if self.clipping_threshold > 0:
       parts.append(optax.clip_by_block_rms(self.clipping_threshold))
     if self.multiply_by_parameter_scale:
@@ -212,15 +215,16 @@ def ema_of_params(decay: float) -> optax.GradientTransformation:
     if params is None:
       raise ValueError("ema_decay > 0 needs the parameters: call update(grads, state, params).")
     new_params = optax.apply_updates(params, updates)
-    ema = jax.tree.map(lambda e, p: decay * e + (1.0 - decay) * p.astype(e.dtype),
-                       state.ema, new_params)
+    ema = jax.tree.map(
+      lambda e, p: decay * e + (1.0 - decay) * p.astype(e.dtype), state.ema, new_params
+    )
     return updates, EmaState(ema=ema)
 
   return optax.GradientTransformation(init_fn, update_fn)
 
 
 def param_path(path: tuple[Any, ...]) -> str:
-  """"a/b/0/w" for a jax key path; a box's `.value` attribute is not part of the name."""
+  """ "a/b/0/w" for a jax key path; a box's `.value` attribute is not part of the name."""
   names = []
   for key in path:
     if isinstance(key, jax.tree_util.DictKey):
@@ -239,7 +243,8 @@ def decay_mask(exclude: str | None, params: Any) -> Any:
   """A tree of bools like `params`: True where weight decay applies."""
   pattern = None if exclude is None else re.compile(exclude)
   return jax.tree_util.tree_map_with_path(
-      lambda path, _: pattern is None or pattern.search(param_path(path)) is None, params)
+    lambda path, _: pattern is None or pattern.search(param_path(path)) is None, params
+  )
 
 
 def build(cfg: Any, params: Any = None) -> optax.GradientTransformation:
@@ -251,12 +256,15 @@ def build(cfg: Any, params: Any = None) -> optax.GradientTransformation:
   """
   opt = _as_optimizer(cfg)
   if opt.clip_gradient_norm_to_value < 0 or opt.weight_decay < 0:
-    raise ValueError(f"{type(opt).__name__}: clip_gradient_norm_to_value and weight_decay must "
-                     f"be >= 0 (0 turns them off); got {opt.clip_gradient_norm_to_value}, "
-                     f"{opt.weight_decay}.")
+    raise ValueError(
+      f"{type(opt).__name__}: clip_gradient_norm_to_value and weight_decay must "
+      f"be >= 0 (0 turns them off); got {opt.clip_gradient_norm_to_value}, "
+      f"{opt.weight_decay}."
+    )
   if not 0 <= opt.ema_decay < 1:
-    raise ValueError(f"{type(opt).__name__}: ema_decay must be in [0, 1) (0: no EMA), "
-                     f"got {opt.ema_decay}.")
+    raise ValueError(
+      f"{type(opt).__name__}: ema_decay must be in [0, 1) (0: no EMA), got {opt.ema_decay}."
+    )
   if opt.weight_decay_exclude is not None:
     re.compile(opt.weight_decay_exclude)  # Fail now on a bad regex, not inside jit.
     if params is not None:
@@ -268,8 +276,7 @@ def build(cfg: Any, params: Any = None) -> optax.GradientTransformation:
   parts.append(opt.scaling())
   if opt.weight_decay > 0:
     exclude = opt.weight_decay_exclude
-    parts.append(optax.add_decayed_weights(opt.weight_decay,
-                                           mask=lambda p: decay_mask(exclude, p)))
+    parts.append(optax.add_decayed_weights(opt.weight_decay, mask=lambda p: decay_mask(exclude, p)))
   parts.append(optax.scale_by_learning_rate(opt.learning_rate_fn()))
   if opt.ema_decay > 0:
     parts.append(ema_of_params(opt.ema_decay))
@@ -293,8 +300,7 @@ def ema_params(opt_state: Any) -> Any:
   """The EMA of the parameters kept in `opt_state` (an optimizer built with ema_decay > 0)."""
   found = _find(opt_state, EmaState)
   if not found:
-    raise ValueError("opt_state holds no parameter EMA; set ema_decay > 0 in the optimizer "
-                     "config.")
+    raise ValueError("opt_state holds no parameter EMA; set ema_decay > 0 in the optimizer config.")
   return found[0].ema
 
 
@@ -306,8 +312,10 @@ def _find(tree: Any, kind: type) -> list[Any]:
 def _as_optimizer(cfg: Any) -> BaseOptimizer:
   opt = base_hyperparams.instantiate(cfg) if isinstance(cfg, fdl.Buildable) else cfg
   if not isinstance(opt, BaseOptimizer):
-    raise TypeError(f"Expected an optimizer config (e.g. optimizers.Adam.HParams.config(...)), "
-                    f"got {type(opt).__name__}.")
+    raise TypeError(
+      f"Expected an optimizer config (e.g. optimizers.Adam.HParams.config(...)), "
+      f"got {type(opt).__name__}."
+    )
   return opt
 
 
@@ -320,8 +328,10 @@ def _as_schedule(schedule: Any) -> Callable[[Any], Any]:
     return schedule.make()
   if callable(schedule):
     return schedule  # Any optax schedule.
-  raise TypeError(f"lr_schedule must be a praxis.schedules config or an optax schedule, got "
-                  f"{type(schedule).__name__}.")
+  raise TypeError(
+    f"lr_schedule must be a praxis.schedules config or an optax schedule, got "
+    f"{type(schedule).__name__}."
+  )
 
 
 def _log_exclusions(exclude: str, params: Any) -> None:
@@ -329,9 +339,14 @@ def _log_exclusions(exclude: str, params: Any) -> None:
   paths = jax.tree_util.tree_leaves_with_path(mask)
   excluded = [param_path(p) for p, decays in paths if not decays]
   if not excluded:
-    logging.warning("weight_decay_exclude %r matches none of the %d parameters (e.g. %s); every "
-                    "parameter is decayed.", exclude, len(paths),
-                    param_path(paths[0][0]) if paths else "none")
+    logging.warning(
+      "weight_decay_exclude %r matches none of the %d parameters (e.g. %s); every "
+      "parameter is decayed.",
+      exclude,
+      len(paths),
+      param_path(paths[0][0]) if paths else "none",
+    )
   else:
-    logging.info("No weight decay for %d of %d parameters: %s", len(excluded), len(paths),
-                 ", ".join(excluded))
+    logging.info(
+      "No weight decay for %d of %d parameters: %s", len(excluded), len(paths), ", ".join(excluded)
+    )

@@ -13,16 +13,17 @@ from praxis import sharding
 P = jax.sharding.PartitionSpec
 RNG = np.random.RandomState(0)
 PARAMS = {
-    "dense": {"w": RNG.randn(3, 4).astype(np.float32), "b": RNG.randn(4).astype(np.float32)},
-    "ln": {"scale": (1 + 0.1 * RNG.randn(4)).astype(np.float32)},
+  "dense": {"w": RNG.randn(3, 4).astype(np.float32), "b": RNG.randn(4).astype(np.float32)},
+  "ln": {"scale": (1 + 0.1 * RNG.randn(4)).astype(np.float32)},
 }
-GRADS = [jax.tree.map(lambda p: RNG.randn(*p.shape).astype(np.float32), PARAMS)
-         for _ in range(4)]
+GRADS = [jax.tree.map(lambda p: RNG.randn(*p.shape).astype(np.float32), PARAMS) for _ in range(4)]
 
 
 def _flat(tree):
-  return {optimizers.param_path(p): np.asarray(v, np.float64)
-          for p, v in jax.tree_util.tree_leaves_with_path(tree)}
+  return {
+    optimizers.param_path(p): np.asarray(v, np.float64)
+    for p, v in jax.tree_util.tree_leaves_with_path(tree)
+  }
 
 
 def _run(cfg, grads=GRADS, params=PARAMS):
@@ -51,12 +52,12 @@ def _numpy_run(update_rule, grads=GRADS, params=PARAMS):
 
 
 class OptimizersTest(absltest.TestCase):
-
   def assertHistoriesClose(self, got, expected, rtol=1e-5, atol=1e-6):
     for t, (g_step, e_step) in enumerate(zip(got, expected)):
       for name in e_step:
-        np.testing.assert_allclose(g_step[name], e_step[name], rtol=rtol, atol=atol,
-                                   err_msg=f"step {t + 1}, {name}")
+        np.testing.assert_allclose(
+          g_step[name], e_step[name], rtol=rtol, atol=atol, err_msg=f"step {t + 1}, {name}"
+        )
 
   def test_adam_matches_numpy_with_pax_defaults(self):
     cfg = optimizers.Adam.HParams.config(learning_rate=0.1)
@@ -87,8 +88,11 @@ class OptimizersTest(absltest.TestCase):
   def test_adamw_decoupled_decay_with_exclusion(self):
     lr, wd = 0.05, 0.5
     cfg = optimizers.AdamW.HParams.config(
-        learning_rate=lr, weight_decay=wd, clip_threshold=0.0,
-        weight_decay_exclude=optimizers.EXCLUDE_BIASES_AND_NORMS)
+      learning_rate=lr,
+      weight_decay=wd,
+      clip_threshold=0.0,
+      weight_decay_exclude=optimizers.EXCLUDE_BIASES_AND_NORMS,
+    )
 
     def adamw(name, t, p, g, s, b1=0.9, b2=0.999, eps=1e-6):
       s["m"] = b1 * s.get("m", 0) + (1 - b1) * g
@@ -107,8 +111,9 @@ class OptimizersTest(absltest.TestCase):
     mask = optimizers.decay_mask(optimizers.EXCLUDE_BIASES_AND_NORMS, PARAMS)
     self.assertEqual(mask, {"dense": {"w": True, "b": False}, "ln": {"scale": False}})
     # A name that merely ends in "b" is still decayed; only whole path components match.
-    mask = optimizers.decay_mask(optimizers.EXCLUDE_BIASES_AND_NORMS,
-                                 {"emb": 0.0, "x/b": 0.0, "per_dim_scale": 0.0})
+    mask = optimizers.decay_mask(
+      optimizers.EXCLUDE_BIASES_AND_NORMS, {"emb": 0.0, "x/b": 0.0, "per_dim_scale": 0.0}
+    )
     self.assertEqual(mask, {"emb": True, "x/b": False, "per_dim_scale": False})
 
   def test_sgd_momentum(self):
@@ -179,8 +184,8 @@ class OptimizersTest(absltest.TestCase):
 
   def test_schedule_and_current_learning_rate(self):
     cfg = optimizers.Sgd.HParams.config(
-        learning_rate=2.0,
-        lr_schedule=schedules.Linear.HParams.config(start=(0, 0.0), limit=(4, 1.0)))
+      learning_rate=2.0, lr_schedule=schedules.Linear.HParams.config(start=(0, 0.0), limit=(4, 1.0))
+    )
     history, state = _run(cfg, grads=GRADS[:3])
     # Update k (0-based) used lr 2 * k / 4: the first one is 0, so params stay the same.
     first = history[0]
@@ -196,21 +201,35 @@ class OptimizersTest(absltest.TestCase):
   def test_lm_cloud_adam(self):
     # Pax's set_default_adam for lm_cloud, as a config; warm-up 4000 from 0.
     cfg = optimizers.Adam.HParams.config(
-        learning_rate=2.5e-4, beta2=0.99, weight_decay=1e-3, clip_gradient_norm_to_value=5.0,
-        lr_schedule=schedules.LinearRampupExponentialDecay.HParams.config(
-            warmup_steps=4000, decay_start=4001, decay_end=300000, min_ratio=0.1, max=1.0))
+      learning_rate=2.5e-4,
+      beta2=0.99,
+      weight_decay=1e-3,
+      clip_gradient_norm_to_value=5.0,
+      lr_schedule=schedules.LinearRampupExponentialDecay.HParams.config(
+        warmup_steps=4000, decay_start=4001, decay_end=300000, min_ratio=0.1, max=1.0
+      ),
+    )
     lr = optimizers.learning_rate_fn(cfg)
-    np.testing.assert_allclose([float(lr(s)) for s in (0, 300, 4000, 300000)],
-                               [0.0, 2.5e-4 * 300 / 4000, 2.5e-4, 2.5e-5], rtol=1e-6)
+    np.testing.assert_allclose(
+      [float(lr(s)) for s in (0, 300, 4000, 300000)],
+      [0.0, 2.5e-4 * 300 / 4000, 2.5e-4, 2.5e-5],
+      rtol=1e-6,
+    )
 
   def test_boxed_params_under_eval_shape(self):
     import flax.linen as nn  # pylint: disable=g-import-not-at-top
-    boxed = {"w": nn.LogicallyPartitioned(jnp.zeros((256, 256)), ("embed", "mlp")),
-             "b": nn.LogicallyPartitioned(jnp.zeros((256,)), ("mlp",))}
+
+    boxed = {
+      "w": nn.LogicallyPartitioned(jnp.zeros((256, 256)), ("embed", "mlp")),
+      "b": nn.LogicallyPartitioned(jnp.zeros((256,)), ("mlp",)),
+    }
     mesh = sharding.make_mesh((1, 1, 1))
-    for cfg in (optimizers.Adam.HParams.config(weight_decay=0.1, ema_decay=0.9,
-                                               weight_decay_exclude=r"(^|/)b$"),
-                optimizers.Adafactor.HParams.config()):
+    for cfg in (
+      optimizers.Adam.HParams.config(
+        weight_decay=0.1, ema_decay=0.9, weight_decay_exclude=r"(^|/)b$"
+      ),
+      optimizers.Adafactor.HParams.config(),
+    ):
       tx = optimizers.build(cfg, boxed)
       state = jax.eval_shape(tx.init, boxed)
       # Every statistic of the parameters' rank is sharded like its parameter.

@@ -63,18 +63,22 @@ def auto_config(fn: Callable[..., Any] | None = None, **kwargs: Any) -> Any:
   `make_model.as_buildable()` returns a Config tree; calling `make_model()` builds directly.
   Applied to a class, it configures a call of the class with no arguments.
   """
-  user_policy = kwargs.pop("experimental_exemption_policy",
-                           _fdl_auto_config.auto_config_policy.latest)
+  user_policy = kwargs.pop(
+    "experimental_exemption_policy", _fdl_auto_config.auto_config_policy.latest
+  )
 
   def exempt(fn_or_cls):
-    return (fn_or_cls is Config or
-            getattr(fn_or_cls, "__func__", None) is _fdl_auto_config.AutoConfig.as_buildable or
-            user_policy(fn_or_cls))
+    return (
+      fn_or_cls is Config
+      or getattr(fn_or_cls, "__func__", None) is _fdl_auto_config.AutoConfig.as_buildable
+      or user_policy(fn_or_cls)
+    )
 
   kwargs["experimental_exemption_policy"] = exempt
   kwargs["experimental_allow_control_flow"] = True
   kwargs["experimental_config_types"] = _fdl_auto_config.ConfigTypes(
-      config_cls=Config, partial_cls=Partial)
+    config_cls=Config, partial_cls=Partial
+  )
   kwargs["experimental_result_must_contain_buildable"] = False
 
   def wrap(target):

@@ -34,16 +34,15 @@ class Holder(base_layer.BaseLayer):
 
 
 class PaxFiddleTest(absltest.TestCase):
-
   def test_seed_snippet_runs_as_written(self):
     from praxis import layers  # pylint: disable=import-outside-toplevel
+
     cfg = pax_fiddle.Config(layers.Linear, name="l", input_dims=2, output_dims=3)
     layer = base_layer.instantiate(cfg)
     x = jnp.ones((4, 2))
     variables = layer.init(jax.random.PRNGKey(0), x)
     self.assertIsInstance(variables["params"]["w"], jax.Array)
-    np.testing.assert_allclose(layer.apply(variables, x), x @ variables["params"]["w"],
-                               rtol=1e-6)
+    np.testing.assert_allclose(layer.apply(variables, x), x @ variables["params"]["w"], rtol=1e-6)
 
   def test_templates_stay_configs_and_instances_are_built_with_inherited_fields(self):
     cfg = pax_fiddle.Config(Holder, name="h", dtype=jnp.float32, fprop_dtype=jnp.bfloat16)
@@ -72,8 +71,9 @@ class PaxFiddleTest(absltest.TestCase):
 
     @pax_fiddle.auto_config
     def make():
-      return Holder(dtype=jnp.float32, params_init=base_layer.WeightInit.Gaussian(2.0),
-                    inner=Leaf(dims=2))
+      return Holder(
+        dtype=jnp.float32, params_init=base_layer.WeightInit.Gaussian(2.0), inner=Leaf(dims=2)
+      )
 
     cfg = make.as_buildable()
     self.assertIsInstance(cfg, pax_fiddle.Config)
@@ -85,7 +85,6 @@ class PaxFiddleTest(absltest.TestCase):
   def test_inline_children_inherit(self):
 
     class Outer(base_layer.BaseLayer):
-
       @nn.compact
       def __call__(self, x):
         return Leaf(name="a")(x)

@@ -38,6 +38,7 @@ def global_mesh_defined() -> bool:
     return True
   try:
     from jax.interpreters import pxla  # pylint: disable=import-outside-toplevel
+
     return not pxla.thread_resources.env.physical_mesh.empty
   except Exception:  # pylint: disable=broad-except
     return False
@@ -79,8 +80,9 @@ def sequence_paddings(lengths: JTensor, maxlen: int, dtype: Any = jnp.float32) -
   return 1 - sequence_mask(lengths, maxlen, dtype)
 
 
-def apply_padding(inputs: JTensor, padding: JTensor, pad_value: Any = 0.0,
-                  use_select: bool = True, axis: int = 0) -> JTensor:
+def apply_padding(
+  inputs: JTensor, padding: JTensor, pad_value: Any = 0.0, use_select: bool = True, axis: int = 0
+) -> JTensor:
   """Puts `pad_value` where `padding` is 1; `padding` broadcasts to `inputs`."""
   del axis
   padding = jnp.asarray(padding)
@@ -119,8 +121,9 @@ def tree_unstack(tree: Any, axis: int) -> Sequence[Any]:
 
 def assert_same_shape_and_dtype(x: JTensor, y: JTensor) -> None:
   if x.shape != y.shape or x.dtype != y.dtype:
-    raise ValueError(f"Expected the same shape and dtype, got {x.shape}/{x.dtype} and "
-                     f"{y.shape}/{y.dtype}.")
+    raise ValueError(
+      f"Expected the same shape and dtype, got {x.shape}/{x.dtype} and {y.shape}/{y.dtype}."
+    )
 
 
 def l2_normalize(x: JTensor, axis: Any = -1, epsilon: float = 1e-12) -> JTensor:

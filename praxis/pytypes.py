@@ -57,8 +57,9 @@ class NestedMap(dict):
     if not isinstance(key, str) or not key.isidentifier():
       raise KeyError(f"NestedMap keys must be Python identifiers; got {key!r}.")
     if key in cls._RESERVED:
-      raise KeyError(f"NestedMap key {key!r} would shadow the dict method of that name; "
-                     "choose another name.")
+      raise KeyError(
+        f"NestedMap key {key!r} would shadow the dict method of that name; choose another name."
+      )
 
   def __setitem__(self, key, value):
     self._check_key(key)
@@ -96,7 +97,9 @@ class NestedMap(dict):
 
   def FlattenItems(self) -> list[tuple[str, Any]]:  # pylint: disable=invalid-name
     """(dotted path, leaf) pairs, for example ('decoder.ids', array)."""
-    return [(path_name(path, "."), leaf) for path, leaf in jax.tree_util.tree_leaves_with_path(self)]
+    return [
+      (path_name(path, "."), leaf) for path, leaf in jax.tree_util.tree_leaves_with_path(self)
+    ]
 
   def Transform(self, fn: Callable[[Any], Any]) -> NestedMap:  # pylint: disable=invalid-name
     """A NestedMap of the same structure with `fn` applied to every leaf."""
@@ -227,4 +230,3 @@ def _unflatten(keys, values) -> NestedMap:
 
 
 jax.tree_util.register_pytree_with_keys(NestedMap, _flatten_with_keys, _unflatten, _flatten)
-

@@ -9,7 +9,6 @@ from praxis.pytypes import NestedMap
 
 
 class NestedMapTest(absltest.TestCase):
-
   def test_attribute_and_item_access_are_the_same(self):
     m = NestedMap(ids=np.arange(3))
     m.labels = np.ones(3)

@@ -121,8 +121,9 @@ class Linear(BaseSchedule):
   def make(self) -> Schedule:
     _check_points("Linear", self.start, self.limit)
     (x0, y0), (x1, y1) = self.start, self.limit
-    return _with_warmup(optax.linear_schedule(y0, y1, x1 - x0, transition_begin=x0),
-                        self.warmup_steps)
+    return _with_warmup(
+      optax.linear_schedule(y0, y1, x1 - x0, transition_begin=x0), self.warmup_steps
+    )
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -141,21 +142,32 @@ class PiecewiseLinear(BaseSchedule):
 
   def make(self) -> Schedule:
     if len(self.boundaries) != len(self.values) or not self.boundaries:
-      raise ValueError(f"PiecewiseLinear: {len(self.boundaries)} boundaries and "
-                       f"{len(self.values)} values; give one value per boundary (at least one).")
+      raise ValueError(
+        f"PiecewiseLinear: {len(self.boundaries)} boundaries and "
+        f"{len(self.values)} values; give one value per boundary (at least one)."
+      )
     if any(b1 <= b0 for b0, b1 in zip(self.boundaries, self.boundaries[1:])):
       raise ValueError(f"PiecewiseLinear: boundaries {self.boundaries} must be increasing.")
     if len(self.boundaries) == 1:
       return _with_warmup(optax.constant_schedule(self.values[0]), self.warmup_steps)
     # One optax linear piece per segment; join_schedules switches at the inner points.
-    pieces = [optax.linear_schedule(self.values[0], self.values[1],
-                                    self.boundaries[1] - self.boundaries[0],
-                                    transition_begin=self.boundaries[0])]
+    pieces = [
+      optax.linear_schedule(
+        self.values[0],
+        self.values[1],
+        self.boundaries[1] - self.boundaries[0],
+        transition_begin=self.boundaries[0],
+      )
+    ]
     for i in range(1, len(self.boundaries) - 1):
-      pieces.append(optax.linear_schedule(self.values[i], self.values[i + 1],
-                                          self.boundaries[i + 1] - self.boundaries[i]))
-    return _with_warmup(optax.join_schedules(pieces, list(self.boundaries[1:-1])),
-                        self.warmup_steps)
+      pieces.append(
+        optax.linear_schedule(
+          self.values[i], self.values[i + 1], self.boundaries[i + 1] - self.boundaries[i]
+        )
+      )
+    return _with_warmup(
+      optax.join_schedules(pieces, list(self.boundaries[1:-1])), self.warmup_steps
+    )
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -223,8 +235,10 @@ class PiecewiseConstant(BaseSchedule):
 
   def make(self) -> Schedule:
     if len(self.values) != len(self.boundaries) + 1:
-      raise ValueError(f"PiecewiseConstant: {len(self.values)} values for "
-                       f"{len(self.boundaries)} boundaries; give len(boundaries) + 1 values.")
+      raise ValueError(
+        f"PiecewiseConstant: {len(self.values)} values for "
+        f"{len(self.boundaries)} boundaries; give len(boundaries) + 1 values."
+      )
     if list(self.boundaries) != sorted(self.boundaries):
       raise ValueError(f"PiecewiseConstant: boundaries {self.boundaries} must be sorted.")
     pieces = [optax.constant_schedule(v) for v in self.values]
@@ -258,8 +272,9 @@ class _LinearRampupDecay(BaseSchedule):
     name = type(self).__name__
     if not 0 <= self.warmup_steps <= self.decay_start < self.decay_end:
       raise ValueError(
-          f"{name}: need 0 <= warmup_steps <= decay_start < decay_end; got warmup_steps="
-          f"{self.warmup_steps}, decay_start={self.decay_start}, decay_end={self.decay_end}.")
+        f"{name}: need 0 <= warmup_steps <= decay_start < decay_end; got warmup_steps="
+        f"{self.warmup_steps}, decay_start={self.decay_start}, decay_end={self.decay_end}."
+      )
     if self.max <= 0:
       raise ValueError(f"{name}: max must be > 0 (the peak multiplier), got {self.max}.")
     pieces, boundaries = [], []
@@ -278,8 +293,9 @@ class LinearRampupExponentialDecay(_LinearRampupDecay):
   __doc__ = _LinearRampupDecay.__doc__.replace("decay to", "decay exponentially to")
 
   def _decay(self, steps: int) -> Schedule:
-    return optax.exponential_decay(self.max, steps, self.min_ratio,
-                                   end_value=self.max * self.min_ratio)
+    return optax.exponential_decay(
+      self.max, steps, self.min_ratio, end_value=self.max * self.min_ratio
+    )
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -345,7 +361,7 @@ class Transformer(BaseSchedule):
       step = jnp.asarray(step, jnp.float32)
       if decay_end is not None:
         step = jnp.minimum(step, decay_end)
-      return scale * jnp.minimum((step + 1) * warmup**-1.5, (step + 1)**-0.5)
+      return scale * jnp.minimum((step + 1) * warmup**-1.5, (step + 1) ** -0.5)
 
     return schedule
 
@@ -364,8 +380,10 @@ class PiecewiseSchedule(BaseSchedule):
 
   def make(self) -> Schedule:
     if len(self.schedules) != len(self.boundaries) + 1:
-      raise ValueError(f"PiecewiseSchedule: {len(self.schedules)} schedules for "
-                       f"{len(self.boundaries)} boundaries; give len(boundaries) + 1.")
+      raise ValueError(
+        f"PiecewiseSchedule: {len(self.schedules)} schedules for "
+        f"{len(self.boundaries)} boundaries; give len(boundaries) + 1."
+      )
     if list(self.boundaries) != sorted(self.boundaries):
       raise ValueError(f"PiecewiseSchedule: boundaries {self.boundaries} must be sorted.")
     return optax.join_schedules([s.make() for s in self.schedules], list(self.boundaries))

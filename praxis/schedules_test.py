@@ -15,11 +15,11 @@ def _values(schedule, steps):
 
 
 class SchedulesTest(absltest.TestCase):
-
   def assertValues(self, schedule, expected: dict[int, float], rtol=1e-6):
     got = _values(schedule, list(expected))
-    np.testing.assert_allclose(got, list(expected.values()), rtol=rtol, atol=1e-7,
-                               err_msg=str(list(expected)))
+    np.testing.assert_allclose(
+      got, list(expected.values()), rtol=rtol, atol=1e-7, err_msg=str(list(expected))
+    )
 
   def test_config_rejects_typos_and_builds(self):
     cfg = schedules.Constant.HParams.config(value=0.5)
@@ -57,13 +57,16 @@ class SchedulesTest(absltest.TestCase):
 
   def test_cosine(self):
     s = schedules.Cosine(initial_value=1.0, final_value=0.1, total_steps=100)
-    self.assertValues(s, {
+    self.assertValues(
+      s,
+      {
         0: 1.0,
         25: 0.1 + 0.9 * (1 + math.cos(math.pi / 4)) / 2,
         50: 0.55,
         100: 0.1,
         150: 0.1,
-    })
+      },
+    )
 
   def test_cosine_with_warmup(self):
     s = schedules.Cosine(initial_value=1.0, final_value=0.0, total_steps=100, warmup_steps=10)
@@ -81,37 +84,55 @@ class SchedulesTest(absltest.TestCase):
   def test_lm_cloud_linear_rampup_exponential_decay(self):
     # Pax's lm_cloud setting: warm-up 4000, decay from 4001 to 0.1 at 300000.
     s = schedules.LinearRampupExponentialDecay(
-        warmup_steps=4000, decay_start=4001, decay_end=300000, min_ratio=0.1, max=1.0)
+      warmup_steps=4000, decay_start=4001, decay_end=300000, min_ratio=0.1, max=1.0
+    )
     mid = 4001 + (300000 - 4001) // 2
-    self.assertValues(s, {
+    self.assertValues(
+      s,
+      {
         0: 0.0,
         1: 1 / 4000,
         300: 300 / 4000,  # LmCloudSpmd2BLimitSteps never leaves warm-up.
         3999: 3999 / 4000,
         4000: 1.0,
         4001: 1.0,
-        mid: 0.1**((mid - 4001) / (300000 - 4001)),
-        299999: 0.1**(299998 / 299999),
+        mid: 0.1 ** ((mid - 4001) / (300000 - 4001)),
+        299999: 0.1 ** (299998 / 299999),
         300000: 0.1,
         10**6: 0.1,
-    }, rtol=2e-6)
+      },
+      rtol=2e-6,
+    )
 
   def test_linear_rampup_exponential_decay_scaled_max(self):
     s = schedules.LinearRampupExponentialDecay(
-        warmup_steps=10, decay_start=20, decay_end=30, min_ratio=0.25, max=2.0)
+      warmup_steps=10, decay_start=20, decay_end=30, min_ratio=0.25, max=2.0
+    )
     self.assertValues(s, {5: 1.0, 10: 2.0, 15: 2.0, 20: 2.0, 25: 1.0, 30: 0.5, 40: 0.5})
 
   def test_linear_rampup_cosine_decay(self):
     s = schedules.LinearRampupCosineDecay(
-        warmup_steps=10, decay_start=20, decay_end=120, min_ratio=0.1, max=1.0)
-    self.assertValues(s, {
-        0: 0.0, 5: 0.5, 10: 1.0, 19: 1.0, 20: 1.0,
+      warmup_steps=10, decay_start=20, decay_end=120, min_ratio=0.1, max=1.0
+    )
+    self.assertValues(
+      s,
+      {
+        0: 0.0,
+        5: 0.5,
+        10: 1.0,
+        19: 1.0,
+        20: 1.0,
         45: 0.1 + 0.9 * (1 + math.cos(math.pi * 0.25)) / 2,
-        70: 0.55, 120: 0.1, 500: 0.1})
+        70: 0.55,
+        120: 0.1,
+        500: 0.1,
+      },
+    )
 
   def test_rampup_decay_without_warmup_or_hold(self):
     s = schedules.LinearRampupExponentialDecay(
-        warmup_steps=0, decay_start=0, decay_end=10, min_ratio=0.01, max=1.0)
+      warmup_steps=0, decay_start=0, decay_end=10, min_ratio=0.01, max=1.0
+    )
     self.assertValues(s, {0: 1.0, 5: 0.1, 10: 0.01})
 
   def test_rampup_decay_rejects_bad_order(self):
@@ -125,34 +146,44 @@ class SchedulesTest(absltest.TestCase):
 
   def test_transformer(self):
     s = schedules.Transformer(warmup_steps=100, model_dim=64, decay_end=900)
-    self.assertValues(s, {
+    self.assertValues(
+      s,
+      {
         0: 64**-0.5 * 100**-1.5,
         99: 64**-0.5 * 100 * 100**-1.5,  # the peak: (step + 1) = warmup
         399: 64**-0.5 * 400**-0.5,
         5000: 64**-0.5 * 901**-0.5,  # frozen at decay_end
-    })
+      },
+    )
 
   def test_piecewise_schedule_feeds_relative_steps(self):
     s = schedules.PiecewiseSchedule(
-        boundaries=(10,),
-        schedules=(schedules.Linear(start=(0, 0.0), limit=(10, 1.0)),
-                   schedules.Linear(start=(0, 1.0), limit=(10, 0.0))))
+      boundaries=(10,),
+      schedules=(
+        schedules.Linear(start=(0, 0.0), limit=(10, 1.0)),
+        schedules.Linear(start=(0, 1.0), limit=(10, 0.0)),
+      ),
+    )
     self.assertValues(s, {0: 0.0, 5: 0.5, 10: 1.0, 15: 0.5, 20: 0.0})
 
   def test_nested_config_builds(self):
     cfg = schedules.PiecewiseSchedule.HParams.config(
-        boundaries=[3],
-        schedules=[schedules.Constant.HParams.config(value=1.0),
-                   schedules.Constant.HParams.config(value=0.5)])
+      boundaries=[3],
+      schedules=[
+        schedules.Constant.HParams.config(value=1.0),
+        schedules.Constant.HParams.config(value=0.5),
+      ],
+    )
     s = cfg.Instantiate()
     self.assertValues(s, {2: 1.0, 3: 0.5})
 
   def test_jit_and_traced_steps(self):
     s = schedules.LinearRampupExponentialDecay(
-        warmup_steps=4, decay_start=4, decay_end=8, min_ratio=0.5, max=1.0)
+      warmup_steps=4, decay_start=4, decay_end=8, min_ratio=0.5, max=1.0
+    )
     steps = jnp.arange(10, dtype=jnp.int32)
     got = jax.jit(jax.vmap(s))(steps)
-    expected = [0, .25, .5, .75, 1, .5**.25, .5**.5, .5**.75, .5, .5]
+    expected = [0, 0.25, 0.5, 0.75, 1, 0.5**0.25, 0.5**0.5, 0.5**0.75, 0.5, 0.5]
     np.testing.assert_allclose(got, expected, rtol=1e-6)
     self.assertEqual(got.dtype, jnp.float32)
 

@@ -95,8 +95,9 @@ MESH_AXIS_NAMES: tuple[str, ...] = ("replica", "data", "mdl")
 BATCH_AXES: tuple[str, ...] = ("data", "replica")
 
 
-def pax_v1_rules(training_optimized: bool = True,
-                 batch_axes: tuple[str, ...] = BATCH_AXES) -> LogicalRules:
+def pax_v1_rules(
+  training_optimized: bool = True, batch_axes: tuple[str, ...] = BATCH_AXES
+) -> LogicalRules:
   """The logical-axis rules reproducing Pax's `set_sharding_params_v1` (see module docstring).
 
   Args:
@@ -106,20 +107,22 @@ def pax_v1_rules(training_optimized: bool = True,
       of `embed` relies on it).
   """
   if "data" not in batch_axes:
-    raise ValueError(f"batch_axes {batch_axes} must include 'data': activations' embed dim "
-                     "reaches `mdl` only because the batch dim already holds `data`.")
+    raise ValueError(
+      f"batch_axes {batch_axes} must include 'data': activations' embed dim "
+      "reaches `mdl` only because the batch dim already holds `data`."
+    )
   rules: list[tuple[str, Any]] = [
-      # First, so that an activation's batch dim claims `data` before its embed dim can.
-      ("batch", tuple(batch_axes)),
-      ("length", None),
-      ("embed", "data"),
-      ("mlp", "mdl"),
-      ("heads", "mdl"),
-      ("kv", None),
-      ("vocab", "mdl"),
-      ("layers", None),
-      ("kv_heads", None),
-      ("classes", None),
+    # First, so that an activation's batch dim claims `data` before its embed dim can.
+    ("batch", tuple(batch_axes)),
+    ("length", None),
+    ("embed", "data"),
+    ("mlp", "mdl"),
+    ("heads", "mdl"),
+    ("kv", None),
+    ("vocab", "mdl"),
+    ("layers", None),
+    ("kv_heads", None),
+    ("classes", None),
   ]
   if training_optimized:
     # Last: only reached by an embed dim whose array already uses `data` (an activation).
@@ -130,9 +133,12 @@ def pax_v1_rules(training_optimized: bool = True,
 LOGICAL_AXIS_RULES: LogicalRules = pax_v1_rules()
 
 
-def make_mesh(ici_mesh_shape: Sequence[int], dcn_mesh_shape: Sequence[int] | None = None,
-              devices: Sequence[Any] | None = None,
-              axis_names: Sequence[str] = MESH_AXIS_NAMES) -> jax.sharding.Mesh:
+def make_mesh(
+  ici_mesh_shape: Sequence[int],
+  dcn_mesh_shape: Sequence[int] | None = None,
+  devices: Sequence[Any] | None = None,
+  axis_names: Sequence[str] = MESH_AXIS_NAMES,
+) -> jax.sharding.Mesh:
   """Builds the device mesh `ici_mesh_shape` x `dcn_mesh_shape` (elementwise) over `axis_names`.
 
   ICI is the fast in-slice network, DCN the slower one between slices (Pax's ICI_MESH_SHAPE and
@@ -147,18 +153,20 @@ def make_mesh(ici_mesh_shape: Sequence[int], dcn_mesh_shape: Sequence[int] | Non
   axis_names = tuple(axis_names)
   if len(ici) != len(axis_names) or len(dcn) != len(axis_names):
     raise ValueError(
-        f"ici_mesh_shape {ici} and dcn_mesh_shape {dcn} must each have one entry per mesh axis "
-        f"{axis_names}; give {len(axis_names)} sizes each (e.g. ici_mesh_shape=[1, 4, 1]).")
+      f"ici_mesh_shape {ici} and dcn_mesh_shape {dcn} must each have one entry per mesh axis "
+      f"{axis_names}; give {len(axis_names)} sizes each (e.g. ici_mesh_shape=[1, 4, 1])."
+    )
   if any(d < 1 for d in ici + dcn):
     raise ValueError(f"Mesh sizes must be >= 1; got ici_mesh_shape {ici}, dcn_mesh_shape {dcn}.")
   needed = math.prod(ici) * math.prod(dcn)
   if needed != len(devices):
     raise ValueError(
-        f"ici_mesh_shape {ici} x dcn_mesh_shape {dcn} needs {math.prod(ici)} x {math.prod(dcn)} = "
-        f"{needed} devices, but {len(devices)} are available "
-        f"({devices[0].platform if devices else 'none'}). Choose shapes whose product of all "
-        f"entries is {len(devices)} (on CPU, XLA_FLAGS=--xla_force_host_platform_device_count="
-        f"{needed} fakes that many devices).")
+      f"ici_mesh_shape {ici} x dcn_mesh_shape {dcn} needs {math.prod(ici)} x {math.prod(dcn)} = "
+      f"{needed} devices, but {len(devices)} are available "
+      f"({devices[0].platform if devices else 'none'}). Choose shapes whose product of all "
+      f"entries is {len(devices)} (on CPU, XLA_FLAGS=--xla_force_host_platform_device_count="
+      f"{needed} fakes that many devices)."
+    )
   if math.prod(dcn) == 1:
     grid = mesh_utils.create_device_mesh(ici, devices)
   elif hasattr(devices[0], "slice_index"):
@@ -170,8 +178,9 @@ def make_mesh(ici_mesh_shape: Sequence[int], dcn_mesh_shape: Sequence[int] | Non
   return jax.sharding.Mesh(grid, axis_names)
 
 
-def _blocked_hybrid_grid(ici: tuple[int, ...], dcn: tuple[int, ...],
-                         devices: list[Any]) -> np.ndarray:
+def _blocked_hybrid_grid(
+  ici: tuple[int, ...], dcn: tuple[int, ...], devices: list[Any]
+) -> np.ndarray:
   """Consecutive blocks of prod(ici) devices are the DCN granules, laid out like Pax's mesh."""
   n = len(ici)
   grid = np.empty(len(devices), dtype=object)
@@ -182,8 +191,9 @@ def _blocked_hybrid_grid(ici: tuple[int, ...], dcn: tuple[int, ...],
   return grid.transpose(order).reshape(tuple(d * i for d, i in zip(dcn, ici)))
 
 
-def logical_to_mesh_spec(logical_axes: Sequence[str | None] | PartitionSpec,
-                         rules: LogicalRules = LOGICAL_AXIS_RULES) -> PartitionSpec:
+def logical_to_mesh_spec(
+  logical_axes: Sequence[str | None] | PartitionSpec, rules: LogicalRules = LOGICAL_AXIS_RULES
+) -> PartitionSpec:
   """The mesh PartitionSpec for one array with these logical axes (names not in rules: None)."""
   return nn.logical_to_mesh_axes(tuple(logical_axes), rules)
 
@@ -192,8 +202,9 @@ def _is_annotation(x: Any) -> bool:
   return isinstance(x, (nn.Partitioned, PartitionSpec))
 
 
-def logical_to_shardings(tree: Any, mesh: jax.sharding.Mesh,
-                         rules: LogicalRules = LOGICAL_AXIS_RULES) -> Any:
+def logical_to_shardings(
+  tree: Any, mesh: jax.sharding.Mesh, rules: LogicalRules = LOGICAL_AXIS_RULES
+) -> Any:
   """NamedShardings for a tree of annotated values, e.g. `jax.eval_shape(model.init, ...)`.
 
   Leaves may be
@@ -242,8 +253,9 @@ def _rank(value: Any) -> int | None:
   return None if shape is None else len(shape)
 
 
-def _check_divisible(path: str, shape: Sequence[int] | None, spec: PartitionSpec,
-                     mesh: jax.sharding.Mesh) -> None:
+def _check_divisible(
+  path: str, shape: Sequence[int] | None, spec: PartitionSpec, mesh: jax.sharding.Mesh
+) -> None:
   if shape is None:
     return
   if len(spec) > len(shape):
@@ -255,9 +267,10 @@ def _check_divisible(path: str, shape: Sequence[int] | None, spec: PartitionSpec
     ways = math.prod(mesh.shape[a] for a in axes)
     if shape[dim] % ways:
       raise ValueError(
-          f"{path}: dim {dim} of shape {tuple(shape)} has size {shape[dim]}, which the mesh axes "
-          f"{axes} ({ways} devices, mesh {dict(mesh.shape)}) cannot split evenly. Make that size a "
-          f"multiple of {ways}, or map its logical name to None in the rules.")
+        f"{path}: dim {dim} of shape {tuple(shape)} has size {shape[dim]}, which the mesh axes "
+        f"{axes} ({ways} devices, mesh {dict(mesh.shape)}) cannot split evenly. Make that size a "
+        f"multiple of {ways}, or map its logical name to None in the rules."
+      )
 
 
 def batch_sharding(mesh: jax.sharding.Mesh, ndim: int) -> NamedSharding:
@@ -271,8 +284,9 @@ def batch_sharding(mesh: jax.sharding.Mesh, ndim: int) -> NamedSharding:
 
 
 @contextlib.contextmanager
-def activate(mesh: jax.sharding.Mesh,
-             rules: LogicalRules = LOGICAL_AXIS_RULES) -> Iterator[jax.sharding.Mesh]:
+def activate(
+  mesh: jax.sharding.Mesh, rules: LogicalRules = LOGICAL_AXIS_RULES
+) -> Iterator[jax.sharding.Mesh]:
   """Makes `mesh` the current mesh and `rules` the current rules, so that `maybe_shard` /
   `nn.with_logical_constraint` constrain activations while a function is traced. Outside it they
   do nothing (single-device runs need no mesh). Use around the first call of a jitted function.

@@ -23,22 +23,22 @@ B, T, V, D, F, N, H, L = 8, 4, 16, 16, 32, 4, 4, 2
 # Pax's set_sharding_params_v1, written out independently of the rules table: each weight's
 # mesh placement (w_vd, w_df, w_dnh, repeat prefix replicated) and each activation's.
 EXPECTED_WEIGHTS = {
-    "emb": P("mdl", "data"),           # w_vd = [mdl, data]
-    "ffn0": P("data", "mdl"),          # w_df = [data, mdl]
-    "ffn1": P("mdl", "data"),          # ffn1 is w_df transposed
-    "qkv": P("data", "mdl", None),     # w_dnh = [data, mdl, None]
-    "stacked": P(None, "data", "mdl"), # [layers, d, f]: repeat prefix replicated
-    "bias": P("mdl"),                  # the ffn0 bias follows f
-    "scale": P("data"),                # a [d] weight follows d (see module docstring)
+  "emb": P("mdl", "data"),  # w_vd = [mdl, data]
+  "ffn0": P("data", "mdl"),  # w_df = [data, mdl]
+  "ffn1": P("mdl", "data"),  # ffn1 is w_df transposed
+  "qkv": P("data", "mdl", None),  # w_dnh = [data, mdl, None]
+  "stacked": P(None, "data", "mdl"),  # [layers, d, f]: repeat prefix replicated
+  "bias": P("mdl"),  # the ffn0 bias follows f
+  "scale": P("data"),  # a [d] weight follows d (see module docstring)
 }
 # The batch is split over replica x data, data-major (see sharding's docstring for why not
 # Pax's replica-major order).
 BATCH = ("data", "replica")
 EXPECTED_ACTIVATIONS = {
-    "bld": P(BATCH, None, "mdl"),         # a_bld, training optimised
-    "blf": P(BATCH, None, "mdl"),         # a_blf
-    "blnh": P(BATCH, None, "mdl", None),  # a_blnh
-    "blv": P(BATCH, None, "mdl"),         # a_blv
+  "bld": P(BATCH, None, "mdl"),  # a_bld, training optimised
+  "blf": P(BATCH, None, "mdl"),  # a_blf
+  "blnh": P(BATCH, None, "mdl", None),  # a_blnh
+  "blv": P(BATCH, None, "mdl"),  # a_blv
 }
 
 
@@ -51,21 +51,27 @@ class TinyAnnotated(base_layer.BaseLayer):
     self.ffn1 = self.create_variable("ffn1", (F, D), ("mlp", "embed"))
     self.qkv = self.create_variable("qkv", (D, N, H), ("embed", "heads", "kv"))
     self.stacked = self.create_variable("stacked", (L, D, F), ("layers", "embed", "mlp"))
-    self.bias = self.create_variable("bias", (F,), ("mlp",),
-                                     init=base_layer.WeightInit.Gaussian(0.1))
-    self.scale = self.create_variable("scale", (D,), ("embed",),
-                                      init=base_layer.WeightInit.Gaussian(1.0))
+    self.bias = self.create_variable(
+      "bias", (F,), ("mlp",), init=base_layer.WeightInit.Gaussian(0.1)
+    )
+    self.scale = self.create_variable(
+      "scale", (D,), ("embed",), init=base_layer.WeightInit.Gaussian(1.0)
+    )
 
   def __call__(self, ids):
     x = self.maybe_shard(self.emb[ids] * self.scale, ("batch", "length", "embed"))  # [B, T, D]
-    q = self.maybe_shard(jnp.einsum("btd,dnh->btnh", x, self.qkv),
-                         ("batch", "length", "heads", "kv"))  # [B, T, N, H]
+    q = self.maybe_shard(
+      jnp.einsum("btd,dnh->btnh", x, self.qkv), ("batch", "length", "heads", "kv")
+    )  # [B, T, N, H]
     h = jnp.einsum("btd,df->btf", x, self.ffn0 + self.stacked.sum(0)) + self.bias
     h = self.maybe_shard(jax.nn.relu(h), ("batch", "length", "mlp"))  # [B, T, F]
-    y = self.maybe_shard(jnp.einsum("btf,fd->btd", h, self.ffn1) + q.sum((2, 3))[..., None],
-                         ("batch", "length", "embed"))  # [B, T, D]
-    logits = self.maybe_shard(jnp.einsum("btd,vd->btv", y, self.emb),
-                              ("batch", "length", "vocab"))  # [B, T, V]
+    y = self.maybe_shard(
+      jnp.einsum("btf,fd->btd", h, self.ffn1) + q.sum((2, 3))[..., None],
+      ("batch", "length", "embed"),
+    )  # [B, T, D]
+    logits = self.maybe_shard(
+      jnp.einsum("btd,vd->btv", y, self.emb), ("batch", "length", "vocab")
+    )  # [B, T, V]
     return {"bld": y, "blf": h, "blnh": q, "blv": logits}
 
 
@@ -80,45 +86,46 @@ def _shard_shape(shape, spec, mesh):
 
 
 class RulesTableTest(absltest.TestCase):
-
   def test_table_reproduces_pax_v1(self):
     rules = sharding.LOGICAL_AXIS_RULES
     cases = {
-        ("vocab", "embed"): EXPECTED_WEIGHTS["emb"],
-        ("embed", "mlp"): EXPECTED_WEIGHTS["ffn0"],
-        ("mlp", "embed"): EXPECTED_WEIGHTS["ffn1"],
-        ("embed", "heads", "kv"): EXPECTED_WEIGHTS["qkv"],
-        ("layers", "embed", "heads", "kv"): P(None, "data", "mdl", None),
-        ("embed", "vocab"): P("data", "mdl"),  # FullSoftmax w[d, v]
-        ("embed", "kv_heads", "kv"): P("data", None, None),
-        ("embed", "classes"): P("data", None),
-        ("batch", "length", "embed"): EXPECTED_ACTIVATIONS["bld"],
-        ("batch", "length", "mlp"): EXPECTED_ACTIVATIONS["blf"],
-        ("batch", "length", "heads", "kv"): EXPECTED_ACTIVATIONS["blnh"],
-        ("batch", "length", "vocab"): EXPECTED_ACTIVATIONS["blv"],
-        ("batch", "embed"): P(BATCH, "mdl"),  # extend_step activations [B, D]
-        ("batch", "length"): P(BATCH, None),
+      ("vocab", "embed"): EXPECTED_WEIGHTS["emb"],
+      ("embed", "mlp"): EXPECTED_WEIGHTS["ffn0"],
+      ("mlp", "embed"): EXPECTED_WEIGHTS["ffn1"],
+      ("embed", "heads", "kv"): EXPECTED_WEIGHTS["qkv"],
+      ("layers", "embed", "heads", "kv"): P(None, "data", "mdl", None),
+      ("embed", "vocab"): P("data", "mdl"),  # FullSoftmax w[d, v]
+      ("embed", "kv_heads", "kv"): P("data", None, None),
+      ("embed", "classes"): P("data", None),
+      ("batch", "length", "embed"): EXPECTED_ACTIVATIONS["bld"],
+      ("batch", "length", "mlp"): EXPECTED_ACTIVATIONS["blf"],
+      ("batch", "length", "heads", "kv"): EXPECTED_ACTIVATIONS["blnh"],
+      ("batch", "length", "vocab"): EXPECTED_ACTIVATIONS["blv"],
+      ("batch", "embed"): P(BATCH, "mdl"),  # extend_step activations [B, D]
+      ("batch", "length"): P(BATCH, None),
     }
     for axes, expected in cases.items():
       self.assertEqual(sharding.logical_to_mesh_spec(axes, rules), expected, axes)
 
   def test_not_training_optimized_replicates_activation_embed(self):
     rules = sharding.pax_v1_rules(training_optimized=False)
-    self.assertEqual(sharding.logical_to_mesh_spec(("batch", "length", "embed"), rules),
-                     P(BATCH, None, None))
+    self.assertEqual(
+      sharding.logical_to_mesh_spec(("batch", "length", "embed"), rules), P(BATCH, None, None)
+    )
     # Weights are unchanged.
     self.assertEqual(sharding.logical_to_mesh_spec(("vocab", "embed"), rules), P("mdl", "data"))
 
   def test_pax_exact_batch_order(self):
     rules = sharding.pax_v1_rules(batch_axes=("replica", "data"))
-    self.assertEqual(sharding.logical_to_mesh_spec(("batch", "length", "embed"), rules),
-                     P(("replica", "data"), None, "mdl"))
+    self.assertEqual(
+      sharding.logical_to_mesh_spec(("batch", "length", "embed"), rules),
+      P(("replica", "data"), None, "mdl"),
+    )
     with self.assertRaisesRegex(ValueError, "must include 'data'"):
       sharding.pax_v1_rules(batch_axes=("replica",))
 
 
 class MeshTest(absltest.TestCase):
-
   def test_shape_and_names(self):
     mesh = sharding.make_mesh((1, 4, 2))
     self.assertEqual(dict(mesh.shape), {"replica": 1, "data": 4, "mdl": 2})
@@ -150,7 +157,6 @@ class MeshTest(absltest.TestCase):
 
 
 class ShardingsTest(parameterized.TestCase):
-
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
@@ -171,7 +177,9 @@ class ShardingsTest(parameterized.TestCase):
   @parameterized.parameters((1, 8, 1), (1, 4, 2), (2, 2, 2))
   def test_weights_and_activations_follow_table(self, *ici):
     mesh = sharding.make_mesh(ici)
-    abstract = jax.eval_shape(functools.partial(base_layer.init_boxed, self.model), self.rng, self.ids)
+    abstract = jax.eval_shape(
+      functools.partial(base_layer.init_boxed, self.model), self.rng, self.ids
+    )
     shardings = sharding.logical_to_shardings(abstract, mesh)
     for name, expected in EXPECTED_WEIGHTS.items():
       self.assertEqual(shardings["params"][name].spec, expected, name)
@@ -185,17 +193,18 @@ class ShardingsTest(parameterized.TestCase):
     # Forward and gradient: activations constrained as the table says, values as on one device
     # (float32; tolerance 1e-5 for reassociated sums).
     with sharding.activate(mesh):
-      outs, grads = jax.jit(self.fwd_and_grad, out_shardings=(None, shardings))(
-          variables, self.ids)
+      outs, grads = jax.jit(self.fwd_and_grad, out_shardings=(None, shardings))(variables, self.ids)
     for name, expected in EXPECTED_ACTIVATIONS.items():
       out = outs[name]
       self.assertTrue(
-          out.sharding.is_equivalent_to(jax.sharding.NamedSharding(mesh, expected), out.ndim),
-          f"{name}: {out.sharding} != {expected}")
+        out.sharding.is_equivalent_to(jax.sharding.NamedSharding(mesh, expected), out.ndim),
+        f"{name}: {out.sharding} != {expected}",
+      )
       np.testing.assert_allclose(out, self.ref_outs[name], rtol=1e-5, atol=1e-5, err_msg=name)
     for name in EXPECTED_WEIGHTS:
-      np.testing.assert_allclose(grads["params"][name], self.ref_grads["params"][name],
-                                 rtol=1e-5, atol=1e-5, err_msg=name)
+      np.testing.assert_allclose(
+        grads["params"][name], self.ref_grads["params"][name], rtol=1e-5, atol=1e-5, err_msg=name
+      )
 
   def test_without_activate_constraints_are_ignored(self):
     # Same model on one device, no mesh: annotations are no-ops (the single-device path).
@@ -220,8 +229,11 @@ class ShardingsTest(parameterized.TestCase):
 
   def test_specs_and_plain_leaves(self):
     mesh = sharding.make_mesh((2, 2, 2))
-    tree = {"spec": P("batch", "embed"), "plain": jax.ShapeDtypeStruct((3, 5), jnp.float32),
-            "none": None}
+    tree = {
+      "spec": P("batch", "embed"),
+      "plain": jax.ShapeDtypeStruct((3, 5), jnp.float32),
+      "none": None,
+    }
     out = sharding.logical_to_shardings(tree, mesh)
     self.assertEqual(out["spec"].spec, P(BATCH, "mdl"))
     self.assertEqual(out["plain"].spec, P())
@@ -229,14 +241,16 @@ class ShardingsTest(parameterized.TestCase):
 
   def test_box_of_other_rank_is_replicated(self):
     mesh = sharding.make_mesh((1, 4, 2))
-    boxed = {"v_row": nn.LogicallyPartitioned(jax.ShapeDtypeStruct((8,), jnp.float32),
-                                              ("embed", "mlp"))}
+    boxed = {
+      "v_row": nn.LogicallyPartitioned(jax.ShapeDtypeStruct((8,), jnp.float32), ("embed", "mlp"))
+    }
     self.assertEqual(sharding.logical_to_shardings(boxed, mesh)["v_row"].spec, P())
 
   def test_indivisible_dim_names_the_path(self):
     mesh = sharding.make_mesh((1, 4, 2))
-    boxed = {"w": nn.LogicallyPartitioned(jax.ShapeDtypeStruct((6, 8), jnp.float32),
-                                          ("embed", "mlp"))}
+    boxed = {
+      "w": nn.LogicallyPartitioned(jax.ShapeDtypeStruct((6, 8), jnp.float32), ("embed", "mlp"))
+    }
     with self.assertRaisesRegex(ValueError, r"\['w'\].*size 6.*\('data',\).*4 devices"):
       sharding.logical_to_shardings(boxed, mesh)
 

@@ -31,18 +31,20 @@ WEIGHT_PLACEMENT = {"embed": "data", "mlp": "mdl", "heads": "mdl", "vocab": "mdl
 
 def _stacked():
   return transformers.StackedTransformer.HParams.config(
-      num_layers=2, model_dims=D, hidden_dims=32, num_heads=4, dim_per_head=4).Instantiate()
+    num_layers=2, model_dims=D, hidden_dims=32, num_heads=4, dim_per_head=4
+  ).Instantiate()
 
 
 def _repeated():
   block = transformers.StackedTransformer.HParams.config(
-      num_layers=1, model_dims=D, hidden_dims=32, num_heads=4, dim_per_head=4)
+    num_layers=1, model_dims=D, hidden_dims=32, num_heads=4, dim_per_head=4
+  )
   return transformers.StackedTransformerRepeated.HParams.config(
-      block=block, x_times=2).Instantiate()
+    block=block, x_times=2
+  ).Instantiate()
 
 
 class StackedTransformerShardingTest(parameterized.TestCase):
-
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
@@ -58,7 +60,9 @@ class StackedTransformerShardingTest(parameterized.TestCase):
     model = make_model()
     mesh = sharding.make_mesh(ici)
     key = jax.random.PRNGKey(0)
-    abstract = jax.eval_shape(functools.partial(base_layer.init_boxed, model), key, self.inputs, self.paddings)
+    abstract = jax.eval_shape(
+      functools.partial(base_layer.init_boxed, model), key, self.inputs, self.paddings
+    )
     variables = nn.unbox(model.init(key, self.inputs, self.paddings))
 
     def loss_and_out(v, x, pad):
@@ -83,8 +87,7 @@ class StackedTransformerShardingTest(parameterized.TestCase):
     x = jax.device_put(self.inputs, sharding.batch_sharding(mesh, 3))
     pad = jax.device_put(self.paddings, sharding.batch_sharding(mesh, 2))
     with sharding.activate(mesh):
-      (_, out), grads = jax.jit(step, out_shardings=((None, None), shardings))(
-          sharded_vars, x, pad)
+      (_, out), grads = jax.jit(step, out_shardings=((None, None), shardings))(sharded_vars, x, pad)
     np.testing.assert_allclose(out, ref_out, rtol=1e-5, atol=1e-5)
     for (path, g), r in zip(jax.tree_util.tree_leaves_with_path(grads), jax.tree.leaves(ref_grads)):
       np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5, err_msg=jax.tree_util.keystr(path))

@@ -44,8 +44,10 @@ class TestCase(parameterized.TestCase):
   def assertNear(self, f1, f2, err, msg=None):  # pylint: disable=invalid-name
     f1 = float(np.asarray(f1))
     f2 = float(np.asarray(f2))
-    self.assertTrue(f1 == f2 or math.fabs(f1 - f2) <= err,
-                    f"{f1} != {f2} +/- {err}" + (f" ({msg})" if msg else ""))
+    self.assertTrue(
+      f1 == f2 or math.fabs(f1 - f2) <= err,
+      f"{f1} != {f2} +/- {err}" + (f" ({msg})" if msg else ""),
+    )
 
   def assertAllClose(self, x, y, check_dtypes=True, rtol=1e-5, atol=1e-5, **kwargs):  # pylint: disable=invalid-name
     """np.testing.assert_allclose, after checking that the dtypes agree (bfloat16 as float32)."""
@@ -70,8 +72,9 @@ class TestCase(parameterized.TestCase):
     np.testing.assert_array_equal(x, y, **kwargs)
 
   def assertDtypesMatch(self, x, y):  # pylint: disable=invalid-name
-    self.assertEqual(jax.dtypes.canonicalize_dtype(_dtype(x)),
-                     jax.dtypes.canonicalize_dtype(_dtype(y)))
+    self.assertEqual(
+      jax.dtypes.canonicalize_dtype(_dtype(x)), jax.dtypes.canonicalize_dtype(_dtype(y))
+    )
 
 
 def to_np(x: Any) -> np.ndarray:
@@ -94,8 +97,7 @@ def to_tf_nmap(x_nmap: NestedMap) -> NestedMap:
 
 def unshard_input_nmap(x_nmap: NestedMap) -> NestedMap:
   """[num_devices, batch, ...] leaves reshaped to [num_devices * batch, ...]."""
-  return jax.tree.map(lambda x: jnp.reshape(x, (x.shape[0] * x.shape[1],) + x.shape[2:]),
-                      x_nmap)
+  return jax.tree.map(lambda x: jnp.reshape(x, (x.shape[0] * x.shape[1],) + x.shape[2:]), x_nmap)
 
 
 def apply(layer, layer_vars, method, *args, context_p=None, **kwargs):

@@ -48,8 +48,11 @@ class WeightInit:
     return WeightInit("xavier", scale)
 
   @staticmethod
-  def XavierWithFixupParams(scale: float = 1.0, depth: float = 1.0,  # pylint: disable=invalid-name
-                            layers_per_residual_block: float = 1.0) -> WeightInit:
+  def XavierWithFixupParams(
+    scale: float = 1.0,
+    depth: float = 1.0,  # pylint: disable=invalid-name
+    layers_per_residual_block: float = 1.0,
+  ) -> WeightInit:
     """Xavier with the Fixup scale depth^(-1 / (2 * layers_per_residual_block))."""
     return WeightInit("xavier", scale * math.pow(depth, -1.0 / (2 * layers_per_residual_block)))
 
@@ -179,13 +182,18 @@ class WeightHParams:
       self.collections = []
     if self.mesh_shape is not None and self.tensor_split_dims_mapping is None:
       self.tensor_split_dims_mapping = (-1,) * len(self.shape)
-    if (self.tensor_split_dims_mapping is not None and
-        len(self.tensor_split_dims_mapping) != len(self.shape)):
-      raise ValueError(f"tensor_split_dims_mapping {self.tensor_split_dims_mapping} needs one "
-                       f"entry per dim of shape {tuple(self.shape)}.")
+    if self.tensor_split_dims_mapping is not None and len(self.tensor_split_dims_mapping) != len(
+      self.shape
+    ):
+      raise ValueError(
+        f"tensor_split_dims_mapping {self.tensor_split_dims_mapping} needs one "
+        f"entry per dim of shape {tuple(self.shape)}."
+      )
     if self.logical_axes is not None and len(self.logical_axes) != len(self.shape):
-      raise ValueError(f"logical_axes {tuple(self.logical_axes)} needs one name (or None) per "
-                       f"dim of shape {tuple(self.shape)}.")
+      raise ValueError(
+        f"logical_axes {tuple(self.logical_axes)} needs one name (or None) per "
+        f"dim of shape {tuple(self.shape)}."
+      )
 
   @property
   def full_shape(self) -> Sequence[int]:
@@ -200,8 +208,11 @@ class WeightHParams:
     return (*(prefix or ()), *mapping)
 
 
-def get_fan_in_fan_out(shape: Sequence[int], fan_in_axes: Sequence[int] | None = None,
-                       fan_out_axes: Sequence[int] | None = None) -> tuple[Any, Any]:
+def get_fan_in_fan_out(
+  shape: Sequence[int],
+  fan_in_axes: Sequence[int] | None = None,
+  fan_out_axes: Sequence[int] | None = None,
+) -> tuple[Any, Any]:
   """(fan_in, fan_out) as Pax computes them (TF's convention for rank >= 2)."""
   if not shape:
     return None, None
@@ -227,8 +238,9 @@ def _scaled_orthogonal(key, shape, dtype):
 def init_var(var_p: WeightHParams, prng_key: jax.Array, var_full_name: str = "") -> jax.Array:
   """The initial value of a weight (Pax's init_var: same methods, scales and fans)."""
   if var_p.init is None:
-    raise ValueError(f"{var_full_name}: WeightHParams.init is None; set it or the layer's "
-                     "params_init.")
+    raise ValueError(
+      f"{var_full_name}: WeightHParams.init is None; set it or the layer's params_init."
+    )
   method, scale = var_p.init.method, var_p.init.scale
   shape, dtype = tuple(var_p.shape), var_p.dtype or jnp.float32
   fans = (var_p.fan_in_axes, var_p.fan_out_axes)
@@ -258,20 +270,30 @@ def init_var(var_p: WeightHParams, prng_key: jax.Array, var_full_name: str = "")
     ortho = _scaled_orthogonal(prng_key, shape[-2:], dtype)
     center = tuple((k - 1) // 2 for k in shape[:-2])
     return jnp.zeros(shape, dtype).at[center].set(ortho)
-  if method in ("gaussian", "gaussian_sqrt_dim", "gaussian_sqrt_fanin", "gaussian_sqrt_fanout",
-                "gaussian_sqrt_fanavg"):
+  if method in (
+    "gaussian",
+    "gaussian_sqrt_dim",
+    "gaussian_sqrt_fanin",
+    "gaussian_sqrt_fanout",
+    "gaussian_sqrt_fanavg",
+  ):
     return scale * jax.random.normal(prng_key, shape, dtype)
   if method in ("uniform", "uniform_sqrt_dim"):
     return scale * jax.random.uniform(prng_key, shape, dtype, minval=-1.0, maxval=1.0)
   if method == "uniform_sqrt_fanavg":
     return math.sqrt(3) * scale * jax.random.uniform(prng_key, shape, dtype, -1.0, 1.0)
-  if method in ("truncated_gaussian", "truncated_gaussian_sqrt_dim",
-                "truncated_gaussian_sqrt_fanin", "truncated_gaussian_sqrt_fanout"):
+  if method in (
+    "truncated_gaussian",
+    "truncated_gaussian_sqrt_dim",
+    "truncated_gaussian_sqrt_fanin",
+    "truncated_gaussian_sqrt_fanout",
+  ):
     return scale * jax.random.truncated_normal(prng_key, -2.0, 2.0, shape, dtype)
   if method == "constant":
     if jnp.issubdtype(dtype, jnp.integer) and not isinstance(scale, (int, np.integer)):
-      raise ValueError(f"{var_full_name}: an integer variable ({dtype}) needs an integer "
-                       f"constant, got {scale!r}.")
+      raise ValueError(
+        f"{var_full_name}: an integer variable ({dtype}) needs an integer constant, got {scale!r}."
+      )
     return scale + jnp.zeros(shape, dtype)
   if method == "xavier":
     fan_in, fan_out = get_fan_in_fan_out(shape, *fans)
@@ -281,8 +303,11 @@ def init_var(var_p: WeightHParams, prng_key: jax.Array, var_full_name: str = "")
     return limit * jax.random.uniform(prng_key, shape, dtype, minval=-1.0, maxval=1.0)
   if method == "uniform_unit_scaling":
     input_size = max(float(math.prod(shape[:-1])), 1.0)
-    return (math.sqrt(3 / input_size) * scale *
-            jax.random.uniform(prng_key, shape, dtype, minval=-1.0, maxval=1.0))
+    return (
+      math.sqrt(3 / input_size)
+      * scale
+      * jax.random.uniform(prng_key, shape, dtype, minval=-1.0, maxval=1.0)
+    )
   raise ValueError(f"{var_full_name}: unknown WeightInit method {method!r}.")
 
 
@@ -298,8 +323,9 @@ def var_disallow_bfloat16_conversion(var_hparams: WeightHParams) -> bool:
   return WeightHParamsCollection.DISALLOW_BFLOAT16_CONVERSION in var_hparams.collections
 
 
-def to_partition_spec(split_dims_mapping: SplitDimsMapping,
-                      mesh_axis_names: Sequence[str]) -> jax.sharding.PartitionSpec:
+def to_partition_spec(
+  split_dims_mapping: SplitDimsMapping, mesh_axis_names: Sequence[str]
+) -> jax.sharding.PartitionSpec:
   """Pax's split_dims_mapping (names, indices, -1/None, tuples) as a PartitionSpec."""
 
   def parse(entry):
@@ -316,10 +342,13 @@ def to_partition_spec(split_dims_mapping: SplitDimsMapping,
   return jax.sharding.PartitionSpec(*(parse(e) for e in split_dims_mapping))
 
 
-def var_partition_specs(var_specs: Any, mesh_shape: Sequence[int],
-                        device_axis_names: Sequence[str]) -> Any:
+def var_partition_specs(
+  var_specs: Any, mesh_shape: Sequence[int], device_axis_names: Sequence[str]
+) -> Any:
   """PartitionSpecs for a tree of WeightHParams (Pax's var_partition_specs)."""
   del mesh_shape
   return jax.tree.map(
-      lambda p: to_partition_spec(p.full_split_dims_mapping, device_axis_names), var_specs,
-      is_leaf=lambda x: isinstance(x, WeightHParams))
+    lambda p: to_partition_spec(p.full_split_dims_mapping, device_axis_names),
+    var_specs,
+    is_leaf=lambda x: isinstance(x, WeightHParams),
+  )

@@ -22,7 +22,6 @@ from paxml.tools import abstract_build
 
 
 class AotCompileTest(absltest.TestCase):
-
   def test_lmcloudspmd2b_compiles_for_its_mesh(self):
     self.assertEqual(jax.device_count(), 4, "run with --xla_force_host_platform_device_count=4")
     experiment = lm_cloud.LmCloudSpmd2B()
@@ -36,13 +35,16 @@ class AotCompileTest(absltest.TestCase):
     state_shardings = partitioner.state_shardings(built.boxed_state)
     batch_sharding = partitioner.batch_sharding()
     step = jax.jit(
-        functools.partial(trainer.train_step, model=task.model, optimizer=built.optimizer),
-        in_shardings=(state_shardings, batch_sharding, partitioner.replicated()),
-        out_shardings=(state_shardings, partitioner.replicated()),
-        donate_argnums=0)
+      functools.partial(trainer.train_step, model=task.model, optimizer=built.optimizer),
+      in_shardings=(state_shardings, batch_sharding, partitioner.replicated()),
+      out_shardings=(state_shardings, partitioner.replicated()),
+      donate_argnums=0,
+    )
     abstract_state = jax.tree.map(
-        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-        nn.unbox(built.boxed_state), state_shardings)
+      lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+      nn.unbox(built.boxed_state),
+      state_shardings,
+    )
     # As in the trainer: the layers' sharding constraints apply while the step is traced.
     with partitioner.rules_context():
       compiled = step.lower(abstract_state, built.batch, jax.random.PRNGKey(0)).compile()
@@ -57,8 +59,10 @@ class AotCompileTest(absltest.TestCase):
     # FPROP_DTYPE=bfloat16 reached the layers: the program computes in bf16.
     self.assertIn("bf16", compiled.as_text())
     out_state_shardings = compiled.output_shardings[0]
-    by_path = {jax.tree_util.keystr(p): s for p, s in
-               jax.tree_util.tree_flatten_with_path(out_state_shardings.params)[0]}
+    by_path = {
+      jax.tree_util.keystr(p): s
+      for p, s in jax.tree_util.tree_flatten_with_path(out_state_shardings.params)[0]
+    }
     # The tied [D, V] softmax/embedding table: D over `data` (Pax's w_vd), V over `mdl` (size 1).
     table = [s for p, s in by_path.items() if "softmax" in p and p.endswith("['w']")]
     self.assertLen(table, 1)

@@ -34,8 +34,11 @@ def _step_dir(job_log_dir, step):
 
 
 def _largest_state_file(step_dir):
-  files = [f for f in glob.glob(os.path.join(step_dir, "state", "**"), recursive=True)
-           if os.path.isfile(f) and "_METADATA" not in f]
+  files = [
+    f
+    for f in glob.glob(os.path.join(step_dir, "state", "**"), recursive=True)
+    if os.path.isfile(f) and "_METADATA" not in f
+  ]
   return max(files, key=os.path.getsize)
 
 
@@ -61,13 +64,17 @@ def _garble_input_position(step_dir):
 
 def _run_cli(*args):
   env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-  result = subprocess.run([sys.executable, "-m", "paxml.main", *args], env=env,
-                          capture_output=True, text=True, timeout=300)
+  result = subprocess.run(
+    [sys.executable, "-m", "paxml.main", *args],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   return result.returncode, result.stderr
 
 
 class CheckpointFaultsTest(absltest.TestCase):
-
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
@@ -89,10 +96,10 @@ class CheckpointFaultsTest(absltest.TestCase):
   def test_damaged_latest_is_moved_aside_and_the_previous_one_resumes(self):
     # Each kind of damage is also checked alone in paxml/checkpoint_integrity_test.py.
     damages = {
-        "flipped bit": lambda d: _flip_bit(_largest_state_file(d)),
-        "truncated array file": lambda d: _truncate(_largest_state_file(d)),
-        "deleted _METADATA": lambda d: os.remove(os.path.join(d, "state", "_METADATA")),
-        "changed input position": _garble_input_position,
+      "flipped bit": lambda d: _flip_bit(_largest_state_file(d)),
+      "truncated array file": lambda d: _truncate(_largest_state_file(d)),
+      "deleted _METADATA": lambda d: os.remove(os.path.join(d, "state", "_METADATA")),
+      "changed input position": _garble_input_position,
     }
     for name, damage in damages.items():
       with self.subTest(name):
@@ -107,8 +114,9 @@ class CheckpointFaultsTest(absltest.TestCase):
         self.assertIn("Restored checkpoint at step 4", text)
         self.assertEqual(final["step"], 8)
         # Moved aside, never deleted; the run went on from step 4 and saved 6 and 8 again.
-        self.assertTrue(os.path.isdir(os.path.join(
-            job_log_dir, "checkpoints_corrupt", "checkpoint_00000006")))
+        self.assertTrue(
+          os.path.isdir(os.path.join(job_log_dir, "checkpoints_corrupt", "checkpoint_00000006"))
+        )
         checkpoint_integrity.verify_files(_step_dir(job_log_dir, 8), 8)
 
   def test_an_explicit_corrupt_step_is_an_error_not_a_fallback(self):
@@ -146,8 +154,9 @@ class CheckpointFaultsTest(absltest.TestCase):
 
     checkpoint_integrity.write_manifest = full_disk
     try:
-      with self.assertRaisesRegex(checkpoints.CheckpointError,
-                                  "step 0 .* failed: disk full") as raised:
+      with self.assertRaisesRegex(
+        checkpoints.CheckpointError, "step 0 .* failed: disk full"
+      ) as raised:
         trainer.train_and_evaluate(FaultsLm(), job_log_dir)
     finally:
       checkpoint_integrity.write_manifest = original
@@ -201,13 +210,13 @@ class CheckpointFaultsTest(absltest.TestCase):
 
 
 class MisspeltFieldTest(absltest.TestCase):
-
   def test_an_unread_field_one_edit_from_a_read_one_is_a_warning(self):
     with self.assertLogs("absl", "WARNING") as logs:
       with self.assertRaisesRegex(main.UsageError, "devices"):  # The mesh, not the typo.
         main.run("fault_experiments.TypoLm", self.create_tempdir().full_path)
-    self.assertIn("TypoLm.NUM_TRIAN_STEPS is never read; did you mean NUM_TRAIN_STEPS?",
-                  "\n".join(logs.output))
+    self.assertIn(
+      "TypoLm.NUM_TRIAN_STEPS is never read; did you mean NUM_TRAIN_STEPS?", "\n".join(logs.output)
+    )
 
 
 class OneLineErrorsTest(absltest.TestCase):
@@ -224,20 +233,27 @@ class OneLineErrorsTest(absltest.TestCase):
     self.assertEqual(status, 0, stderr[-3000:])
     # The process exited right after its final save, yet that checkpoint is complete.
     checkpoint_integrity.verify_files(_step_dir(job_log_dir, 6), 6)
-    status, stderr = _run_cli(_EXP + "FaultsLm",
-                              f"--job_log_dir={job_log_dir}", "--mode=decode_once",
-                              "--restore_checkpoint_step=5")
+    status, stderr = _run_cli(
+      _EXP + "FaultsLm",
+      f"--job_log_dir={job_log_dir}",
+      "--mode=decode_once",
+      "--restore_checkpoint_step=5",
+    )
     self._assert_one_line_error(status, stderr, r"no checkpoint at step 5 .* \[0, 2, 4, 6\]")
 
   def test_eval_on_an_empty_directory_times_out(self):
-    status, stderr = _run_cli(_EXP + "FaultsLm",
-                              f"--job_log_dir={self.create_tempdir().full_path}",
-                              "--mode=eval", "--eval_wait_timeout=1")
+    status, stderr = _run_cli(
+      _EXP + "FaultsLm",
+      f"--job_log_dir={self.create_tempdir().full_path}",
+      "--mode=eval",
+      "--eval_wait_timeout=1",
+    )
     self._assert_one_line_error(status, stderr, "no checkpoint appeared .* within 1s")
 
   def test_diverging_run_exits_with_one_line(self):
-    status, stderr = _run_cli(_EXP + "DivergingLm",
-                              f"--job_log_dir={self.create_tempdir().full_path}")
+    status, stderr = _run_cli(
+      _EXP + "DivergingLm", f"--job_log_dir={self.create_tempdir().full_path}"
+    )
     self._assert_one_line_error(status, stderr, "the last .* steps .* were all skipped")
 
 

@@ -51,10 +51,10 @@ def _single_device_losses(experiment):
   device = jax.devices()[0]
   first = pytypes.NestedMap(data.get_next())
   data.set_state({"seed": data.get_state()["seed"], "num_batches": 0})
-  state = jax.device_put(nn.unbox(train_states.init_state(
-      task.model, optimizer, init_rng, first)), device)
-  step_fn = jax.jit(functools.partial(
-      trainer.train_step, model=task.model, optimizer=optimizer))
+  state = jax.device_put(
+    nn.unbox(train_states.init_state(task.model, optimizer, init_rng, first)), device
+  )
+  step_fn = jax.jit(functools.partial(trainer.train_step, model=task.model, optimizer=optimizer))
   losses = []
   for _ in range(_STEPS):
     batch = jax.device_put(pytypes.NestedMap(data.get_next()), device)
@@ -64,7 +64,6 @@ def _single_device_losses(experiment):
 
 
 class ShardedTrainingTest(absltest.TestCase):
-
   def test_mesh_1_4_2_matches_one_device(self):
     self.assertEqual(jax.device_count(), 8, "the BUILD target sets 8 host devices")
     job_log_dir = self.create_tempdir().full_path
@@ -82,8 +81,9 @@ class ShardedTrainingTest(absltest.TestCase):
       lines = {line.split()[0]: line for line in f if not line.startswith("#")}
     # The tied [D, V] table: D over data, V over mdl (Pax's w_vd, transposed).
     self.assertIn("sharding=('data', 'mdl')", lines["lm/softmax/logits_ffn/linear/w"])
-    self.assertIn("sharding=('data', 'mdl')",
-                  lines["lm/transformer/x_layers_0/ff_layer/ffn_layer1/linear/w"])
+    self.assertIn(
+      "sharding=('data', 'mdl')", lines["lm/transformer/x_layers_0/ff_layer/ffn_layer1/linear/w"]
+    )
 
   def test_resume_on_another_mesh_continues_the_same_run(self):
     # Steps 1-3 on (1, 8, 1): batch 8 ways, weights over data only. Steps 4-6 resume that
@@ -107,63 +107,78 @@ class ShardedTrainingTest(absltest.TestCase):
     optimizer, _ = train_states.make_optimizer(task)
     batch = pytypes.NestedMap(fdl.build(_TinyLm().train_dataset()).get_next())
     layouts = [
-        train_states.state_layout(task, optimizer, partitioning.Partitioner(
-            partitioning.create_mesh(shape)), batch, jax.random.PRNGKey(0))
-        for shape in ((1, 8, 1), (2, 2, 2))]
+      train_states.state_layout(
+        task,
+        optimizer,
+        partitioning.Partitioner(partitioning.create_mesh(shape)),
+        batch,
+        jax.random.PRNGKey(0),
+      )
+      for shape in ((1, 8, 1), (2, 2, 2))
+    ]
     saved = layouts[0].initialize(jax.random.PRNGKey(1))
     job_log_dir = self.create_tempdir().full_path
     with checkpoints.Checkpointer(job_log_dir, save_interval_steps=1, max_to_keep=1) as ckpt:
       ckpt.save(0, saved, {})
     with checkpoints.CheckpointReader(job_log_dir) as reader:
       restored = reader.restore(layouts[1].abstract).state
-    for old, new, sharding in zip(jax.tree.leaves(saved), jax.tree.leaves(restored),
-                                  jax.tree.leaves(layouts[1].shardings)):
+    for old, new, sharding in zip(
+      jax.tree.leaves(saved), jax.tree.leaves(restored), jax.tree.leaves(layouts[1].shardings)
+    ):
       self.assertEqual(new.sharding, sharding)
       np.testing.assert_array_equal(np.asarray(new), np.asarray(old))
     query = restored.params["lm"]["transformer"]["x_layers_0"]["self_attention"]["query"]["w"]
     # [D=32, N=2, H=16]: D over data (2 ways), N over mdl (2 ways), replicated over replica.
     self.assertEqual(query.addressable_shards[0].data.shape, (16, 1, 16))
     self.assertNotEqual(
-        jax.tree.leaves(saved.params)[0].sharding, jax.tree.leaves(restored.params)[0].sharding)
+      jax.tree.leaves(saved.params)[0].sharding, jax.tree.leaves(restored.params)[0].sharding
+    )
 
   def test_state_shardings_follow_the_rules(self):
     task = _TinyLm().task()
     optimizer, _ = train_states.make_optimizer(task)
     partitioner = partitioning.Partitioner(partitioning.create_mesh((1, 4, 2)))
     batch = pytypes.NestedMap(fdl.build(_TinyLm().train_dataset()).get_next())
-    layout = train_states.state_layout(task, optimizer, partitioner, batch,
-                                       jax.random.PRNGKey(0))
+    layout = train_states.state_layout(task, optimizer, partitioner, batch, jax.random.PRNGKey(0))
     state = layout.initialize(jax.random.PRNGKey(0))
     attention = state.params["lm"]["transformer"]["x_layers_0"]["self_attention"]
     query = attention["query"]["w"]  # [D=32, N=2, H=16]
     # D over data (4 ways) and N over mdl (2 ways): each device holds [8, 1, 16].
     self.assertEqual(query.addressable_shards[0].data.shape, (8, 1, 16))
     # Adam's moments of that weight are sharded like the weight.
-    (adam,) = [s for s in jax.tree.leaves(
-        state.opt_state, is_leaf=lambda x: isinstance(x, optax.ScaleByAdamState))
-               if isinstance(s, optax.ScaleByAdamState)]
+    (adam,) = [
+      s
+      for s in jax.tree.leaves(
+        state.opt_state, is_leaf=lambda x: isinstance(x, optax.ScaleByAdamState)
+      )
+      if isinstance(s, optax.ScaleByAdamState)
+    ]
     for moment in (adam.mu, adam.nu):
       self.assertEqual(
-          moment["lm"]["transformer"]["x_layers_0"]["self_attention"]["query"]["w"].sharding,
-          query.sharding)
+        moment["lm"]["transformer"]["x_layers_0"]["self_attention"]["query"]["w"].sharding,
+        query.sharding,
+      )
     self.assertEqual(state.step.sharding.spec, jax.sharding.PartitionSpec())
 
   def test_mesh_that_does_not_fit_names_both_shapes_and_the_device_count(self):
     with self.assertRaisesRegex(
-        partitioning.MeshError,
-        r"ICI_MESH_SHAPE=\[1, 4, 4\] x DCN_MESH_SHAPE=\[1, 1, 1\] needs 16 devices, but 8 cpu"):
+      partitioning.MeshError,
+      r"ICI_MESH_SHAPE=\[1, 4, 4\] x DCN_MESH_SHAPE=\[1, 1, 1\] needs 16 devices, but 8 cpu",
+    ):
       partitioning.create_mesh((1, 4, 4))
 
   def test_indivisible_weight_is_reported_by_name(self):
     class Odd(_TinyLm):
       ICI_MESH_SHAPE = (1, 1, 8)  # 2 heads cannot be split over mdl=8.
+
     task = Odd().task()
     optimizer, _ = train_states.make_optimizer(task)
     partitioner = partitioning.Partitioner(partitioning.create_mesh((1, 1, 8)))
     batch = pytypes.NestedMap(fdl.build(Odd().train_dataset()).get_next())
     with self.assertRaisesRegex(
-        partitioning.MeshError,
-        r"\['self_attention'\]\['key'\]\['w'\]: dim 1 of shape \(32, 2, 16\) has size 2"):
+      partitioning.MeshError,
+      r"\['self_attention'\]\['key'\]\['w'\]: dim 1 of shape \(32, 2, 16\) has size 2",
+    ):
       train_states.state_layout(task, optimizer, partitioner, batch, jax.random.PRNGKey(0))
 
 

@@ -39,8 +39,9 @@ class MainTest(absltest.TestCase):
 
   def _main(self, cwd, *args):
     # As in the user's terminal: no TF_CPP_MIN_LOG_LEVEL (the test environment sets one).
-    result = binaries.run("paxml/main", _TINY, "--job_log_dir=run", *args, cwd=cwd,
-                          env={"TF_CPP_MIN_LOG_LEVEL": None})
+    result = binaries.run(
+      "paxml/main", _TINY, "--job_log_dir=run", *args, cwd=cwd, env={"TF_CPP_MIN_LOG_LEVEL": None}
+    )
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
     return result
 
@@ -49,14 +50,17 @@ class MainTest(absltest.TestCase):
     job_log_dir = os.path.join(cwd, "run")  # A relative --job_log_dir is taken from cwd.
     train = self._main(cwd)
     self.assertIn("Finished at step 20", train.stderr)
-    self.assertEqual(sorted(os.listdir(os.path.join(job_log_dir, "summaries"))),
-                     ["eval_train", "train"])
+    self.assertEqual(
+      sorted(os.listdir(os.path.join(job_log_dir, "summaries"))), ["eval_train", "train"]
+    )
 
     train_tags = event_files.tags(os.path.join(job_log_dir, "summaries", "train"))
     promised = _readme_promised_train_tags()
     self.assertGreaterEqual(len(promised), 5)
-    self.assertEmpty(set(promised) - set(train_tags),
-                     f"README.md promises tags the run does not write; it writes {train_tags}")
+    self.assertEmpty(
+      set(promised) - set(train_tags),
+      f"README.md promises tags the run does not write; it writes {train_tags}",
+    )
 
     for mode, split in (("eval", "eval_test_progressions"), ("decode", "decode_test_progressions")):
       result = self._main(cwd, f"--mode={mode}")
@@ -71,8 +75,9 @@ class MainTest(absltest.TestCase):
     self.assertEqual(first["output_ids"][:2], first["ids"][:2])
 
     # ./bazelw run //paxml/tools:tensorboard -- --logdir=/tmp/pax_demo/summaries
-    tensorboard = binaries.run("paxml/tools/tensorboard", "--inspect", "--logdir=run/summaries",
-                               cwd=cwd)
+    tensorboard = binaries.run(
+      "paxml/tools/tensorboard", "--inspect", "--logdir=run/summaries", cwd=cwd
+    )
     self.assertEqual(tensorboard.returncode, 0, tensorboard.stderr[-3000:])
     self.assertIn(os.path.join(job_log_dir, "summaries", "train"), tensorboard.stdout)
     # tf.summary (TF2) writes scalars as tensor events: TensorBoard lists them under "tensor".
@@ -83,8 +88,7 @@ class ToolsTest(absltest.TestCase):
   """bazel run //paxml/tools:<name> -- --exp=..."""
 
   def _tool(self, name, *args):
-    result = binaries.run(f"paxml/tools/{name}", _TINY, *args,
-                          cwd=self.create_tempdir().full_path)
+    result = binaries.run(f"paxml/tools/{name}", _TINY, *args, cwd=self.create_tempdir().full_path)
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
     return result.stdout
 
@@ -108,22 +112,37 @@ class DataTest(absltest.TestCase):
     # Enough distinct text for a 300-piece SentencePiece model (fewer pieces than DemoLm's 1024,
     # so the benchmark's DemoLm model takes its ids).
     rng = random.Random(0)
-    words = ["".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(2, 7)))
-             for _ in range(500)]
+    words = [
+      "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(2, 7)))
+      for _ in range(500)
+    ]
     with open(os.path.join(cwd, "tiny.txt"), "w") as f:
       for _ in range(600):
         f.write(" ".join(rng.choice(words) for _ in range(12)) + "\n")
-    prepare = binaries.run("paxml/data/prepare", "--input=tiny.txt", "--format=lines",
-                           "--output_dir=prepared", "--vocab_size=300", "--num_shards=2",
-                           cwd=cwd)
+    prepare = binaries.run(
+      "paxml/data/prepare",
+      "--input=tiny.txt",
+      "--format=lines",
+      "--output_dir=prepared",
+      "--vocab_size=300",
+      "--num_shards=2",
+      cwd=cwd,
+    )
     self.assertEqual(prepare.returncode, 0, prepare.stderr[-3000:])
     prepared = os.path.join(cwd, "prepared")
     self.assertTrue(os.path.exists(os.path.join(prepared, "spm.model")))
     self.assertLen(glob.glob(os.path.join(prepared, "train-*.tfrecord")), 2)
 
-    benchmark = binaries.run("paxml/data/benchmark", "--data_dir=prepared", "--batch_size=2",
-                             "--seq_len=32", "--num_batches=3", "--warmup_batches=1",
-                             "--train_steps=2", cwd=cwd)
+    benchmark = binaries.run(
+      "paxml/data/benchmark",
+      "--data_dir=prepared",
+      "--batch_size=2",
+      "--seq_len=32",
+      "--num_batches=3",
+      "--warmup_batches=1",
+      "--train_steps=2",
+      cwd=cwd,
+    )
     self.assertEqual(benchmark.returncode, 0, benchmark.stderr[-3000:])
     self.assertRegex(benchmark.stdout, r"pipeline: TextInput .* tokens/s")
     self.assertRegex(benchmark.stdout, r"trainer:  DemoLm train_step: 128 tokens in ")
@@ -134,8 +153,14 @@ class BenchmarksTest(absltest.TestCase):
   """./bazelw run //paxml/benchmarks:trainer_overhead -- --exp=... --warmup=3 --steps=10 ..."""
 
   def test_trainer_overhead(self):
-    result = binaries.run("paxml/benchmarks/trainer_overhead", _TINY, "--warmup=1", "--steps=2",
-                          "--repeats=1", cwd=self.create_tempdir().full_path)
+    result = binaries.run(
+      "paxml/benchmarks/trainer_overhead",
+      _TINY,
+      "--warmup=1",
+      "--steps=2",
+      "--repeats=1",
+      cwd=self.create_tempdir().full_path,
+    )
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
     self.assertIn("experiment        testing.tiny_lm.TinyLm", result.stdout)
     self.assertRegex(result.stdout, r"overhead ratio    [\d.]+ \(trainer / bare")
@@ -146,20 +171,32 @@ class ExamplesTest(absltest.TestCase):
 
   def test_toolkit_digits(self):
     cwd = self.create_tempdir().full_path
-    result = binaries.run("paxml/toolkit/examples/digits", "--max_steps=4", "--eval_interval=2",
-                          f"--log_dir_path={os.path.join(cwd, 'out')}", cwd=cwd)
+    result = binaries.run(
+      "paxml/toolkit/examples/digits",
+      "--max_steps=4",
+      "--eval_interval=2",
+      f"--log_dir_path={os.path.join(cwd, 'out')}",
+      cwd=cwd,
+    )
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
     self.assertTrue(os.listdir(os.path.join(cwd, "out")))
 
   def test_experiment_api_digits(self):
     cwd = self.create_tempdir().full_path
-    config = os.path.join(os.environ["TEST_SRCDIR"], os.environ["TEST_WORKSPACE"],
-                          "paxml/experiment_api/examples/digits.py")
+    config = os.path.join(
+      os.environ["TEST_SRCDIR"],
+      os.environ["TEST_WORKSPACE"],
+      "paxml/experiment_api/examples/digits.py",
+    )
     result = binaries.run(
-        "paxml/experiment_api/examples/digits", f"--config={config}",
-        "--config.training_steps=4", f"--config.checkpoint_dir={os.path.join(cwd, 'ckpt')}",
-        "--config.eval_poll_interval_secs=0.2", "--jaxline_mode=train_eval_multithreaded",
-        cwd=cwd)
+      "paxml/experiment_api/examples/digits",
+      f"--config={config}",
+      "--config.training_steps=4",
+      f"--config.checkpoint_dir={os.path.join(cwd, 'ckpt')}",
+      "--config.eval_poll_interval_secs=0.2",
+      "--jaxline_mode=train_eval_multithreaded",
+      cwd=cwd,
+    )
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
     self.assertTrue(os.listdir(os.path.join(cwd, "ckpt")))
 

@@ -17,6 +17,7 @@ import jax
 from paxml import experiment_registry
 from paxml import trainer
 from paxml.tools import abstract_build
+
 # Every module that registers experiments; add new ones here.
 from paxml.tasks.lm.params import c4  # pylint: disable=unused-import
 from paxml.tasks.lm.params import demo  # pylint: disable=unused-import
@@ -33,18 +34,29 @@ _NAMES = experiment_registry.canonical_names()
 _MAX_PARAMS_FOR_STEP = 3_000_000_000
 
 
-def lm_param_count(*, vocab: int, dims: int, layers: int, heads: int, dims_per_head: int,
-                   hidden: int, attention_bias: bool = False, ffn_bias: bool = True,
-                   gated: bool = False, softmax_bias: bool = True, tied: bool = True,
-                   position_table: int = 0) -> int:
+def lm_param_count(
+  *,
+  vocab: int,
+  dims: int,
+  layers: int,
+  heads: int,
+  dims_per_head: int,
+  hidden: int,
+  attention_bias: bool = False,
+  ffn_bias: bool = True,
+  gated: bool = False,
+  softmax_bias: bool = True,
+  tied: bool = True,
+  position_table: int = 0,
+) -> int:
   """Parameters of a pre-LN decoder-only Transformer LM (praxis TransformerLm).
 
-    embedding + softmax  V*D, once when tied (twice untied), + V for the softmax bias
-    per layer            attention 4*D*N*H (Q, K, V, output; combined or not) [+ 3*N*H + D
-                         biases]; FFN 2*D*F (3*D*F gated) [+ F (2*F gated) + D biases];
-                         two LayerNorms with scale and bias: 4*D
-    final LayerNorm      2*D
-    positions            a learned [max_seq_len, D] table, else none (sinusoidal)
+  embedding + softmax  V*D, once when tied (twice untied), + V for the softmax bias
+  per layer            attention 4*D*N*H (Q, K, V, output; combined or not) [+ 3*N*H + D
+                       biases]; FFN 2*D*F (3*D*F gated) [+ F (2*F gated) + D biases];
+                       two LayerNorms with scale and bias: 4*D
+  final LayerNorm      2*D
+  positions            a learned [max_seq_len, D] table, else none (sinusoidal)
   """
   v, d, n, h, f = vocab, dims, heads, dims_per_head, hidden
   attention = 4 * d * n * h + ((3 * n * h + d) if attention_bias else 0)
@@ -61,15 +73,24 @@ def _lm_formula_args(lm) -> dict:
     layers, stack = stack.x_times, stack.block
   layer = stack.transformer_layer_params_tpl
   position = lm.position_emb_tpl
-  learned = (position is not None and
-             position.__fn_or_cls__ is embedding_softmax.TrainablePositionalEmbedding)
+  learned = (
+    position is not None
+    and position.__fn_or_cls__ is embedding_softmax.TrainablePositionalEmbedding
+  )
   return dict(
-      vocab=lm.vocab_size, dims=lm.model_dims, layers=layers * stack.num_layers,
-      heads=stack.num_heads, dims_per_head=stack.dim_per_head or lm.model_dims // stack.num_heads,
-      hidden=stack.hidden_dims, attention_bias=layer.tr_atten_tpl.use_bias,
-      ffn_bias=layer.tr_fflayer_tpl.has_bias, gated=layer.tr_fflayer_tpl.use_gated_activation,
-      softmax_bias=lm.softmax_tpl.has_bias, tied=lm.separate_embedding_tpl is None,
-      position_table=position.max_seq_length if learned else 0)
+    vocab=lm.vocab_size,
+    dims=lm.model_dims,
+    layers=layers * stack.num_layers,
+    heads=stack.num_heads,
+    dims_per_head=stack.dim_per_head or lm.model_dims // stack.num_heads,
+    hidden=stack.hidden_dims,
+    attention_bias=layer.tr_atten_tpl.use_bias,
+    ffn_bias=layer.tr_fflayer_tpl.has_bias,
+    gated=layer.tr_fflayer_tpl.use_gated_activation,
+    softmax_bias=lm.softmax_tpl.has_bias,
+    tied=lm.separate_embedding_tpl is None,
+    position_table=position.max_seq_length if learned else 0,
+  )
 
 
 def expected_param_count(experiment) -> int:
@@ -77,23 +98,25 @@ def expected_param_count(experiment) -> int:
   model = experiment.task().model
   if isinstance(model, models.LanguageModel):
     return lm_param_count(**_lm_formula_args(model.lm_tpl))
-  raise AssertionError(f"{type(experiment).__name__}: no parameter formula for a "
-                       f"{type(model).__name__}; add one to expected_param_count")
+  raise AssertionError(
+    f"{type(experiment).__name__}: no parameter formula for a "
+    f"{type(model).__name__}; add one to expected_param_count"
+  )
 
 
 def _count(params, *parts: str) -> int:
   """Parameters whose path contains every one of `parts`."""
-  return sum(int(math.prod(x.shape)) for path, x in
-             jax.tree_util.tree_flatten_with_path(nn.unbox(params))[0]
-             if all(p in jax.tree_util.keystr(path) for p in parts))
+  return sum(
+    int(math.prod(x.shape))
+    for path, x in jax.tree_util.tree_flatten_with_path(nn.unbox(params))[0]
+    if all(p in jax.tree_util.keystr(path) for p in parts)
+  )
 
 
 class FormulaTest(absltest.TestCase):
-
   def test_matches_pax_published_sizes(self):
     # pax.md: LmCloudSpmd2B ~ 18*12*3072^2 + 32000*3072 ~ 2.1B.
-    n = lm_param_count(vocab=32000, dims=3072, layers=18, heads=24, dims_per_head=128,
-                       hidden=12288)
+    n = lm_param_count(vocab=32000, dims=3072, layers=18, heads=24, dims_per_head=128, hidden=12288)
     self.assertAlmostEqual(n / 1e9, 18 * 12 * 3072**2 / 1e9 + 0.098, delta=0.01)
 
   def test_experiment_fields_reach_the_model_and_optimizer(self):
@@ -104,38 +127,87 @@ class FormulaTest(absltest.TestCase):
     repeated = lm.stacked_transformer_tpl
     self.assertIs(repeated.__fn_or_cls__, transformers.StackedTransformerRepeated)
     self.assertEqual(repeated.x_times, 18)
-    self.assertEqual(repeated.checkpoint_policy,
-                     checkpoint_policy.AutodiffCheckpointType.SAVE_NOTHING)
+    self.assertEqual(
+      repeated.checkpoint_policy, checkpoint_policy.AutodiffCheckpointType.SAVE_NOTHING
+    )
     block = repeated.block
-    self.assertEqual((block.num_layers, block.model_dims, block.num_heads, block.dim_per_head,
-                      block.hidden_dims, lm.vocab_size), (1, 3072, 24, 128, 12288, 32000))
+    self.assertEqual(
+      (
+        block.num_layers,
+        block.model_dims,
+        block.num_heads,
+        block.dim_per_head,
+        block.hidden_dims,
+        lm.vocab_size,
+      ),
+      (1, 3072, 24, 128, 12288, 32000),
+    )
     layer = block.transformer_layer_params_tpl
-    self.assertEqual((layer.tr_atten_tpl.combine_qkv, layer.tr_atten_tpl.use_bias,
-                      layer.tr_atten_tpl.atten_logit_cap), (True, False, 50.0))
+    self.assertEqual(
+      (
+        layer.tr_atten_tpl.combine_qkv,
+        layer.tr_atten_tpl.use_bias,
+        layer.tr_atten_tpl.atten_logit_cap,
+      ),
+      (True, False, 50.0),
+    )
     self.assertIs(layer.tr_fflayer_tpl.activation_tpl.__fn_or_cls__, activations.GELU)
     self.assertFalse(layer.tr_fflayer_tpl.use_gated_activation)
-    self.assertEqual((lm.softmax_tpl.soft_cap_logits, lm.softmax_tpl.scale_sqrt_depth),
-                     (30.0, True))
+    self.assertEqual(
+      (lm.softmax_tpl.soft_cap_logits, lm.softmax_tpl.scale_sqrt_depth), (30.0, True)
+    )
     self.assertIsNone(lm.separate_embedding_tpl)  # Tied.
     self.assertEqual(math.prod(lm_cloud.LmCloudSpmd2B.ICI_MESH_SHAPE), 4)
     opt = task.optimizer
-    self.assertEqual((opt.learning_rate, opt.beta1, opt.beta2, opt.epsilon, opt.weight_decay,
-                      opt.clip_gradient_norm_to_value), (2.5e-4, 0.9, 0.99, 1e-6, 1e-3, 5.0))
+    self.assertEqual(
+      (
+        opt.learning_rate,
+        opt.beta1,
+        opt.beta2,
+        opt.epsilon,
+        opt.weight_decay,
+        opt.clip_gradient_norm_to_value,
+      ),
+      (2.5e-4, 0.9, 0.99, 1e-6, 1e-3, 5.0),
+    )
     sched = opt.lr_schedule
-    self.assertEqual((sched.warmup_steps, sched.decay_start, sched.decay_end, sched.min_ratio),
-                     (4000, 4001, 300000, 0.1))
+    self.assertEqual(
+      (sched.warmup_steps, sched.decay_start, sched.decay_end, sched.min_ratio),
+      (4000, 4001, 300000, 0.1),
+    )
     self.assertEqual(lm_cloud.LmCloudSpmd2B().not_applied(), [])
 
   def test_counts_by_hand(self):
     # V=10, D=4, one layer, N=2, H=2, F=8, no biases anywhere:
     # 40 (embedding) + 4*4*2*2=64 (attention) + 2*4*8=64 (FFN) + 16 (LNs) + 8 (final LN).
-    self.assertEqual(lm_param_count(vocab=10, dims=4, layers=1, heads=2, dims_per_head=2,
-                                    hidden=8, ffn_bias=False, softmax_bias=False),
-                     40 + 64 + 64 + 16 + 8)
+    self.assertEqual(
+      lm_param_count(
+        vocab=10,
+        dims=4,
+        layers=1,
+        heads=2,
+        dims_per_head=2,
+        hidden=8,
+        ffn_bias=False,
+        softmax_bias=False,
+      ),
+      40 + 64 + 64 + 16 + 8,
+    )
     # Gated FFN with biases: 3*D*F + 2F + D = 96 + 16 + 4.
-    self.assertEqual(lm_param_count(vocab=10, dims=4, layers=1, heads=2, dims_per_head=2,
-                                    hidden=8, gated=True, softmax_bias=False)
-                     - (40 + 64 + 16 + 8), 116)
+    self.assertEqual(
+      lm_param_count(
+        vocab=10,
+        dims=4,
+        layers=1,
+        heads=2,
+        dims_per_head=2,
+        hidden=8,
+        gated=True,
+        softmax_bias=False,
+      )
+      - (40 + 64 + 16 + 8),
+      116,
+    )
 
   def test_each_term_against_the_real_param_tree(self):
     # LmCloudSpmdTest: V=32000, D=64, 2 repeated layers, N=8, H=8, F=256.
@@ -148,15 +220,20 @@ class FormulaTest(absltest.TestCase):
     self.assertEqual(_count(params, "ff_layer", "ffn_layer"), layers * (2 * d * f + f + d))
     self.assertEqual(_count(params, "layer_norm"), layers * 4 * d)
     self.assertEqual(_count(params, "final_ln"), 2 * d)
-    self.assertEqual(_count(params), lm_param_count(
-        vocab=v, dims=d, layers=layers, heads=n, dims_per_head=h, hidden=f))
+    self.assertEqual(
+      _count(params),
+      lm_param_count(vocab=v, dims=d, layers=layers, heads=n, dims_per_head=h, hidden=f),
+    )
 
 
 class AllExperimentsTest(parameterized.TestCase):
-
   def test_pax_experiments_are_registered(self):
-    for name in ("lm_cloud.LmCloudSpmd2B", "lm_cloud.LmCloudSpmd1024B",
-                 "lm_cloud.LmCloudTransformerAdamTest", "c4.C4Spmd16BAdam32Replicas"):
+    for name in (
+      "lm_cloud.LmCloudSpmd2B",
+      "lm_cloud.LmCloudSpmd1024B",
+      "lm_cloud.LmCloudTransformerAdamTest",
+      "c4.C4Spmd16BAdam32Replicas",
+    ):
       self.assertIn(f"tasks.lm.params.{name}", _NAMES)
 
   @parameterized.named_parameters((name, name) for name in _NAMES)
@@ -170,8 +247,11 @@ class AllExperimentsTest(parameterized.TestCase):
     # One abstract train step: shapes of the new state equal the old, metrics are scalars.
     task = built.task
     step = functools.partial(
-        trainer.train_step, model=task.model, optimizer=built.optimizer,
-        num_microbatches=task.num_microbatches)
+      trainer.train_step,
+      model=task.model,
+      optimizer=built.optimizer,
+      num_microbatches=task.num_microbatches,
+    )
     state = nn.unbox(built.boxed_state)
     new_state, metrics = jax.eval_shape(step, state, built.batch, jax.random.PRNGKey(0))
     self.assertEqual(jax.tree.structure(new_state), jax.tree.structure(state))

@@ -31,10 +31,11 @@ class GlobalSliceInput(synthetic_input.SyntheticLmInput):
 
   def get_next(self):
     import jax  # pylint: disable=g-import-not-at-top
+
     batch = super().get_next()
     rows = self.batch_size // jax.process_count()
     start = jax.process_index() * rows
-    return {k: v[start:start + rows] for k, v in batch.items()}
+    return {k: v[start : start + rows] for k, v in batch.items()}
 
 
 class MultihostLm(tiny_lm.TinyLm):
@@ -78,13 +79,32 @@ def _free_port():
 
 
 def _run(num_processes, devices_per_process, job_log_dir, exp):
-  env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), JAX_PLATFORMS="cpu",
-             XLA_FLAGS=f"--xla_force_host_platform_device_count={devices_per_process}")
+  env = dict(
+    os.environ,
+    PYTHONPATH=os.pathsep.join(sys.path),
+    JAX_PLATFORMS="cpu",
+    XLA_FLAGS=f"--xla_force_host_platform_device_count={devices_per_process}",
+  )
   port = _free_port()
-  procs = [subprocess.Popen(
-      [sys.executable, "-c", textwrap.dedent(_CHILD), str(port), str(num_processes), str(i),
-       job_log_dir, exp], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-           for i in range(num_processes)]
+  procs = [
+    subprocess.Popen(
+      [
+        sys.executable,
+        "-c",
+        textwrap.dedent(_CHILD),
+        str(port),
+        str(num_processes),
+        str(i),
+        job_log_dir,
+        exp,
+      ],
+      env=env,
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+      text=True,
+    )
+    for i in range(num_processes)
+  ]
   outputs = [p.communicate(timeout=400) for p in procs]
   for p, (out, err) in zip(procs, outputs):
     assert p.returncode == 0, err[-4000:]
@@ -92,7 +112,6 @@ def _run(num_processes, devices_per_process, job_log_dir, exp):
 
 
 class MultihostTest(absltest.TestCase):
-
   def test_two_processes_match_one(self):
     single_dir = self.create_tempdir().full_path
     multi_dir = self.create_tempdir().full_path
@@ -102,8 +121,9 @@ class MultihostTest(absltest.TestCase):
     multi = event_files.scalars_by_file(multi_dir)
     self.assertLen(multi, 1)  # One set of summaries: process 0's.
     self.assertEqual(sorted(multi[0]), [1, 2, 3, 4])
-    np.testing.assert_allclose([multi[0][s] for s in range(1, 5)],
-                               [single[s] for s in range(1, 5)], rtol=2e-5)
+    np.testing.assert_allclose(
+      [multi[0][s] for s in range(1, 5)], [single[s] for s in range(1, 5)], rtol=2e-5
+    )
     self.assertIn("checkpoint_00000004", os.listdir(os.path.join(multi_dir, "checkpoints")))
 
     logs = _run(2, 2, multi_dir, "MultihostLm6")

@@ -53,7 +53,6 @@ class _KillAfterStep:
 
 
 class ResumeTest(absltest.TestCase):
-
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
@@ -65,8 +64,9 @@ class ResumeTest(absltest.TestCase):
     assert sorted(cls.reference) == list(range(1, _STEPS + 1)), cls.reference
 
   def _assert_same_losses(self, resumed, steps):
-    np.testing.assert_allclose([resumed[s] for s in steps],
-                               [self.reference[s] for s in steps], rtol=1e-6)
+    np.testing.assert_allclose(
+      [resumed[s] for s in steps], [self.reference[s] for s in steps], rtol=1e-6
+    )
 
   def test_sigkill_during_a_save_never_picks_the_partial_checkpoint(self):
     job_log_dir = self.create_tempdir().full_path
@@ -86,8 +86,9 @@ class ResumeTest(absltest.TestCase):
         trainer.train_and_evaluate(resume_test._TinyLm(), {job_log_dir!r})
     """)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    child = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                           text=True, timeout=300)
+    child = subprocess.run(
+      [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
     self.assertEqual(child.returncode, -signal.SIGKILL, child.stderr[-3000:])
     names = os.listdir(os.path.join(job_log_dir, "checkpoints"))
     self.assertIn("checkpoint_00000002", names)
@@ -105,13 +106,15 @@ class ResumeTest(absltest.TestCase):
     job_log_dir = self.create_tempdir().full_path
     # SIGTERM arrives before step 5 runs (odd, so not a regular save step).
     stopped = trainer.train_and_evaluate(
-        _TinyLm(), job_log_dir, profiler=_KillAfterStep(5, signal.SIGTERM))
+      _TinyLm(), job_log_dir, profiler=_KillAfterStep(5, signal.SIGTERM)
+    )
     self.assertEqual(stopped["preempted"], 1.0)
     self.assertEqual(stopped["step"], 6.0)  # Step 5 ran; the check before step 6 saw the flag.
     self.assertIn("checkpoint_00000006", os.listdir(os.path.join(job_log_dir, "checkpoints")))
     # Complete when train_and_evaluate returns: its manifest is written and verifies.
     checkpoint_integrity.verify_files(
-        os.path.join(job_log_dir, "checkpoints", "checkpoint_00000006"), 6)
+      os.path.join(job_log_dir, "checkpoints", "checkpoint_00000006"), 6
+    )
     first = event_files.scalars_by_file(job_log_dir)[0]
     self._assert_same_losses(first, range(1, 7))
 

@@ -33,11 +33,16 @@ class _Source(tiny_lm.TinyLm):
 
 
 def _rules(source: str, **kwargs) -> dict[str, tasks_lib.CheckpointLoadingRules]:
-  return {source: tasks_lib.CheckpointLoadingRules(
-      load_rules=[(r"params/lm/transformer/x_layers_\d+/(.*)",
-                   "params/lm/transformer/x_layers_0/{}"),
-                  (r"params/(.*)", "params/{}")],
-      ignore_rules=[r"params/lm/final_ln/.*"], **kwargs)}
+  return {
+    source: tasks_lib.CheckpointLoadingRules(
+      load_rules=[
+        (r"params/lm/transformer/x_layers_\d+/(.*)", "params/lm/transformer/x_layers_0/{}"),
+        (r"params/(.*)", "params/{}"),
+      ],
+      ignore_rules=[r"params/lm/final_ln/.*"],
+      **kwargs,
+    )
+  }
 
 
 def _target(source: str, num_steps: int = 2, **rule_kwargs):
@@ -49,8 +54,10 @@ def _target(source: str, num_steps: int = 2, **rule_kwargs):
     SUMMARY_INTERVAL_STEPS = 1
 
     def task(self):
-      return dataclasses.replace(super().task(),
-                                 init_from_checkpoint_rules=_rules(source, **rule_kwargs))
+      return dataclasses.replace(
+        super().task(), init_from_checkpoint_rules=_rules(source, **rule_kwargs)
+      )
+
   return Target()
 
 
@@ -58,11 +65,16 @@ def _read_all(directory: str, step: int) -> dict[str, np.ndarray]:
   """Every array of the checkpoint at `step`, by name."""
   with checkpoints.CheckpointReader(directory) as reader:
     metadata = reader.state_metadata(step)
-    targets = jax.tree.map(lambda m: jax.ShapeDtypeStruct(
-        m.shape, m.dtype, sharding=jax.sharding.SingleDeviceSharding(jax.devices()[0])),
-        metadata)
-    return {k: np.asarray(v)
-            for k, v in warm_start.named_leaves(reader.restore_leaves(step, targets)).items()}
+    targets = jax.tree.map(
+      lambda m: jax.ShapeDtypeStruct(
+        m.shape, m.dtype, sharding=jax.sharding.SingleDeviceSharding(jax.devices()[0])
+      ),
+      metadata,
+    )
+    return {
+      k: np.asarray(v)
+      for k, v in warm_start.named_leaves(reader.restore_leaves(step, targets)).items()
+    }
 
 
 class PlanTest(absltest.TestCase):
@@ -70,22 +82,30 @@ class PlanTest(absltest.TestCase):
 
   def test_first_matching_rule_wins_and_ignored_names_are_skipped(self):
     rules = tasks_lib.CheckpointLoadingRules(
-        load_rules=[(r"params/a/(\d)/w", "params/a/0/w"), (r"params/(.*)", "params/{}")],
-        ignore_rules=[r"params/b"])
-    loads = warm_start.plan(["params/a/0/w", "params/a/1/w", "params/b", "step"],
-                            ["params/a/0/w", "params/b", "step"], rules)
+      load_rules=[(r"params/a/(\d)/w", "params/a/0/w"), (r"params/(.*)", "params/{}")],
+      ignore_rules=[r"params/b"],
+    )
+    loads = warm_start.plan(
+      ["params/a/0/w", "params/a/1/w", "params/b", "step"],
+      ["params/a/0/w", "params/b", "step"],
+      rules,
+    )
     self.assertEqual(loads, {"params/a/0/w": "params/a/0/w", "params/a/1/w": "params/a/0/w"})
 
   def test_patterns_match_the_whole_name(self):
     rules = tasks_lib.CheckpointLoadingRules(load_rules=[(r"params/a", "params/a")])
-    self.assertEqual(warm_start.plan(["params/a", "params/ab", "x/params/a"],
-                                     ["params/a", "params/ab"], rules),
-                     {"params/a": "params/a"})
+    self.assertEqual(
+      warm_start.plan(["params/a", "params/ab", "x/params/a"], ["params/a", "params/ab"], rules),
+      {"params/a": "params/a"},
+    )
 
   def test_missing_source_name_names_the_rule_and_similar_names(self):
     rules = tasks_lib.CheckpointLoadingRules(load_rules=[(r"params/(.*)", "params/old/{}")])
-    with self.assertRaisesRegex(KeyError, r"'params/old/dense/w'.*similar names there: "
-                                r"\['params/old/dense/kernel'\]"):
+    with self.assertRaisesRegex(
+      KeyError,
+      r"'params/old/dense/w'.*similar names there: "
+      r"\['params/old/dense/kernel'\]",
+    ):
       warm_start.plan(["params/dense/w"], ["params/old/dense/kernel", "step"], rules)
 
   def test_rules_matching_nothing_are_an_error(self):
@@ -101,7 +121,6 @@ class PlanTest(absltest.TestCase):
 
 
 class WarmStartTest(absltest.TestCase):
-
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
@@ -114,8 +133,11 @@ class WarmStartTest(absltest.TestCase):
     trainer.train_and_evaluate(_target(self.source_dir), job_log_dir)
     start = _read_all(checkpoints.checkpoint_dir(job_log_dir), 0)
 
-    source_layer = {k[len(_LAYER.format(0)):]: v for k, v in self.source.items()
-                    if k.startswith(_LAYER.format(0))}
+    source_layer = {
+      k[len(_LAYER.format(0)) :]: v
+      for k, v in self.source.items()
+      if k.startswith(_LAYER.format(0))
+    }
     self.assertNotEmpty(source_layer)
     for layer in (0, 1):  # Both layers are copies of the source's only one.
       for name, value in source_layer.items():
@@ -159,8 +181,10 @@ class WarmStartTest(absltest.TestCase):
       MODEL_DIMS = 48
 
       def task(inner):  # pylint: disable=no-self-argument
-        return dataclasses.replace(super().task(),
-                                   init_from_checkpoint_rules=_rules(self.source_dir))
+        return dataclasses.replace(
+          super().task(), init_from_checkpoint_rules=_rules(self.source_dir)
+        )
+
     with self.assertRaisesRegex(ValueError, r"has shape \(48, 16\) but .* has \(32, 16\)"):
       trainer.train_and_evaluate(Wider(), self.create_tempdir().full_path)
 

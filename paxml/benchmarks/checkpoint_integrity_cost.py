@@ -36,11 +36,14 @@ def _state(num_params: int):
     sizes.append(min(left, 1 << (20 + len(sizes) % 4)))
     left -= sizes[-1]
   key = jax.random.PRNGKey(0)
-  params = {f"w{i}": jax.random.normal(jax.random.fold_in(key, i), (n,)) for i, n in
-            enumerate(sizes)}
-  return {"params": params, "opt_state": {"m": jax.tree.map(lambda x: x * 0.1, params),
-                                          "v": jax.tree.map(jnp.abs, params)},
-          "step": jnp.int32(1)}
+  params = {
+    f"w{i}": jax.random.normal(jax.random.fold_in(key, i), (n,)) for i, n in enumerate(sizes)
+  }
+  return {
+    "params": params,
+    "opt_state": {"m": jax.tree.map(lambda x: x * 0.1, params), "v": jax.tree.map(jnp.abs, params)},
+    "step": jnp.int32(1),
+  }
 
 
 def _median(fn, repeats):
@@ -61,7 +64,8 @@ def main(argv):
   state = _state(_PARAMS.value)
   jax.block_until_ready(state)
   abstract = jax.tree.map(
-      lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), state)
+    lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), state
+  )
   root = _DIR.value
   counter = [0]
 
@@ -77,8 +81,7 @@ def main(argv):
       manager.wait_until_finished()
 
   def checked_save():
-    with checkpoints.Checkpointer(fresh("checked"), save_interval_steps=1,
-                                  max_to_keep=1) as ckpt:
+    with checkpoints.Checkpointer(fresh("checked"), save_interval_steps=1, max_to_keep=1) as ckpt:
       ckpt.save(0, state, {"pos": 0})
       ckpt.wait_until_finished()
 
@@ -91,21 +94,28 @@ def main(argv):
   step_dir = os.path.join(checkpoints.checkpoint_dir(job_log_dir), "checkpoint_00000000")
   size = _du(step_dir)
   results["  of which file SHA-256s"] = _median(
-      lambda: checkpoint_integrity.file_checksums(step_dir), _REPEATS.value)
+    lambda: checkpoint_integrity.file_checksums(step_dir), _REPEATS.value
+  )
   results["  of which array checksums"] = _median(
-      lambda: checkpoint_integrity.finish_array_checksums(
-          checkpoint_integrity.start_array_checksums(state)), _REPEATS.value)
+    lambda: checkpoint_integrity.finish_array_checksums(
+      checkpoint_integrity.start_array_checksums(state)
+    ),
+    _REPEATS.value,
+  )
 
   def restore(verify):
-    with checkpoints.Checkpointer(job_log_dir, save_interval_steps=1, max_to_keep=1,
-                                  verify=verify) as ckpt:
+    with checkpoints.Checkpointer(
+      job_log_dir, save_interval_steps=1, max_to_keep=1, verify=verify
+    ) as ckpt:
       jax.block_until_ready(ckpt.restore(abstract).state)
 
   results["restore, verify=False"] = _median(lambda: restore(False), _REPEATS.value)
   results["restore, verify=True"] = _median(lambda: restore(True), _REPEATS.value)
 
-  print(f"{_PARAMS.value:,} params, state {size / 1e9:.2f} GB on disk, "
-        f"{jax.devices()[0].platform} x{jax.device_count()}, {os.cpu_count()} CPUs")
+  print(
+    f"{_PARAMS.value:,} params, state {size / 1e9:.2f} GB on disk, "
+    f"{jax.devices()[0].platform} x{jax.device_count()}, {os.cpu_count()} CPUs"
+  )
   for name, secs in results.items():
     print(f"{name:28s} {secs:7.2f} s  {size / secs / 1e9:6.2f} GB/s")
   shutil.rmtree(root, ignore_errors=True)

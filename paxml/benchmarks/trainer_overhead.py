@@ -55,11 +55,13 @@ from paxml.tasks.lm.params import lm_cloud  # pylint: disable=unused-import
 from praxis import pytypes
 
 _EXP = flags.DEFINE_string("exp", "tasks.lm.params.lm_cloud.LmCloudSpmdTest", "Experiment.")
-_WARMUP = flags.DEFINE_integer("warmup", 3, "Steps before the timed window (compilation, "
-                               "first saves).")
+_WARMUP = flags.DEFINE_integer(
+  "warmup", 3, "Steps before the timed window (compilation, first saves)."
+)
 _STEPS = flags.DEFINE_integer("steps", 10, "Steps in the timed window.")
-_REPEATS = flags.DEFINE_integer("repeats", 3, "Measure each side this many times; keep the "
-                                "fastest.")
+_REPEATS = flags.DEFINE_integer(
+  "repeats", 3, "Measure each side this many times; keep the fastest."
+)
 
 
 class _Timed(base_experiment.BaseExperiment):
@@ -77,9 +79,13 @@ class _Timed(base_experiment.BaseExperiment):
   def task(self):
     task = self.inner.task()
     return dataclasses.replace(
-        task, num_train_steps=self.num_steps, save_interval_steps=10**9,
-        eval_interval_steps=None, decode_interval_steps=None,
-        summary_interval_steps=min(task.summary_interval_steps, self.num_steps))
+      task,
+      num_train_steps=self.num_steps,
+      save_interval_steps=10**9,
+      eval_interval_steps=None,
+      decode_interval_steps=None,
+      summary_interval_steps=min(task.summary_interval_steps, self.num_steps),
+    )
 
 
 class _Window:
@@ -108,8 +114,9 @@ class _Window:
 def trainer_step_seconds(experiment_cls, warmup: int, steps: int) -> float:
   window = _Window(warmup, warmup + steps)
   with tempfile.TemporaryDirectory() as job_log_dir:
-    trainer.train_and_evaluate(_Timed(experiment_cls(), warmup + steps), job_log_dir,
-                               profiler=window)
+    trainer.train_and_evaluate(
+      _Timed(experiment_cls(), warmup + steps), job_log_dir, profiler=window
+    )
   return window.seconds / steps
 
 
@@ -181,13 +188,16 @@ class TrainStepLoop(_Loop):
   def __init__(self, experiment_cls):
     super().__init__(experiment_cls)
     optimizer = train_states.make_optimizer(self.task)[0]
-    step = jax.jit(functools.partial(trainer.train_step, model=self.task.model,
-                                     optimizer=optimizer), donate_argnums=0)
+    step = jax.jit(
+      functools.partial(trainer.train_step, model=self.task.model, optimizer=optimizer),
+      donate_argnums=0,
+    )
     rng = jax.random.PRNGKey(1)
     self._step, self._step_args = step, (rng,)
     self._run = lambda state, batch: step(state, batch, rng)
-    self.state = jax.jit(lambda r: nn.unbox(train_states.init_state(
-        self.task.model, optimizer, r, self.first)))(jax.random.PRNGKey(0))
+    self.state = jax.jit(
+      lambda r: nn.unbox(train_states.init_state(self.task.model, optimizer, r, self.first))
+    )(jax.random.PRNGKey(0))
 
 
 def checkpoint_stall(state) -> tuple[float, float]:
@@ -220,24 +230,40 @@ def main(argv: Sequence[str]) -> None:
   num_params = sum(x.size for x in jax.tree.leaves(bare.state[0]))
   ms = lambda values: ", ".join(f"{1e3 * t:.1f}" for t in values)
 
-  print(f"experiment        {experiment_registry.canonical_name(experiment_cls)} "
-        f"({num_params:,} parameters)")
-  print(f"devices           {jax.device_count()} x {jax.devices()[0].device_kind}, "
-        f"{os.cpu_count()} host CPUs")
-  print(f"window            {_STEPS.value} steps after {_WARMUP.value}, "
-        f"{_REPEATS.value} repeats per side")
+  print(
+    f"experiment        {experiment_registry.canonical_name(experiment_cls)} "
+    f"({num_params:,} parameters)"
+  )
+  print(
+    f"devices           {jax.device_count()} x {jax.devices()[0].device_kind}, "
+    f"{os.cpu_count()} host CPUs"
+  )
+  print(
+    f"window            {_STEPS.value} steps after {_WARMUP.value}, "
+    f"{_REPEATS.value} repeats per side"
+  )
   print(f"trainer step      {1e3 * best['trainer']:.1f} ms (fastest of {ms(times['trainer'])} ms)")
-  print(f"train_step alone  {1e3 * best['train_step']:.1f} ms "
-        f"(fastest of {ms(times['train_step'])} ms)")
+  print(
+    f"train_step alone  {1e3 * best['train_step']:.1f} ms (fastest of {ms(times['train_step'])} ms)"
+  )
   print(f"bare step         {1e3 * best['bare']:.1f} ms (fastest of {ms(times['bare'])} ms)")
-  print(f"overhead ratio    {best['trainer'] / best['bare']:.4f} (trainer / bare; goal <= 1.02)"
-        f" = loop {best['trainer'] / best['train_step']:.4f} (trainer / train_step alone)"
-        f" x step program {best['train_step'] / best['bare']:.4f} (train_step alone / bare)")
-  print("step program      XLA estimate, train_step / bare: " + ", ".join(
+  print(
+    f"overhead ratio    {best['trainer'] / best['bare']:.4f} (trainer / bare; goal <= 1.02)"
+    f" = loop {best['trainer'] / best['train_step']:.4f} (trainer / train_step alone)"
+    f" x step program {best['train_step'] / best['bare']:.4f} (train_step alone / bare)"
+  )
+  print(
+    "step program      XLA estimate, train_step / bare: "
+    + ", ".join(
       f"{k} {cost_train_step[k]:.4g} / {cost_bare[k]:.4g} = "
-      f"{cost_train_step[k] / max(cost_bare[k], 1.0):.4f}" for k in cost_bare))
-  print(f"checkpoint save   blocks the loop {1e3 * blocked:.1f} ms "
-        f"({blocked / best['bare']:.2f} steps); written after {1e3 * total:.1f} ms")
+      f"{cost_train_step[k] / max(cost_bare[k], 1.0):.4f}"
+      for k in cost_bare
+    )
+  )
+  print(
+    f"checkpoint save   blocks the loop {1e3 * blocked:.1f} ms "
+    f"({blocked / best['bare']:.2f} steps); written after {1e3 * total:.1f} ms"
+  )
 
 
 if __name__ == "__main__":

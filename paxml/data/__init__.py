@@ -26,16 +26,16 @@ See README.md beside this file for the corpus and how to prepare it.
 """
 
 __all__ = [
-    "base_input",
-    "benchmark",
-    "corpus",
-    "demo_data",
-    "digits",
-    "host_to_device",
-    "indexed_input",
-    "packing",
-    "prepare",
-    "synthetic",
-    "text_pipeline",
-    "tokenizer",
+  "base_input",
+  "benchmark",
+  "corpus",
+  "demo_data",
+  "digits",
+  "host_to_device",
+  "indexed_input",
+  "packing",
+  "prepare",
+  "synthetic",
+  "text_pipeline",
+  "tokenizer",
 ]

@@ -107,8 +107,9 @@ class BaseInput(base_hyperparams.HParamsMixin, abc.ABC):
   def ids_to_strings(self, ids: np.ndarray, lengths: Sequence[int] | np.ndarray) -> list[str]:
     """Turns token ids [B, T] with valid lengths [B] into B strings (for decode outputs)."""
     raise NotImplementedError(
-        f"{type(self).__name__} has no vocabulary, so it cannot turn ids into strings; use an "
-        "input with a tokenizer (paxml.data.TextInput) for decoding.")
+      f"{type(self).__name__} has no vocabulary, so it cannot turn ids into strings; use an "
+      "input with a tokenizer (paxml.data.TextInput) for decoding."
+    )
 
   @abc.abstractmethod
   def get_state(self) -> dict[str, Any]:
@@ -133,30 +134,36 @@ def _check_sizes(p: BaseInput) -> None:
     raise InputConfigError(f"{p.name}: num_infeed_hosts must be >= 1, got {p.num_infeed_hosts}.")
   if not 0 <= p.infeed_host_index < p.num_infeed_hosts:
     raise InputConfigError(
-        f"{p.name}: infeed_host_index must lie in [0, num_infeed_hosts) = "
-        f"[0, {p.num_infeed_hosts}), got {p.infeed_host_index}. The trainer sets both from "
-        "jax.process_index() and jax.process_count().")
+      f"{p.name}: infeed_host_index must lie in [0, num_infeed_hosts) = "
+      f"[0, {p.num_infeed_hosts}), got {p.infeed_host_index}. The trainer sets both from "
+      "jax.process_index() and jax.process_count()."
+    )
   if p.eval_loop_num_batches < 1:
     raise InputConfigError(
-        f"{p.name}: eval_loop_num_batches must be >= 1, got {p.eval_loop_num_batches}.")
+      f"{p.name}: eval_loop_num_batches must be >= 1, got {p.eval_loop_num_batches}."
+    )
 
 
 def _check_eval_table(p: BaseInput) -> None:
   """Rejects the combinations the module docstring's table marks as errors."""
-  where = (f"{p.name}: is_training={p.is_training}, reset_for_eval={p.reset_for_eval}, "
-           f"repeat={p.repeat}")
+  where = (
+    f"{p.name}: is_training={p.is_training}, reset_for_eval={p.reset_for_eval}, repeat={p.repeat}"
+  )
   if p.is_training and p.reset_for_eval:
     raise InputConfigError(
-        f"{where}: reset_for_eval is for eval inputs, which the trainer resets before each eval "
-        "run; a training input is never reset. Set is_training=False for an eval input, or "
-        "reset_for_eval=False for training.")
+      f"{where}: reset_for_eval is for eval inputs, which the trainer resets before each eval "
+      "run; a training input is never reset. Set is_training=False for an eval input, or "
+      "reset_for_eval=False for training."
+    )
   if p.reset_for_eval and p.repeat:
     raise InputConfigError(
-        f"{where}: an eval with reset_for_eval reads until StopIteration, which a repeating "
-        "input never raises. Set repeat=False (or leave it None), or set reset_for_eval=False "
-        "and eval_loop_num_batches for a rolling eval.")
+      f"{where}: an eval with reset_for_eval reads until StopIteration, which a repeating "
+      "input never raises. Set repeat=False (or leave it None), or set reset_for_eval=False "
+      "and eval_loop_num_batches for a rolling eval."
+    )
   if not p.is_training and not p.reset_for_eval and not p.repeat:
     raise InputConfigError(
-        f"{where}: without reset_for_eval each eval takes the next eval_loop_num_batches "
-        "batches of a rolling stream, which a one-pass input runs out of. Set repeat=True, or "
-        "reset_for_eval=True to evaluate the whole finite set each time.")
+      f"{where}: without reset_for_eval each eval takes the next eval_loop_num_batches "
+      "batches of a rolling stream, which a one-pass input runs out of. Set repeat=True, or "
+      "reset_for_eval=True to evaluate the whole finite set each time."
+    )

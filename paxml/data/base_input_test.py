@@ -31,12 +31,12 @@ class _Numbered(indexed_input.IndexedInput):
 
 
 def _hosts(num_hosts, **kwargs):
-  return [_Numbered(num_infeed_hosts=num_hosts, infeed_host_index=h, **kwargs)
-          for h in range(num_hosts)]
+  return [
+    _Numbered(num_infeed_hosts=num_hosts, infeed_host_index=h, **kwargs) for h in range(num_hosts)
+  ]
 
 
 class ConfigTest(absltest.TestCase):
-
   def test_hparams_config_instantiates_and_rejects_typos(self):
     cfg = synthetic.SyntheticLmData.HParams(batch_size=2, seq_len=8)
     inp = cfg.Instantiate()
@@ -56,19 +56,24 @@ class ConfigTest(absltest.TestCase):
 
 
 class EvalTableTest(parameterized.TestCase):
-
   @parameterized.parameters(
-      (True, False, None, True), (True, False, False, False), (False, True, None, False),
-      (False, False, None, True), (False, False, True, True), (False, True, False, False))
+    (True, False, None, True),
+    (True, False, False, False),
+    (False, True, None, False),
+    (False, False, None, True),
+    (False, False, True, True),
+    (False, True, False, False),
+  )
   def test_supported_rows(self, is_training, reset_for_eval, repeat, want_repeat):
     inp = _Numbered(is_training=is_training, reset_for_eval=reset_for_eval, repeat=repeat)
     self.assertEqual(inp.repeat, want_repeat)
 
   @parameterized.parameters(
-      (True, True, None, "reset_for_eval is for eval inputs"),
-      (True, True, False, "reset_for_eval is for eval inputs"),
-      (False, True, True, "never raises"),
-      (False, False, False, "runs out"))
+    (True, True, None, "reset_for_eval is for eval inputs"),
+    (True, True, False, "reset_for_eval is for eval inputs"),
+    (False, True, True, "never raises"),
+    (False, False, False, "runs out"),
+  )
   def test_unsupported_rows_raise(self, is_training, reset_for_eval, repeat, reason):
     with self.assertRaisesRegex(base_input.InputConfigError, reason):
       _Numbered(is_training=is_training, reset_for_eval=reset_for_eval, repeat=repeat)
@@ -79,24 +84,25 @@ class EvalTableTest(parameterized.TestCase):
 
 
 class ShardingTest(absltest.TestCase):
-
   def test_four_hosts_read_disjoint_examples_each_epoch(self):
     n, batch = 50, 3
     hosts = _hosts(4, num_examples=n, batch_size=batch, input_random_seed=5)
     per_host_epoch = n // 4  # 12 examples, 4 batches per host per epoch
-    seen = [np.concatenate([h.get_next().index for _ in range(3 * per_host_epoch // batch)])
-            for h in hosts]  # three epochs each
+    seen = [
+      np.concatenate([h.get_next().index for _ in range(3 * per_host_epoch // batch)])
+      for h in hosts
+    ]  # three epochs each
     for epoch in range(3):
-      chunks = [s[epoch * per_host_epoch:(epoch + 1) * per_host_epoch] for s in seen]
+      chunks = [s[epoch * per_host_epoch : (epoch + 1) * per_host_epoch] for s in seen]
       union = np.concatenate(chunks)
       self.assertLen(set(union.tolist()), 4 * per_host_epoch)  # no example on two hosts
       self.assertTrue(set(union.tolist()) <= set(range(n)))
     # Shuffled: epochs differ in order, and a different seed gives a different order.
     self.assertFalse(np.array_equal(seen[0][:12], seen[0][12:24]))
-    other_seed = _Numbered(num_examples=n, batch_size=batch, num_infeed_hosts=4,
-                           input_random_seed=6)
-    np.testing.assert_equal(
-        np.array_equal(other_seed.get_next().index, seen[0][:batch]), False)
+    other_seed = _Numbered(
+      num_examples=n, batch_size=batch, num_infeed_hosts=4, input_random_seed=6
+    )
+    np.testing.assert_equal(np.array_equal(other_seed.get_next().index, seen[0][:batch]), False)
 
   def test_endless_source_hosts_interleave(self):
     hosts = _hosts(4, num_examples=None, batch_size=2)
@@ -107,16 +113,20 @@ class ShardingTest(absltest.TestCase):
   def test_random_tokens_differ_across_hosts(self):
     rows = set()
     for h in range(4):
-      inp = synthetic.SyntheticRandomLmData(batch_size=4, seq_len=6, vocab_size=1000,
-                                            num_infeed_hosts=4, infeed_host_index=h,
-                                            input_random_seed=1)
+      inp = synthetic.SyntheticRandomLmData(
+        batch_size=4,
+        seq_len=6,
+        vocab_size=1000,
+        num_infeed_hosts=4,
+        infeed_host_index=h,
+        input_random_seed=1,
+      )
       for _ in range(3):
         rows.update(tuple(r) for r in inp.get_next().ids.tolist())
     self.assertLen(rows, 4 * 3 * 4)
 
 
 class EvalTest(absltest.TestCase):
-
   def test_reset_for_eval_pads_hosts_to_equal_batch_counts(self):
     n, batch = 10, 2
     hosts = _hosts(4, num_examples=n, batch_size=batch, is_training=False, reset_for_eval=True)
@@ -145,31 +155,35 @@ class EvalTest(absltest.TestCase):
     self.assertEqual([b.index.tolist() for b in inp], first)
 
   def test_padding_rows_are_zero_weight_lm_rows(self):
-    inp = synthetic.SyntheticLmData(batch_size=4, seq_len=3, num_examples=6, is_training=False,
-                                    reset_for_eval=True)
+    inp = synthetic.SyntheticLmData(
+      batch_size=4, seq_len=3, num_examples=6, is_training=False, reset_for_eval=True
+    )
     inp.get_next()
     last = inp.get_next()
     np.testing.assert_array_equal(last.weights, [[1] * 3] * 2 + [[0] * 3] * 2)
     np.testing.assert_array_equal(last.paddings, [[0] * 3] * 2 + [[1] * 3] * 2)
 
   def test_rolling_eval_continues_and_wraps(self):
-    inp = _Numbered(num_examples=5, batch_size=2, is_training=False, eval_loop_num_batches=2,
-                    shuffle=False)
-    runs = [[inp.get_next().index.tolist() for _ in range(inp.eval_loop_num_batches)]
-            for _ in range(2)]
+    inp = _Numbered(
+      num_examples=5, batch_size=2, is_training=False, eval_loop_num_batches=2, shuffle=False
+    )
+    runs = [
+      [inp.get_next().index.tolist() for _ in range(inp.eval_loop_num_batches)] for _ in range(2)
+    ]
     # Epochs of 5 examples, batches run across the boundary; the second eval continues.
     self.assertEqual(runs, [[[0, 1], [2, 3]], [[4, 0], [1, 2]]])
 
 
 class SyntheticTest(absltest.TestCase):
-
   def test_lm_data_matches_pax(self):
     batch = synthetic.SyntheticLmData(batch_size=3, seq_len=5).get_next()
     want = {
-        "ids": np.ones((3, 5), np.int32), "labels": np.ones((3, 5), np.int32),
-        "segment_ids": np.ones((3, 5), np.int32), "paddings": np.zeros((3, 5), np.float32),
-        "weights": np.ones((3, 5), np.float32),
-        "segment_pos": np.array([[0, 1, 2, 3, 4]] * 3, np.int32),
+      "ids": np.ones((3, 5), np.int32),
+      "labels": np.ones((3, 5), np.int32),
+      "segment_ids": np.ones((3, 5), np.int32),
+      "paddings": np.zeros((3, 5), np.float32),
+      "weights": np.ones((3, 5), np.float32),
+      "segment_pos": np.array([[0, 1, 2, 3, 4]] * 3, np.int32),
     }
     self.assertEqual(set(batch), set(want))
     for key, value in want.items():
@@ -189,7 +203,6 @@ class SyntheticTest(absltest.TestCase):
 
 
 class CheckpointTest(absltest.TestCase):
-
   def test_restore_continues_with_next_unseen_batch(self):
     cfg = synthetic.SyntheticRandomLmData.HParams(batch_size=2, seq_len=4, vocab_size=97)
     original = cfg.Instantiate()  # fresh random seed, as in training

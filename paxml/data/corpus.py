@@ -18,8 +18,9 @@ _VERSE = re.compile(r"^\s+(\d+)\s+(.*)$")
 _CHAPTER = re.compile(r"^(\S.*\S)\s+(\d+)$")
 
 
-def read_documents(path: str, fmt: str, replace_invalid_utf8: bool = False
-                   ) -> list[tuple[str, str]]:
+def read_documents(
+  path: str, fmt: str, replace_invalid_utf8: bool = False
+) -> list[tuple[str, str]]:
   """(title, text) of every document in the file, in file order.
 
   Text that is not valid UTF-8 is a ValueError naming the file and the byte offset, unless
@@ -34,9 +35,10 @@ def read_documents(path: str, fmt: str, replace_invalid_utf8: bool = False
   except UnicodeDecodeError as e:
     line = data.count(b"\n", 0, e.start) + 1
     raise ValueError(
-        f"{path}: not valid UTF-8 at byte offset {e.start} (line {line}: "
-        f"{data[e.start:e.start + 4]!r}). Convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8), "
-        "or pass --replace_invalid_utf8 to replace bad bytes with U+FFFD.") from None
+      f"{path}: not valid UTF-8 at byte offset {e.start} (line {line}: "
+      f"{data[e.start : e.start + 4]!r}). Convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8), "
+      "or pass --replace_invalid_utf8 to replace bad bytes with U+FFFD."
+    ) from None
   lines = text.splitlines()
   if fmt == "kjv":
     return list(_kjv_chapters(lines, path))
@@ -65,8 +67,10 @@ def _kjv_chapters(lines: list[str], path: str) -> Iterator[tuple[str, str]]:
       continue
     chapter = _CHAPTER.match(line)
     if not chapter:
-      raise ValueError(f"{path}:{number}: expected a chapter heading like 'Genesis 1' or a "
-                       f"verse like '  1 In the beginning...', got {line[:60]!r}")
+      raise ValueError(
+        f"{path}:{number}: expected a chapter heading like 'Genesis 1' or a "
+        f"verse like '  1 In the beginning...', got {line[:60]!r}"
+      )
     if title is not None and verses:
       yield title, " ".join(verses)
     title, verses = line.strip(), []
@@ -81,8 +85,9 @@ def split_train_eval(docs: list, eval_every: int) -> tuple[list, list]:
   (a tail split would evaluate only on Revelation).
   """
   if eval_every < 2:
-    raise ValueError(f"eval_every must be >= 2 (one in eval_every documents is held out), got "
-                     f"{eval_every}.")
+    raise ValueError(
+      f"eval_every must be >= 2 (one in eval_every documents is held out), got {eval_every}."
+    )
   train = [d for i, d in enumerate(docs) if i % eval_every != eval_every // 2]
   evals = [d for i, d in enumerate(docs) if i % eval_every == eval_every // 2]
   return train, evals

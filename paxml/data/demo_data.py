@@ -50,10 +50,11 @@ def find_corpus() -> str:
     if os.path.isfile(path):
       return path
   raise FileNotFoundError(
-      f"The KJV corpus (@corpus//:kjv) is not in this program's runfiles (looked for "
-      f"{candidates}). Run through Bazel (`./bazelw run //paxml:main -- ...`), whose :main target "
-      "has the corpus as a data dependency, or give the experiment a CORPUS_PATH (a KJV text "
-      "file) or a DATA_DIR written by `./bazelw run //paxml/data:prepare`.")
+    f"The KJV corpus (@corpus//:kjv) is not in this program's runfiles (looked for "
+    f"{candidates}). Run through Bazel (`./bazelw run //paxml:main -- ...`), whose :main target "
+    "has the corpus as a data dependency, or give the experiment a CORPUS_PATH (a KJV text "
+    "file) or a DATA_DIR written by `./bazelw run //paxml/data:prepare`."
+  )
 
 
 def cache_root() -> str:
@@ -71,8 +72,9 @@ def _sha256(path: str) -> str:
 
 def default_data_dir(corpus_path: str, vocab_size: int) -> str:
   """The cache directory for this corpus file's content and vocabulary size."""
-  return os.path.join(cache_root(),
-                      f"kjv-{_sha256(corpus_path)[:12]}-v{vocab_size}-f{_FORMAT_VERSION}")
+  return os.path.join(
+    cache_root(), f"kjv-{_sha256(corpus_path)[:12]}-v{vocab_size}-f{_FORMAT_VERSION}"
+  )
 
 
 @contextlib.contextmanager
@@ -96,8 +98,9 @@ def _read_summary(data_dir: str) -> dict[str, Any] | None:
     return json.load(f)
 
 
-def ensure_prepared(data_dir: str | None = None, corpus_path: str | None = None,
-                    vocab_size: int = 4096) -> tuple[str, dict[str, Any]]:
+def ensure_prepared(
+  data_dir: str | None = None, corpus_path: str | None = None, vocab_size: int = 4096
+) -> tuple[str, dict[str, Any]]:
   """Prepares the KJV into `data_dir` unless it is there already; returns (data_dir, summary).
 
   `data_dir=None` uses the cache (module docstring); `corpus_path=None` the @corpus runfile.
@@ -113,24 +116,38 @@ def ensure_prepared(data_dir: str | None = None, corpus_path: str | None = None,
   with _locked(data_dir):
     summary = _read_summary(data_dir)
     if summary is not None:
-      logging.info("Using the KJV prepared in %s (unigram entropy %.3f nats/token)", data_dir,
-                   summary["unigram_entropy_nats"])
+      logging.info(
+        "Using the KJV prepared in %s (unigram entropy %.3f nats/token)",
+        data_dir,
+        summary["unigram_entropy_nats"],
+      )
       return data_dir, summary
-    logging.info("Preparing the demo data (first use; about 10 s): reading %s, training a "
-                 "%d-piece SentencePiece model and writing TFRecord shards into %s",
-                 corpus_path, vocab_size, data_dir)
+    logging.info(
+      "Preparing the demo data (first use; about 10 s): reading %s, training a "
+      "%d-piece SentencePiece model and writing TFRecord shards into %s",
+      corpus_path,
+      vocab_size,
+      data_dir,
+    )
     # Imported here, not at the top: prepare and text_pipeline pull in TensorFlow (seconds, and
     # notices on stderr), and `main` imports this module to register DemoLm.
     from paxml.data import prepare  # pylint: disable=g-import-not-at-top
+
     start = time.monotonic()
     summary = prepare.run(corpus_path, "kjv", data_dir, vocab_size=vocab_size, progress=False)
-    logging.info("Prepared in %.1f s:\n%s", time.monotonic() - start,
-                 prepare.format_summary(summary))
+    logging.info(
+      "Prepared in %.1f s:\n%s", time.monotonic() - start, prepare.format_summary(summary)
+    )
   return data_dir, summary
 
 
-def text_input(split: str, data_dir: str | None = None, corpus_path: str | None = None,
-               vocab_size: int = 4096, **text_input_fields: Any) -> "text_pipeline.TextInput":
+def text_input(
+  split: str,
+  data_dir: str | None = None,
+  corpus_path: str | None = None,
+  vocab_size: int = 4096,
+  **text_input_fields: Any,
+) -> "text_pipeline.TextInput":
   """A TextInput over `split` ("train" or "eval") of the prepared KJV (prepared if needed).
 
   `text_input_fields` are TextInput's (batch_size, seq_len, packing, is_training, ...).
@@ -139,7 +156,10 @@ def text_input(split: str, data_dir: str | None = None, corpus_path: str | None 
     raise ValueError(f"split must be one of {SPLITS}, got {split!r}.")
   data_dir, _ = ensure_prepared(data_dir, corpus_path, vocab_size)
   from paxml.data import text_pipeline  # pylint: disable=g-import-not-at-top
+
   return text_pipeline.TextInput(
-      file_pattern=os.path.join(data_dir, f"{split}-*.tfrecord"),
-      tokenizer_path=os.path.join(data_dir, "spm.model"),
-      file_format="tfrecord", **text_input_fields)
+    file_pattern=os.path.join(data_dir, f"{split}-*.tfrecord"),
+    tokenizer_path=os.path.join(data_dir, "spm.model"),
+    file_format="tfrecord",
+    **text_input_fields,
+  )

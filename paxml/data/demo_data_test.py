@@ -18,8 +18,10 @@ def _write_kjv(path, chapters=40, seed=0):
   with open(path, "w") as f:
     for c in range(1, chapters + 1):
       f.write(f"\nExodus {c}\n\n")
-      verses = [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(4, 12))).capitalize() + "."
-                for _ in range(rng.randint(2, 5))]
+      verses = [
+        " ".join(rng.choice(_WORDS) for _ in range(rng.randint(4, 12))).capitalize() + "."
+        for _ in range(rng.randint(2, 5))
+      ]
       for v, text in enumerate(verses, 1):
         f.write(f"  {v} {text}\n")
       texts.append(" ".join(verses))
@@ -27,14 +29,14 @@ def _write_kjv(path, chapters=40, seed=0):
 
 
 class DemoDataTest(absltest.TestCase):
-
   def setUp(self):
     super().setUp()
     self.tmp = self.create_tempdir().full_path
     self.corpus = os.path.join(self.tmp, "kjv.txt")
     self.texts = _write_kjv(self.corpus)
-    self.enter_context(mock.patch.dict(os.environ, {"XDG_CACHE_HOME": os.path.join(self.tmp,
-                                                                                  "cache")}))
+    self.enter_context(
+      mock.patch.dict(os.environ, {"XDG_CACHE_HOME": os.path.join(self.tmp, "cache")})
+    )
 
   def test_prepares_once_into_the_cache_then_reuses(self):
     with self.assertLogs("absl", "INFO") as logs:
@@ -58,9 +60,17 @@ class DemoDataTest(absltest.TestCase):
     self.assertNotEqual(other, data_dir)
 
   def test_text_input_reads_the_eval_split(self):
-    inp = demo_data.text_input("eval", corpus_path=self.corpus, vocab_size=300, batch_size=1,
-                               seq_len=500, packing="pad", is_training=False,
-                               reset_for_eval=True, add_bos=False)
+    inp = demo_data.text_input(
+      "eval",
+      corpus_path=self.corpus,
+      vocab_size=300,
+      batch_size=1,
+      seq_len=500,
+      packing="pad",
+      is_training=False,
+      reset_for_eval=True,
+      add_bos=False,
+    )
     texts = []
     for batch in inp:
       texts += inp.ids_to_strings(batch.ids, batch.weights.sum(axis=1).astype(int))
@@ -70,8 +80,10 @@ class DemoDataTest(absltest.TestCase):
       demo_data.text_input("test", corpus_path=self.corpus)
 
   def test_missing_corpus_says_how_to_get_it(self):
-    with mock.patch.object(demo_data, "__file__", os.path.join(self.tmp, "a", "b", "c.py")), \
-        mock.patch.dict(os.environ, {"RUNFILES_DIR": self.tmp}):
+    with (
+      mock.patch.object(demo_data, "__file__", os.path.join(self.tmp, "a", "b", "c.py")),
+      mock.patch.dict(os.environ, {"RUNFILES_DIR": self.tmp}),
+    ):
       with self.assertRaisesRegex(FileNotFoundError, r"@corpus//:kjv.*bazelw run //paxml:main"):
         demo_data.find_corpus()
       os.makedirs(os.path.join(self.tmp, "corpus"))

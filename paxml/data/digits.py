@@ -27,6 +27,7 @@ _SPLITS = ("train", "eval", "dev", "test")
 @functools.cache
 def _load() -> tuple[np.ndarray, np.ndarray]:
   from sklearn import datasets  # pylint: disable=import-outside-toplevel  (slow import, used once)
+
   digits = datasets.load_digits()
   images = (digits.images / 16.0).astype(np.float32)[..., None]  # [N, 8, 8, 1]
   return images, digits.target.astype(np.int32)
@@ -46,17 +47,26 @@ class DigitsInput(indexed_input.IndexedInput):
 
   def __post_init__(self):
     if self.split not in _SPLITS:
-      raise ValueError(f"{self.name}: split must be one of {', '.join(map(repr, _SPLITS))}, "
-                       f"got {self.split!r}.")
+      raise ValueError(
+        f"{self.name}: split must be one of {', '.join(map(repr, _SPLITS))}, got {self.split!r}."
+      )
     images, labels = _load()
     # dev and test must each get at least one image.
     if not 2 <= self.num_eval_examples < len(labels):
-      raise ValueError(f"{self.name}: num_eval_examples must lie in [2, {len(labels)}), got "
-                       f"{self.num_eval_examples}.")
+      raise ValueError(
+        f"{self.name}: num_eval_examples must lie in [2, {len(labels)}), got "
+        f"{self.num_eval_examples}."
+      )
     order = np.random.default_rng(_SPLIT_SEED).permutation(len(labels))
     held_out, num_dev = self.num_eval_examples, self.num_eval_examples // 2
-    rows = order[{"train": slice(held_out, None), "eval": slice(0, held_out),
-                  "dev": slice(0, num_dev), "test": slice(num_dev, held_out)}[self.split]]
+    rows = order[
+      {
+        "train": slice(held_out, None),
+        "eval": slice(0, held_out),
+        "dev": slice(0, num_dev),
+        "test": slice(num_dev, held_out),
+      }[self.split]
+    ]
     self._images, self._labels = images[rows], labels[rows]
     super().__post_init__()
 
@@ -65,7 +75,7 @@ class DigitsInput(indexed_input.IndexedInput):
 
   def _examples(self, indices: np.ndarray) -> dict[str, np.ndarray]:
     return {
-        "image": self._images[indices],  # [B, 8, 8, 1]
-        "label": self._labels[indices],  # [B]
-        "weights": np.ones(len(indices), np.float32),
+      "image": self._images[indices],  # [B, 8, 8, 1]
+      "label": self._labels[indices],  # [B]
+      "weights": np.ones(len(indices), np.float32),
     }

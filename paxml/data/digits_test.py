@@ -12,11 +12,12 @@ def _key(image):
 
 
 class DigitsTest(absltest.TestCase):
-
   def test_splits_partition_the_data_and_match_sklearn(self):
     raw = datasets.load_digits()
-    by_image = {_key((img / 16.0).astype(np.float32)[..., None]): int(t)
-                for img, t in zip(raw.images, raw.target)}
+    by_image = {
+      _key((img / 16.0).astype(np.float32)[..., None]): int(t)
+      for img, t in zip(raw.images, raw.target)
+    }
     seen = []
     for split, n in (("train", 1500), ("eval", 297)):
       inp = digits.DigitsInput(split=split, batch_size=n, repeat=False, shuffle=False)
@@ -32,9 +33,17 @@ class DigitsTest(absltest.TestCase):
     self.assertEqual(set(seen), set(by_image))
 
   def test_eval_pass_padded_over_hosts(self):
-    hosts = [digits.DigitsInput(split="eval", batch_size=32, is_training=False,
-                                reset_for_eval=True, num_infeed_hosts=2, infeed_host_index=h)
-             for h in range(2)]
+    hosts = [
+      digits.DigitsInput(
+        split="eval",
+        batch_size=32,
+        is_training=False,
+        reset_for_eval=True,
+        num_infeed_hosts=2,
+        infeed_host_index=h,
+      )
+      for h in range(2)
+    ]
     batches = [list(h) for h in hosts]
     self.assertEqual([len(b) for b in batches], [5, 5])  # ceil(ceil(297 / 2) / 32)
     self.assertEqual(sum(float(b.weights.sum()) for bs in batches for b in bs), 297)
@@ -47,9 +56,11 @@ class DigitsTest(absltest.TestCase):
 
   def test_dev_and_test_halve_eval(self):
     def images(split):
-      inp = digits.DigitsInput(split=split, batch_size=1, num_eval_examples=301,
-                               is_training=False, reset_for_eval=True)
+      inp = digits.DigitsInput(
+        split=split, batch_size=1, num_eval_examples=301, is_training=False, reset_for_eval=True
+      )
       return [_key(b.image[0]) for b in inp]
+
     dev, test, held_out = images("dev"), images("test"), images("eval")
     self.assertEqual((len(dev), len(test)), (150, 151))  # 301 // 2, and the rest
     # dev is the first half of eval, test the rest (eval and train partition the data: above).

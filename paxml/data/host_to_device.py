@@ -38,8 +38,9 @@ class Prefetcher:
   caller's thread; the end of a finite input ends the iteration.
   """
 
-  def __init__(self, inp: base_input.BaseInput, sharding: jax.sharding.Sharding,
-               buffer_size: int = 2):
+  def __init__(
+    self, inp: base_input.BaseInput, sharding: jax.sharding.Sharding, buffer_size: int = 2
+  ):
     if buffer_size < 1:
       raise ValueError(f"buffer_size must be >= 1, got {buffer_size}.")
     self._input = inp

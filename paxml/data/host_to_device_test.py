@@ -25,7 +25,6 @@ def _input(**kwargs):
 
 
 class HostToDeviceTest(absltest.TestCase):
-
   def test_global_arrays_split_rows_over_devices(self):
     self.assertLen(jax.devices(), 4)
     host = _input().get_next()
@@ -35,7 +34,7 @@ class HostToDeviceTest(absltest.TestCase):
     shards = sorted(out.ids.addressable_shards, key=lambda s: s.index[0].start)
     self.assertLen(shards, 4)
     for i, shard in enumerate(shards):
-      np.testing.assert_array_equal(np.asarray(shard.data), host.ids[2 * i:2 * i + 2])
+      np.testing.assert_array_equal(np.asarray(shard.data), host.ids[2 * i : 2 * i + 2])
     np.testing.assert_array_equal(np.asarray(out.weights), host.weights)
 
   def test_prefetch_keeps_order_and_reports_consumed_state(self):
@@ -61,7 +60,6 @@ class HostToDeviceTest(absltest.TestCase):
     self.assertEqual(float(np.asarray(batches[-1].weights).sum()), 4 * 5)
 
     class Broken(synthetic.SyntheticLmData):
-
       def _examples(self, indices):
         raise OSError("disk on fire")
 

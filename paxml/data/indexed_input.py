@@ -47,12 +47,14 @@ class IndexedInput(base_input.BaseInput):
     n = self._num_examples()
     if n is not None and n < self.num_infeed_hosts and self.repeat:
       raise base_input.InputConfigError(
-          f"{self.name}: {n} examples cannot be split over {self.num_infeed_hosts} infeed hosts "
-          "without repeating one; use fewer hosts or more data.")
+        f"{self.name}: {n} examples cannot be split over {self.num_infeed_hosts} infeed hosts "
+        "without repeating one; use fewer hosts or more data."
+      )
     if n is None and not self.repeat:
       raise base_input.InputConfigError(
-          f"{self.name}: the source is endless, so a one-pass input (repeat=False or "
-          "reset_for_eval=True) would never end; give it a finite number of examples.")
+        f"{self.name}: the source is endless, so a one-pass input (repeat=False or "
+        "reset_for_eval=True) would never end; give it a finite number of examples."
+      )
 
   # --- What subclasses implement.
 
@@ -131,5 +133,8 @@ class IndexedInput(base_input.BaseInput):
       return np.arange(n)
     key = (self.input_random_seed, epoch, n)
     if getattr(self, "_order_cache", (None,))[0] != key:
-      self._order_cache = (key, np.random.default_rng([self.input_random_seed, epoch]).permutation(n))
+      self._order_cache = (
+        key,
+        np.random.default_rng([self.input_random_seed, epoch]).permutation(n),
+      )
     return self._order_cache[1]

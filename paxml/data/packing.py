@@ -28,11 +28,13 @@ import numpy as np
 MODES = ("concat", "pack", "pad")
 
 
-def lm_example(doc: np.ndarray, bos_id: int | None, eos_id: int | None
-               ) -> tuple[np.ndarray, np.ndarray]:
+def lm_example(
+  doc: np.ndarray, bos_id: int | None, eos_id: int | None
+) -> tuple[np.ndarray, np.ndarray]:
   """(ids, labels) of one document: labels are the next tokens, BOS/EOS added when given."""
-  parts = ([[bos_id]] if bos_id is not None else []) + [doc] + (
-      [[eos_id]] if eos_id is not None else [])
+  parts = (
+    ([[bos_id]] if bos_id is not None else []) + [doc] + ([[eos_id]] if eos_id is not None else [])
+  )
   tokens = np.concatenate(parts).astype(np.int32)  # [L + 1]
   return tokens[:-1], tokens[1:]
 
@@ -66,9 +68,12 @@ class _Row:
   def finish(self) -> dict[str, np.ndarray]:
     valid = np.arange(len(self.ids)) < self.used  # [T]
     return {
-        "ids": self.ids, "labels": self.labels,
-        "weights": valid.astype(np.float32), "paddings": (~valid).astype(np.float32),
-        "segment_ids": self.segment_ids, "segment_pos": self.segment_pos,
+      "ids": self.ids,
+      "labels": self.labels,
+      "weights": valid.astype(np.float32),
+      "paddings": (~valid).astype(np.float32),
+      "segment_ids": self.segment_ids,
+      "segment_pos": self.segment_pos,
     }
 
 
@@ -78,8 +83,14 @@ class Packer:
   Usage: `for doc in docs: rows.extend(packer.add(doc))`, then `rows.extend(packer.flush())`.
   """
 
-  def __init__(self, seq_len: int, mode: str = "pack", bos_id: int | None = None,
-               eos_id: int | None = None, max_open_rows: int = 8):
+  def __init__(
+    self,
+    seq_len: int,
+    mode: str = "pack",
+    bos_id: int | None = None,
+    eos_id: int | None = None,
+    max_open_rows: int = 8,
+  ):
     if mode not in MODES:
       raise ValueError(f"packing mode must be one of {MODES}, got {mode!r}.")
     if seq_len < 1:
@@ -96,13 +107,15 @@ class Packer:
       return []
     if self.mode == "pad":
       row = _Row(self.seq_len)
-      row.add(ids[:self.seq_len], labels[:self.seq_len])
+      row.add(ids[: self.seq_len], labels[: self.seq_len])
       return [row.finish()]
     if self.mode == "concat":
       return self._concat(ids, labels)
     done = []
     for start in range(0, len(ids), self.seq_len):
-      done.extend(self._place(ids[start:start + self.seq_len], labels[start:start + self.seq_len]))
+      done.extend(
+        self._place(ids[start : start + self.seq_len], labels[start : start + self.seq_len])
+      )
     return done
 
   def flush(self) -> list[dict[str, np.ndarray]]:
@@ -144,8 +157,14 @@ class Packer:
     return done
 
 
-def pack_all(docs, seq_len: int, mode: str = "pack", bos_id: int | None = None,
-             eos_id: int | None = None, max_open_rows: int = 8) -> Iterator[dict[str, np.ndarray]]:
+def pack_all(
+  docs,
+  seq_len: int,
+  mode: str = "pack",
+  bos_id: int | None = None,
+  eos_id: int | None = None,
+  max_open_rows: int = 8,
+) -> Iterator[dict[str, np.ndarray]]:
   """All rows of a sequence of documents, the last ones flushed."""
   packer = Packer(seq_len, mode, bos_id, eos_id, max_open_rows)
   for doc in docs:

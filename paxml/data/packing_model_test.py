@@ -23,11 +23,12 @@ _BOS, _EOS = 2, 3
 
 
 def _model(packed_input: bool) -> models.LanguageModel:
-  stack = transformers.StackedTransformer.HParams(num_layers=2, hidden_dims=32, num_heads=2,
-                                                  dim_per_head=8)
-  lm = transformer_models.TransformerLm.HParams(model_dims=16, vocab_size=_V,
-                                                packed_input=packed_input,
-                                                stacked_transformer_tpl=stack)
+  stack = transformers.StackedTransformer.HParams(
+    num_layers=2, hidden_dims=32, num_heads=2, dim_per_head=8
+  )
+  lm = transformer_models.TransformerLm.HParams(
+    model_dims=16, vocab_size=_V, packed_input=packed_input, stacked_transformer_tpl=stack
+  )
   return models.LanguageModel.HParams(lm_tpl=lm).Instantiate()
 
 
@@ -36,7 +37,6 @@ def _batch(rows) -> pytypes.NestedMap:
 
 
 class PackedLossTest(absltest.TestCase):
-
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
@@ -62,8 +62,11 @@ class PackedLossTest(absltest.TestCase):
       for s in np.unique(batch.segment_ids[b][batch.segment_ids[b] > 0]):
         where = batch.segment_ids[b] == s
         ids = batch.ids[b][where]
-        (d,) = [i for i, doc in enumerate(self.docs)
-                if len(doc) + 1 == len(ids) and (ids[1:] == doc).all()]
+        (d,) = [
+          i
+          for i, doc in enumerate(self.docs)
+          if len(doc) + 1 == len(ids) and (ids[1:] == doc).all()
+        ]
         found[d] = xent[b][where]
     return found
 
@@ -79,14 +82,14 @@ class PackedLossTest(absltest.TestCase):
     alone_docs = self._tokens_by_document(self.alone, alone_xent)
     self.assertEqual(sorted(packed_docs), list(range(len(self.docs))))
     for d in range(len(self.docs)):
-      np.testing.assert_allclose(packed_docs[d], alone_docs[d], rtol=1e-5, atol=1e-5,
-                                 err_msg=f"document {d}")
+      np.testing.assert_allclose(
+        packed_docs[d], alone_docs[d], rtol=1e-5, atol=1e-5, err_msg=f"document {d}"
+      )
     # The token-weighted loss of the batch: the same, and equal to numpy's mean of the tokens.
     want = np.concatenate([alone_docs[d] for d in range(len(self.docs))]).mean()
     for metrics in (packed_metrics, alone_metrics):
       np.testing.assert_allclose(float(metrics["avg_xent"][0]), want, rtol=1e-5)
-      self.assertEqual(float(metrics["num_predictions"][0]),
-                       sum(len(doc) + 1 for doc in self.docs))
+      self.assertEqual(float(metrics["num_predictions"][0]), sum(len(doc) + 1 for doc in self.docs))
 
   def test_ignoring_segments_changes_the_loss(self):
     # Same weights, attention across the packed documents: later documents see earlier ones.

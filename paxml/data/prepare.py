@@ -41,32 +41,50 @@ _INPUT = flags.DEFINE_string("input", _DEFAULT_INPUT, "Text file to read (defaul
 _FORMAT = flags.DEFINE_enum("format", "kjv", corpus.FORMATS, "How the file splits into documents.")
 # Checked in main rather than with required=True, so tests can import this module.
 _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Where to write the shards and the model.")
-_NUM_SHARDS = flags.DEFINE_integer("num_shards", 8, "Train TFRecord shards (>= the number of "
-                                   "infeed hosts, so each host reads whole files).")
+_NUM_SHARDS = flags.DEFINE_integer(
+  "num_shards",
+  8,
+  "Train TFRecord shards (>= the number of infeed hosts, so each host reads whole files).",
+)
 _VOCAB_SIZE = flags.DEFINE_integer("vocab_size", 4096, "SentencePiece vocabulary size.")
 _MODEL_TYPE = flags.DEFINE_enum("model_type", "unigram", ["unigram", "bpe"], "SentencePiece model.")
 _EVAL_EVERY = flags.DEFINE_integer("eval_every", 20, "Hold out one document in this many.")
 _REPLACE_INVALID_UTF8 = flags.DEFINE_bool(
-    "replace_invalid_utf8", False,
-    "Replace bytes that are not valid UTF-8 with U+FFFD instead of stopping with an error.")
+  "replace_invalid_utf8",
+  False,
+  "Replace bytes that are not valid UTF-8 with U+FFFD instead of stopping with an error.",
+)
 
 
-def run(input_path: str, fmt: str, output_dir: str, num_shards: int = 8, vocab_size: int = 4096,
-        model_type: str = "unigram", eval_every: int = 20, progress: bool = True,
-        replace_invalid_utf8: bool = False) -> dict[str, Any]:
+def run(
+  input_path: str,
+  fmt: str,
+  output_dir: str,
+  num_shards: int = 8,
+  vocab_size: int = 4096,
+  model_type: str = "unigram",
+  eval_every: int = 20,
+  progress: bool = True,
+  replace_invalid_utf8: bool = False,
+) -> dict[str, Any]:
   """Writes the shards, the model and summary.json; returns the summary."""
   docs = corpus.read_documents(input_path, fmt, replace_invalid_utf8)
   if len(docs) < eval_every:
-    raise ValueError(f"{input_path}: {len(docs)} documents in format {fmt!r}; need at least "
-                     f"eval_every={eval_every} to hold one out. Check --format.")
+    raise ValueError(
+      f"{input_path}: {len(docs)} documents in format {fmt!r}; need at least "
+      f"eval_every={eval_every} to hold one out. Check --format."
+    )
   train, evals = corpus.split_train_eval(docs, eval_every)
   os.makedirs(output_dir, exist_ok=True)
 
   model_path = os.path.join(output_dir, "spm.model")
-  print(f"Training a {vocab_size}-piece SentencePiece {model_type} model on {len(train)} "
-        "documents ...", flush=True)
-  tok = tokenizer_lib.train((text for _, text in train), model_path, vocab_size, model_type,
-                            input_sentence_size=0)
+  print(
+    f"Training a {vocab_size}-piece SentencePiece {model_type} model on {len(train)} documents ...",
+    flush=True,
+  )
+  tok = tokenizer_lib.train(
+    (text for _, text in train), model_path, vocab_size, model_type, input_sentence_size=0
+  )
   with open(os.path.join(output_dir, "spm.vocab"), "w", encoding="utf-8") as f:
     f.writelines(f"{tok.id_to_piece(i)}\n" for i in range(tok.vocab_size))
 
@@ -74,14 +92,16 @@ def run(input_path: str, fmt: str, output_dir: str, num_shards: int = 8, vocab_s
   counts = {}
   bar = tqdm.tqdm(total=len(docs), unit="doc", desc="Writing TFRecords", disable=not progress)
   for split, split_docs, shards in (("train", train, num_shards), ("eval", evals, 1)):
-    paths = [os.path.join(output_dir, f"{split}-{i:05d}-of-{shards:05d}.tfrecord")
-             for i in range(shards)]
+    paths = [
+      os.path.join(output_dir, f"{split}-{i:05d}-of-{shards:05d}.tfrecord") for i in range(shards)
+    ]
     writers = [tf.io.TFRecordWriter(p) for p in paths]
     token_counts = collections.Counter()
     for i, (_, text) in enumerate(split_docs):
       feature = tf.train.Feature(bytes_list=tf.train.BytesList(value=[text.encode("utf-8")]))
-      writers[i % shards].write(tf.train.Example(
-          features=tf.train.Features(feature={"text": feature})).SerializeToString())
+      writers[i % shards].write(
+        tf.train.Example(features=tf.train.Features(feature={"text": feature})).SerializeToString()
+      )
       token_counts.update(tok.encode([text])[0].tolist())
       bar.update(1)
     for w in writers:
@@ -91,25 +111,25 @@ def run(input_path: str, fmt: str, output_dir: str, num_shards: int = 8, vocab_s
   bar.close()
 
   summary = {
-      "input": input_path,
-      "format": fmt,
-      "documents": {"train": len(train), "eval": len(evals)},
-      "characters": {"train": sum(len(t) for _, t in train),
-                     "eval": sum(len(t) for _, t in evals)},
-      "tokens": {split: int(sum(c.values())) for split, c in counts.items()},
-      "tokenizer": {"path": model_path, "vocab_size": tok.vocab_size, "model_type": model_type},
-      "train_pattern": os.path.join(output_dir, f"train-*-of-{num_shards:05d}.tfrecord"),
-      "eval_pattern": os.path.join(output_dir, "eval-*-of-00001.tfrecord"),
-      "files": {split: paths for split, paths in files.items()},
-      **unigram_entropies(counts["train"], counts["eval"], tok.vocab_size),
+    "input": input_path,
+    "format": fmt,
+    "documents": {"train": len(train), "eval": len(evals)},
+    "characters": {"train": sum(len(t) for _, t in train), "eval": sum(len(t) for _, t in evals)},
+    "tokens": {split: int(sum(c.values())) for split, c in counts.items()},
+    "tokenizer": {"path": model_path, "vocab_size": tok.vocab_size, "model_type": model_type},
+    "train_pattern": os.path.join(output_dir, f"train-*-of-{num_shards:05d}.tfrecord"),
+    "eval_pattern": os.path.join(output_dir, "eval-*-of-00001.tfrecord"),
+    "files": {split: paths for split, paths in files.items()},
+    **unigram_entropies(counts["train"], counts["eval"], tok.vocab_size),
   }
   with open(os.path.join(output_dir, "summary.json"), "w") as f:
     json.dump(summary, f, indent=2)
   return summary
 
 
-def unigram_entropies(train: collections.Counter, evals: collections.Counter,
-                      vocab_size: int) -> dict[str, float]:
+def unigram_entropies(
+  train: collections.Counter, evals: collections.Counter, vocab_size: int
+) -> dict[str, float]:
   """Unigram entropy of the train tokens, and add-one-smoothed cross-entropy on eval (nats)."""
   n = sum(train.values())
   p = np.array([c / n for c in train.values()])
@@ -117,24 +137,26 @@ def unigram_entropies(train: collections.Counter, evals: collections.Counter,
   denominator = n + vocab_size
   eval_n = sum(evals.values())
   cross = -sum(c * math.log((train.get(t, 0) + 1) / denominator) for t, c in evals.items())
-  return {"unigram_entropy_nats": entropy,
-          "unigram_eval_cross_entropy_nats": float(cross / max(eval_n, 1))}
+  return {
+    "unigram_entropy_nats": entropy,
+    "unigram_eval_cross_entropy_nats": float(cross / max(eval_n, 1)),
+  }
 
 
 def format_summary(summary: dict[str, Any]) -> str:
   lines = [
-      f"Read {summary['input']} ({summary['format']}): "
-      f"{summary['documents']['train']} train + {summary['documents']['eval']} eval documents, "
-      f"{summary['characters']['train'] + summary['characters']['eval']:,} characters.",
-      f"Tokenizer: {summary['tokenizer']['path']} ({summary['tokenizer']['vocab_size']} pieces, "
-      f"{summary['tokenizer']['model_type']}).",
-      f"Tokens: {summary['tokens']['train']:,} train, {summary['tokens']['eval']:,} eval "
-      f"({summary['characters']['train'] / max(summary['tokens']['train'], 1):.2f} chars/token).",
-      f"Train: {len(summary['files']['train'])} files {summary['train_pattern']}",
-      f"Eval:  {len(summary['files']['eval'])} file  {summary['eval_pattern']}",
-      f"Unigram entropy {summary['unigram_entropy_nats']:.3f} nats/token (train); unigram "
-      f"cross-entropy on eval {summary['unigram_eval_cross_entropy_nats']:.3f}: an LM's eval "
-      "log-perplexity should end well below this.",
+    f"Read {summary['input']} ({summary['format']}): "
+    f"{summary['documents']['train']} train + {summary['documents']['eval']} eval documents, "
+    f"{summary['characters']['train'] + summary['characters']['eval']:,} characters.",
+    f"Tokenizer: {summary['tokenizer']['path']} ({summary['tokenizer']['vocab_size']} pieces, "
+    f"{summary['tokenizer']['model_type']}).",
+    f"Tokens: {summary['tokens']['train']:,} train, {summary['tokens']['eval']:,} eval "
+    f"({summary['characters']['train'] / max(summary['tokens']['train'], 1):.2f} chars/token).",
+    f"Train: {len(summary['files']['train'])} files {summary['train_pattern']}",
+    f"Eval:  {len(summary['files']['eval'])} file  {summary['eval_pattern']}",
+    f"Unigram entropy {summary['unigram_entropy_nats']:.3f} nats/token (train); unigram "
+    f"cross-entropy on eval {summary['unigram_eval_cross_entropy_nats']:.3f}: an LM's eval "
+    "log-perplexity should end well below this.",
   ]
   return "\n".join(lines)
 
@@ -147,9 +169,10 @@ def _find_input(path: str) -> str:
       if os.path.isfile(candidate):
         return os.path.abspath(candidate)
     raise FileNotFoundError(
-        "The KJV corpus is not in this program's runfiles; run the tool through Bazel "
-        "(`./bazelw run //paxml/data:prepare -- ...`), which builds @corpus//:kjv, or pass "
-        "--input=FILE.")
+      "The KJV corpus is not in this program's runfiles; run the tool through Bazel "
+      "(`./bazelw run //paxml/data:prepare -- ...`), which builds @corpus//:kjv, or pass "
+      "--input=FILE."
+    )
   start = os.environ.get("BUILD_WORKING_DIRECTORY") or os.getcwd()
   return os.path.join(start, os.path.expanduser(path))
 
@@ -161,10 +184,17 @@ def main(argv: Sequence[str]) -> int:
     raise app.UsageError("--output_dir is required: the directory to write the data into.")
   start = os.environ.get("BUILD_WORKING_DIRECTORY") or os.getcwd()
   try:
-    summary = run(_find_input(_INPUT.value), _FORMAT.value,
-                  os.path.join(start, os.path.expanduser(_OUTPUT_DIR.value)), _NUM_SHARDS.value,
-                  _VOCAB_SIZE.value, _MODEL_TYPE.value, _EVAL_EVERY.value,
-                  progress=True, replace_invalid_utf8=_REPLACE_INVALID_UTF8.value)
+    summary = run(
+      _find_input(_INPUT.value),
+      _FORMAT.value,
+      os.path.join(start, os.path.expanduser(_OUTPUT_DIR.value)),
+      _NUM_SHARDS.value,
+      _VOCAB_SIZE.value,
+      _MODEL_TYPE.value,
+      _EVAL_EVERY.value,
+      progress=True,
+      replace_invalid_utf8=_REPLACE_INVALID_UTF8.value,
+    )
   except (ValueError, OSError, RuntimeError) as e:
     # One line (what, and what to do); --verbosity=1 adds the traceback.
     if logging.get_verbosity() >= logging.DEBUG:

@@ -43,12 +43,12 @@ class SyntheticLmData(indexed_input.IndexedInput):
     shape = (len(indices), self.seq_len)
     ones = np.ones(shape, np.int32)
     return {
-        "ids": ones,
-        "labels": ones.copy(),
-        "paddings": np.zeros(shape, np.float32),
-        "weights": np.ones(shape, np.float32),
-        "segment_ids": ones.copy(),
-        "segment_pos": np.tile(np.arange(self.seq_len, dtype=np.int32), (len(indices), 1)),
+      "ids": ones,
+      "labels": ones.copy(),
+      "paddings": np.zeros(shape, np.float32),
+      "weights": np.ones(shape, np.float32),
+      "segment_ids": ones.copy(),
+      "segment_pos": np.tile(np.arange(self.seq_len, dtype=np.int32), (len(indices), 1)),
     }
 
   def ids_to_strings(self, ids, lengths) -> list[str]:
@@ -75,10 +75,14 @@ class SyntheticRandomLmData(SyntheticLmData):
     batch = super()._examples(indices)
     # One generator per example, keyed by its global index: the same example comes out whichever
     # host or batch asks for it, which is what makes the sharding and restore tests meaningful.
-    tokens = np.stack([
+    tokens = np.stack(
+      [
         np.random.default_rng([self.input_random_seed, int(i)]).integers(
-            0, self.vocab_size, self.seq_len + 1, dtype=np.int32) for i in indices
-    ])  # [B, T + 1]
+          0, self.vocab_size, self.seq_len + 1, dtype=np.int32
+        )
+        for i in indices
+      ]
+    )  # [B, T + 1]
     batch["ids"] = tokens[:, :-1]
     batch["labels"] = tokens[:, 1:]
     return batch

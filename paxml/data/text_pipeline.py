@@ -84,10 +84,12 @@ class TextInput(base_input.BaseInput):
     super().__post_init__()
     if self.file_format not in FORMATS:
       raise base_input.InputConfigError(
-          f"{self.name}: file_format must be one of {FORMATS}, got {self.file_format!r}.")
+        f"{self.name}: file_format must be one of {FORMATS}, got {self.file_format!r}."
+      )
     if self.packing not in packing.MODES:
       raise base_input.InputConfigError(
-          f"{self.name}: packing must be one of {packing.MODES}, got {self.packing!r}.")
+        f"{self.name}: packing must be one of {packing.MODES}, got {self.packing!r}."
+      )
     if self.shuffle is None:
       self.shuffle = self.is_training
     self.files = resolve_files(self.file_pattern)
@@ -133,8 +135,8 @@ class TextInput(base_input.BaseInput):
         for doc in self.tokenizer.encode(docs):
           rows.extend(packer.add(doc))
         while len(rows) >= self.batch_size:
-          yield NestedMap(packing.stack_rows(rows[:self.batch_size]))
-          del rows[:self.batch_size]
+          yield NestedMap(packing.stack_rows(rows[: self.batch_size]))
+          del rows[: self.batch_size]
       if not self.repeat:
         return  # one pass: the rows left over fill no whole batch and are dropped
       epoch += 1
@@ -157,24 +159,26 @@ class TextInput(base_input.BaseInput):
       for doc in self.tokenizer.encode(docs):
         take(packer.add(doc))
       while len(mine) >= self.batch_size:
-        yield NestedMap(packing.stack_rows(mine[:self.batch_size]))
-        del mine[:self.batch_size]
+        yield NestedMap(packing.stack_rows(mine[: self.batch_size]))
+        del mine[: self.batch_size]
         num_yielded += 1
     take(packer.flush())
     # Equal counts on every host: ceil(ceil(R / H) / B) batches, short ones padded.
     want = -(-(-(-total_rows // num_hosts)) // self.batch_size)
     while num_yielded < want:
-      rows = mine[:self.batch_size]
-      del mine[:self.batch_size]
+      rows = mine[: self.batch_size]
+      del mine[: self.batch_size]
       rows += [packing.padding_row(self.seq_len)] * (self.batch_size - len(rows))
       yield NestedMap(packing.stack_rows(rows))
       num_yielded += 1
 
   def _packer(self) -> packing.Packer:
     return packing.Packer(
-        self.seq_len, self.packing,
-        bos_id=self.tokenizer.bos_id if self.add_bos else None,
-        eos_id=self.tokenizer.eos_id if self.add_eos else None)
+      self.seq_len,
+      self.packing,
+      bos_id=self.tokenizer.bos_id if self.add_bos else None,
+      eos_id=self.tokenizer.eos_id if self.add_eos else None,
+    )
 
   def _host_shard(self, epoch: int) -> dict[str, int | None]:
     del epoch  # the split is the same every epoch; only the order changes
@@ -184,20 +188,26 @@ class TextInput(base_input.BaseInput):
       return {"file_shard": self.infeed_host_index, "doc_shard": None}
     return {"file_shard": None, "doc_shard": self.infeed_host_index}
 
-  def _documents(self, epoch: int, file_shard: int | None, doc_shard: int | None
-                 ) -> Iterator[list[str]]:
+  def _documents(
+    self, epoch: int, file_shard: int | None, doc_shard: int | None
+  ) -> Iterator[list[str]]:
     """Lists of document texts, `read_batch_size` at a time, for this host and epoch."""
     # Host h's files are fixed (positions h, h+H, ... of the sorted list); only their order and
     # the order of their documents change from epoch to epoch.
-    files = self.files if file_shard is None else self.files[file_shard::self.num_infeed_hosts]
+    files = self.files if file_shard is None else self.files[file_shard :: self.num_infeed_hosts]
     seed = None
     if self.shuffle:
       seed = int(np.random.default_rng([self.input_random_seed, epoch]).integers(2**31))
       files = [files[i] for i in np.random.default_rng(seed).permutation(len(files))]
     ds = tf.data.Dataset.from_tensor_slices(files)
     reader = self._reader()
-    ds = ds.interleave(reader, cycle_length=min(4, len(files)), block_length=16,
-                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=self.deterministic)
+    ds = ds.interleave(
+      reader,
+      cycle_length=min(4, len(files)),
+      block_length=16,
+      num_parallel_calls=tf.data.AUTOTUNE,
+      deterministic=self.deterministic,
+    )
     if doc_shard is not None:
       ds = ds.shard(self.num_infeed_hosts, doc_shard)
     if self.shuffle:
@@ -243,23 +253,26 @@ class TextInput(base_input.BaseInput):
       value = obj.get(self.text_key) if isinstance(obj, dict) else None
       if not isinstance(value, str):
         raise InputDataError(
-            f"{where} (line {number + 1}): field {self.text_key!r} should be a string, got "
-            f"{type(value).__name__}: {str(value)[:50]!r}. Set text_key to the field holding "
-            "the text.")
+          f"{where} (line {number + 1}): field {self.text_key!r} should be a string, got "
+          f"{type(value).__name__}: {str(value)[:50]!r}. Set text_key to the field holding "
+          "the text."
+        )
       return value
     example = tf.train.Example.FromString(record)
     features = example.features.feature
     if self.text_key not in features:
       raise InputDataError(
-          f"{where}: tf.train.Example has no feature {self.text_key!r}; it has "
-          f"{sorted(features)}. Set text_key to the feature holding the text.")
+        f"{where}: tf.train.Example has no feature {self.text_key!r}; it has "
+        f"{sorted(features)}. Set text_key to the feature holding the text."
+      )
     feature = features[self.text_key]
     kind = feature.WhichOneof("kind")
     if kind != "bytes_list" or len(feature.bytes_list.value) != 1:
       got = kind if kind != "bytes_list" else f"{len(feature.bytes_list.value)} byte strings"
       raise InputDataError(
-          f"{where}: feature {self.text_key!r} should hold one UTF-8 string (bytes_list of "
-          f"length 1), got {got}.")
+        f"{where}: feature {self.text_key!r} should hold one UTF-8 string (bytes_list of "
+        f"length 1), got {got}."
+      )
     return self._decode(feature.bytes_list.value[0], f"{where}, feature {self.text_key!r}")
 
   def _decode(self, data: bytes, where: str) -> str:
@@ -269,8 +282,8 @@ class TextInput(base_input.BaseInput):
       return data.decode("utf-8")
     except UnicodeDecodeError as e:
       raise InputDataError(
-          f"{where}: not valid UTF-8 at byte {e.start} of the text ({data[e.start:e.start + 4]!r}"
-          "). Convert the file to UTF-8, or set replace_invalid_utf8=True to replace bad bytes."
+        f"{where}: not valid UTF-8 at byte {e.start} of the text ({data[e.start : e.start + 4]!r}"
+        "). Convert the file to UTF-8, or set replace_invalid_utf8=True to replace bad bytes."
       ) from None
 
   def _explain_data_loss(self, files: list[str], error: Exception) -> InputDataError:
@@ -286,13 +299,16 @@ def resolve_files(file_pattern: str | list[str]) -> list[str]:
   patterns = file_pattern.split(",") if isinstance(file_pattern, str) else list(file_pattern)
   patterns = [p.strip() for p in patterns if p.strip()]
   if not patterns:
-    raise InputDataError("file_pattern is empty: set it to the data files, for example "
-                         "'/data/kjv/train-*.tfrecord' as written by the prepare tool.")
+    raise InputDataError(
+      "file_pattern is empty: set it to the data files, for example "
+      "'/data/kjv/train-*.tfrecord' as written by the prepare tool."
+    )
   files = sorted({f for p in patterns for f in tf.io.gfile.glob(p)})
   if not files:
     raise InputDataError(
-        f"no files match {patterns} (cwd {os.getcwd()}). Check the path, or create the data "
-        "with `bazel run //paxml/data:prepare -- --output_dir=DIR`.")
+      f"no files match {patterns} (cwd {os.getcwd()}). Check the path, or create the data "
+      "with `bazel run //paxml/data:prepare -- --output_dir=DIR`."
+    )
   return files
 
 
@@ -309,8 +325,10 @@ def check_tfrecord(path: str) -> str | None:
       (length,) = struct.unpack("<Q", header[:8])
       end = offset + 12 + length + 4  # data and its crc
       if end > size:
-        return (f"truncated TFRecord: record {number} at byte {offset} needs {length} bytes of "
-                f"data, but the file ends at byte {size}")
+        return (
+          f"truncated TFRecord: record {number} at byte {offset} needs {length} bytes of "
+          f"data, but the file ends at byte {size}"
+        )
       f.seek(end)
       offset = end
       number += 1

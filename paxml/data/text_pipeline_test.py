@@ -12,14 +12,17 @@ from paxml.data import base_input
 from paxml.data import text_pipeline
 from paxml.data import tokenizer as tokenizer_lib
 
-_WORDS = ("in the beginning was light and water and the land brought forth grass after its kind "
-          "so the evening and the morning were one day").split()
+_WORDS = (
+  "in the beginning was light and water and the land brought forth grass after its kind "
+  "so the evening and the morning were one day"
+).split()
 
 
 def _docs(n, seed=0):
   rng = random.Random(seed)
-  return [f"doc{i} " + " ".join(rng.choice(_WORDS) for _ in range(rng.randint(2, 30)))
-          for i in range(n)]
+  return [
+    f"doc{i} " + " ".join(rng.choice(_WORDS) for _ in range(rng.randint(2, 30))) for i in range(n)
+  ]
 
 
 def _write(path, fmt, docs):
@@ -27,8 +30,11 @@ def _write(path, fmt, docs):
     with tf.io.TFRecordWriter(path) as w:
       for d in docs:
         feature = tf.train.Feature(bytes_list=tf.train.BytesList(value=[d.encode()]))
-        w.write(tf.train.Example(features=tf.train.Features(
-            feature={"text": feature})).SerializeToString())
+        w.write(
+          tf.train.Example(
+            features=tf.train.Features(feature={"text": feature})
+          ).SerializeToString()
+        )
   elif fmt == "jsonl":
     with open(path, "w") as f:
       f.writelines(json.dumps({"text": d, "id": i}) + "\n" for i, d in enumerate(docs))
@@ -38,7 +44,6 @@ def _write(path, fmt, docs):
 
 
 class TextInputTest(absltest.TestCase):
-
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
@@ -53,8 +58,14 @@ class TextInputTest(absltest.TestCase):
       cls.patterns[fmt] = os.path.join(cls.dir, f"{fmt}-*.{ext}")
 
   def _input(self, fmt="tfrecord", **kwargs):
-    args = dict(file_pattern=self.patterns[fmt], file_format=fmt, tokenizer_path=self.tok_path,
-                batch_size=4, seq_len=64, input_random_seed=1)
+    args = dict(
+      file_pattern=self.patterns[fmt],
+      file_format=fmt,
+      tokenizer_path=self.tok_path,
+      batch_size=4,
+      seq_len=64,
+      input_random_seed=1,
+    )
     args.update(kwargs)
     return text_pipeline.TextInput.HParams(**args).Instantiate()
 
@@ -68,17 +79,23 @@ class TextInputTest(absltest.TestCase):
   def test_every_format_reads_the_same_documents(self):
     for fmt in ("tfrecord", "jsonl", "text"):
       with self.subTest(fmt):
-        inp = self._input(fmt, packing="pad", seq_len=200, repeat=False, shuffle=False,
-                          batch_size=1)
+        inp = self._input(
+          fmt, packing="pad", seq_len=200, repeat=False, shuffle=False, batch_size=1
+        )
         self.assertEqual(sorted(self._doc_rows(inp)), sorted(self._want_rows(self.docs)))
 
   def test_lm_fields_and_concat_order(self):
-    inp = self._input("jsonl", file_pattern=os.path.join(self.dir, "jsonl-0.jsonl"),
-                      packing="concat", shuffle=False, repeat=False, seq_len=16)
+    inp = self._input(
+      "jsonl",
+      file_pattern=os.path.join(self.dir, "jsonl-0.jsonl"),
+      packing="concat",
+      shuffle=False,
+      repeat=False,
+      seq_len=16,
+    )
     batches = list(inp)
     b = batches[0]
-    self.assertEqual(set(b), {"ids", "labels", "weights", "paddings", "segment_ids",
-                              "segment_pos"})
+    self.assertEqual(set(b), {"ids", "labels", "weights", "paddings", "segment_ids", "segment_pos"})
     for key in b:
       self.assertEqual(b[key].shape, (4, 16))
     stream = np.concatenate([x.ids.reshape(-1) for x in batches])
@@ -105,20 +122,26 @@ class TextInputTest(absltest.TestCase):
   def test_hosts_read_disjoint_documents(self):
     for fmt, pattern in (("tfrecord", None), ("jsonl", os.path.join(self.dir, "jsonl-[01].jsonl"))):
       with self.subTest(fmt):  # 6 files: sharded by file; 2 files: by document
-        kwargs = dict(packing="pad", seq_len=200, repeat=False, batch_size=1,
-                      num_infeed_hosts=4)
+        kwargs = dict(packing="pad", seq_len=200, repeat=False, batch_size=1, num_infeed_hosts=4)
         if pattern:
           kwargs["file_pattern"] = pattern
-        per_host = [self._doc_rows(self._input(fmt, infeed_host_index=h, **kwargs))
-                    for h in range(4)]
+        per_host = [
+          self._doc_rows(self._input(fmt, infeed_host_index=h, **kwargs)) for h in range(4)
+        ]
         union = [row for rows in per_host for row in rows]
         self.assertLen(set(union), len(union))
         docs = self.docs if not pattern else [d for i, d in enumerate(self.docs) if i % 6 < 2]
         self.assertEqual(sorted(union), sorted(self._want_rows(docs)))
 
   def test_eval_pass_equal_batch_counts_with_padding(self):
-    kwargs = dict(packing="pad", seq_len=200, is_training=False, reset_for_eval=True,
-                  batch_size=8, num_infeed_hosts=4)
+    kwargs = dict(
+      packing="pad",
+      seq_len=200,
+      is_training=False,
+      reset_for_eval=True,
+      batch_size=8,
+      num_infeed_hosts=4,
+    )
     hosts = [self._input(infeed_host_index=h, **kwargs) for h in range(4)]
     passes = [list(h) for h in hosts]
     # 120 documents -> 120 rows; 30 per host -> ceil(30 / 8) = 4 batches each.
@@ -136,7 +159,7 @@ class TextInputTest(absltest.TestCase):
     np.testing.assert_array_equal(first(3), first(3))
     self.assertFalse(np.array_equal(first(3), first(4)))
     unshuffled = self._input(shuffle=False, packing="pad", batch_size=60, seq_len=200)
-    a, b = unshuffled.get_next(), unshuffled.get_next()  # 120 docs = epochs of 2 batches
+    _, b = unshuffled.get_next(), unshuffled.get_next()  # 120 docs = epochs of 2 batches
     unshuffled.get_next()
     np.testing.assert_array_equal(unshuffled.get_next().ids, b.ids)  # epoch 2 repeats epoch 1
     shuffled = self._input(packing="pad", batch_size=60, seq_len=200)
@@ -147,8 +170,8 @@ class TextInputTest(absltest.TestCase):
 
   def test_restore_continues_with_next_unseen_batch(self):
     cfg = text_pipeline.TextInput.HParams(
-        file_pattern=self.patterns["tfrecord"], tokenizer_path=self.tok_path, batch_size=4,
-        seq_len=32)  # no seed: a fresh one, recorded in the state
+      file_pattern=self.patterns["tfrecord"], tokenizer_path=self.tok_path, batch_size=4, seq_len=32
+    )  # no seed: a fresh one, recorded in the state
     original = cfg.Instantiate()
     for _ in range(5):
       original.get_next()
@@ -161,8 +184,15 @@ class TextInputTest(absltest.TestCase):
     self.assertEqual(resumed.get_state()["num_batches"], 8)
 
   def test_ids_to_strings(self):
-    inp = self._input("jsonl", file_pattern=os.path.join(self.dir, "jsonl-0.jsonl"),
-                      packing="pad", shuffle=False, seq_len=200, batch_size=2, add_bos=False)
+    inp = self._input(
+      "jsonl",
+      file_pattern=os.path.join(self.dir, "jsonl-0.jsonl"),
+      packing="pad",
+      shuffle=False,
+      seq_len=200,
+      batch_size=2,
+      add_bos=False,
+    )
     b = inp.get_next()
     lengths = b.weights.sum(axis=1).astype(int)
     # Without BOS, ids are the document itself (labels are it shifted, ending in EOS).
@@ -170,7 +200,6 @@ class TextInputTest(absltest.TestCase):
 
 
 class ErrorsTest(absltest.TestCase):
-
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
@@ -179,9 +208,13 @@ class ErrorsTest(absltest.TestCase):
     tokenizer_lib.train(_docs(80), cls.tok_path, vocab_size=300)
 
   def _read_all(self, pattern, fmt="tfrecord", tokenizer_path=None):
-    inp = text_pipeline.TextInput(file_pattern=pattern, file_format=fmt,
-                                  tokenizer_path=tokenizer_path or self.tok_path, seq_len=16,
-                                  repeat=False)
+    inp = text_pipeline.TextInput(
+      file_pattern=pattern,
+      file_format=fmt,
+      tokenizer_path=tokenizer_path or self.tok_path,
+      seq_len=16,
+      repeat=False,
+    )
     return list(inp)
 
   def test_truncated_tfrecord_names_the_file(self):
@@ -192,8 +225,9 @@ class ErrorsTest(absltest.TestCase):
       data = f.read()
     with open(bad, "wb") as f:
       f.write(data[:-10])
-    with self.assertRaisesRegex(text_pipeline.InputDataError,
-                                r"cut\.tfrecord: truncated TFRecord: record 29"):
+    with self.assertRaisesRegex(
+      text_pipeline.InputDataError, r"cut\.tfrecord: truncated TFRecord: record 29"
+    ):
       self._read_all(os.path.join(self.dir, "*.tfrecord"))
     self.assertIsNone(text_pipeline.check_tfrecord(good))
 
@@ -214,31 +248,43 @@ class ErrorsTest(absltest.TestCase):
     path = os.path.join(self.dir, "ints.tfrecord")
     with tf.io.TFRecordWriter(path) as w:
       feature = tf.train.Feature(int64_list=tf.train.Int64List(value=[1, 2]))
-      w.write(tf.train.Example(features=tf.train.Features(
-          feature={"text": feature})).SerializeToString())
-    with self.assertRaisesRegex(text_pipeline.InputDataError,
-                                r"ints\.tfrecord, record 0: feature 'text' should hold one "
-                                r"UTF-8 string .*got int64_list"):
+      w.write(
+        tf.train.Example(features=tf.train.Features(feature={"text": feature})).SerializeToString()
+      )
+    with self.assertRaisesRegex(
+      text_pipeline.InputDataError,
+      r"ints\.tfrecord, record 0: feature 'text' should hold one "
+      r"UTF-8 string .*got int64_list",
+    ):
       self._read_all(path)
     path = os.path.join(self.dir, "num.jsonl")
     with open(path, "w") as f:
       f.write('{"text": "fine"}\n{"text": 42}\n')
-    with self.assertRaisesRegex(text_pipeline.InputDataError,
-                                r"num\.jsonl, record 1 \(line 2\): field 'text' should be a "
-                                r"string, got int"):
+    with self.assertRaisesRegex(
+      text_pipeline.InputDataError,
+      r"num\.jsonl, record 1 \(line 2\): field 'text' should be a "
+      r"string, got int",
+    ):
       self._read_all(path, fmt="jsonl")
 
   def test_text_that_is_not_utf8_names_file_line_and_byte(self):
     path = os.path.join(self.dir, "latin1.txt")
     with open(path, "wb") as f:
       f.write("fine line\ncaf\u00e9 ok\n".encode("utf-8") + "na\u00efve\n".encode("latin-1"))
-    with self.assertRaisesRegex(text_pipeline.InputDataError,
-                                r"latin1\.txt, record 2 \(line 3\): not valid UTF-8 at byte 2 "
-                                r".*replace_invalid_utf8=True"):
+    with self.assertRaisesRegex(
+      text_pipeline.InputDataError,
+      r"latin1\.txt, record 2 \(line 3\): not valid UTF-8 at byte 2 "
+      r".*replace_invalid_utf8=True",
+    ):
       self._read_all(path, fmt="text")
-    inp = text_pipeline.TextInput(file_pattern=path, file_format="text", seq_len=16,
-                                  tokenizer_path=self.tok_path, repeat=False,
-                                  replace_invalid_utf8=True)
+    inp = text_pipeline.TextInput(
+      file_pattern=path,
+      file_format="text",
+      seq_len=16,
+      tokenizer_path=self.tok_path,
+      repeat=False,
+      replace_invalid_utf8=True,
+    )
     self.assertEqual(inp._parse(path.encode(), 2, b"na\xefve"), "na\ufffdve")
 
   def test_bad_config_values(self):

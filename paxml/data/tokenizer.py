@@ -31,9 +31,10 @@ class Tokenizer:
     path = os.fspath(path)
     if not os.path.isfile(path):
       raise FileNotFoundError(
-          f"SentencePiece model {path!r} does not exist. Make one from a corpus with "
-          "`bazel run //paxml/data:prepare -- --output_dir=DIR` (it writes DIR/spm.model), "
-          "or point tokenizer_path at an existing .model file.")
+        f"SentencePiece model {path!r} does not exist. Make one from a corpus with "
+        "`bazel run //paxml/data:prepare -- --output_dir=DIR` (it writes DIR/spm.model), "
+        "or point tokenizer_path at an existing .model file."
+      )
     self.path = path
     self._sp = spm.SentencePieceProcessor()
     try:
@@ -41,12 +42,16 @@ class Tokenizer:
     except (OSError, RuntimeError) as e:
       raise ValueError(f"{path!r} is not a SentencePiece model ({e}).") from e
     self.vocab_size = int(self._sp.GetPieceSize())
-    for name, want, got in (("pad", PAD_ID, self._sp.pad_id()), ("bos", BOS_ID, self._sp.bos_id()),
-                            ("eos", EOS_ID, self._sp.eos_id())):
+    for name, want, got in (
+      ("pad", PAD_ID, self._sp.pad_id()),
+      ("bos", BOS_ID, self._sp.bos_id()),
+      ("eos", EOS_ID, self._sp.eos_id()),
+    ):
       if got != want:
         raise ValueError(
-            f"{path!r} has {name}_id={got}, expected {want}: this repo's inputs assume pad 0, "
-            "unk 1, bos 2, eos 3. Train the model with paxml.data.tokenizer.train.")
+          f"{path!r} has {name}_id={got}, expected {want}: this repo's inputs assume pad 0, "
+          "unk 1, bos 2, eos 3. Train the model with paxml.data.tokenizer.train."
+        )
 
   @property
   def pad_id(self) -> int:
@@ -71,14 +76,20 @@ class Tokenizer:
 
   def ids_to_strings(self, ids: np.ndarray, lengths: Sequence[int] | np.ndarray) -> list[str]:
     """Decodes the first lengths[i] ids of each row of ids [B, T]."""
-    return [self.decode(row[:int(n)]) for row, n in zip(np.asarray(ids), lengths)]
+    return [self.decode(row[: int(n)]) for row, n in zip(np.asarray(ids), lengths)]
 
   def id_to_piece(self, token_id: int) -> str:
     return self._sp.IdToPiece(int(token_id))
 
 
-def train(texts: Iterable[str], model_path: str, vocab_size: int, model_type: str = "unigram",
-          input_sentence_size: int = 200_000, seed_sentencepiece_size: int = 200_000) -> Tokenizer:
+def train(
+  texts: Iterable[str],
+  model_path: str,
+  vocab_size: int,
+  model_type: str = "unigram",
+  input_sentence_size: int = 200_000,
+  seed_sentencepiece_size: int = 200_000,
+) -> Tokenizer:
   """Trains a SentencePiece model on `texts` (offline) and writes it to `model_path`.
 
   Args:
@@ -92,21 +103,24 @@ def train(texts: Iterable[str], model_path: str, vocab_size: int, model_type: st
   """
   model = io.BytesIO()
   spm.SentencePieceTrainer.Train(
-      sentence_iterator=iter(texts),
-      model_writer=model,
-      vocab_size=vocab_size,
-      model_type=model_type,
-      pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
-      # Exact round trips: no NFKC, keep every space, bytes for unknown characters.
-      normalization_rule_name="identity",
-      remove_extra_whitespaces=False,
-      byte_fallback=True,
-      input_sentence_size=input_sentence_size,
-      shuffle_input_sentence=True,
-      seed_sentencepiece_size=seed_sentencepiece_size,
-      # Long paragraphs are fine: the trainer would otherwise skip lines over 4192 bytes.
-      max_sentence_length=1 << 16,
-      minloglevel=2,
+    sentence_iterator=iter(texts),
+    model_writer=model,
+    vocab_size=vocab_size,
+    model_type=model_type,
+    pad_id=PAD_ID,
+    unk_id=UNK_ID,
+    bos_id=BOS_ID,
+    eos_id=EOS_ID,
+    # Exact round trips: no NFKC, keep every space, bytes for unknown characters.
+    normalization_rule_name="identity",
+    remove_extra_whitespaces=False,
+    byte_fallback=True,
+    input_sentence_size=input_sentence_size,
+    shuffle_input_sentence=True,
+    seed_sentencepiece_size=seed_sentencepiece_size,
+    # Long paragraphs are fine: the trainer would otherwise skip lines over 4192 bytes.
+    max_sentence_length=1 << 16,
+    minloglevel=2,
   )
   with open(model_path, "wb") as f:
     f.write(model.getvalue())

@@ -8,18 +8,21 @@ import numpy as np
 
 from paxml.data import tokenizer as tokenizer_lib
 
-_WORDS = ("the quick brown fox jumps over lazy dog and then runs away into forest where "
-          "light falls upon water while birds sing").split()
+_WORDS = (
+  "the quick brown fox jumps over lazy dog and then runs away into forest where "
+  "light falls upon water while birds sing"
+).split()
 
 
 def make_texts(n: int, seed: int = 0) -> list[str]:
   rng = random.Random(seed)
-  return [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(3, 20))).capitalize() + "."
-          for _ in range(n)]
+  return [
+    " ".join(rng.choice(_WORDS) for _ in range(rng.randint(3, 20))).capitalize() + "."
+    for _ in range(n)
+  ]
 
 
 class TokenizerTest(absltest.TestCase):
-
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
@@ -34,7 +37,9 @@ class TokenizerTest(absltest.TestCase):
 
   def test_round_trip_exact(self):
     texts = make_texts(20, seed=1) + [
-        "  Two  spaces, CAPITALS and\ttabs.", "Ünïcödé ∑ not in the training text: 日本"]
+      "  Two  spaces, CAPITALS and\ttabs.",
+      "Ünïcödé ∑ not in the training text: 日本",
+    ]
     for text, ids in zip(texts, self.tok.encode(texts)):
       self.assertEqual(ids.dtype, np.int32)
       self.assertTrue(((ids > 3) & (ids < 320)).all(), text)  # no unk, no specials
@@ -48,8 +53,8 @@ class TokenizerTest(absltest.TestCase):
   def test_ids_to_strings_uses_lengths_and_drops_specials(self):
     a, b = self.tok.encode(["the fox", "lazy dog runs"])
     ids = np.zeros((2, 12), np.int32)
-    ids[0, :len(a) + 1] = np.concatenate([[2], a])
-    ids[1, :len(b)] = b
+    ids[0, : len(a) + 1] = np.concatenate([[2], a])
+    ids[1, : len(b)] = b
     ids[1, len(b)] = 3
     got = self.tok.ids_to_strings(ids, [len(a) + 1, len(b) + 1])
     self.assertEqual(got, ["the fox", "lazy dog runs"])

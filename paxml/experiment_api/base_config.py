@@ -10,8 +10,12 @@ from typing import Any
 
 from ml_collections import config_dict
 
-RANDOM_MODES = ("unique_host_unique_device", "unique_host_same_device",
-                "same_host_unique_device", "same_host_same_device")
+RANDOM_MODES = (
+  "unique_host_unique_device",
+  "unique_host_same_device",
+  "same_host_unique_device",
+  "same_host_same_device",
+)
 
 
 def get_base_config() -> config_dict.ConfigDict:
@@ -78,12 +82,14 @@ def validate_keys(base: Any, config: Any, base_filename: str = "base_config.py")
   visit(base, config, "")
   if missing:
     raise ValueError(
-        f"Config is missing {missing}, defined in {base_filename}. Build your config "
-        "from base_config.get_base_config() instead of an empty ConfigDict.")
+      f"Config is missing {missing}, defined in {base_filename}. Build your config "
+      "from base_config.get_base_config() instead of an empty ConfigDict."
+    )
 
 
 def check_constraints(config: Any) -> None:
   """JAXline's two cross-field rules, with advice."""
+
   def interval_type(override):
     return override if override is not None else config.interval_type
 
@@ -92,17 +98,21 @@ def check_constraints(config: Any) -> None:
     if value is not None and value not in ("secs", "steps"):
       raise ValueError(f"config.{name}={value!r}; use 'secs' or 'steps'.")
   if config.periodic_action_growth_ratios and (
-      interval_type(config.logging_interval_type) != "steps"
-      or interval_type(config.checkpoint_interval_type) != "steps"):
+    interval_type(config.logging_interval_type) != "steps"
+    or interval_type(config.checkpoint_interval_type) != "steps"
+  ):
     raise ValueError(
-        "periodic_action_growth_ratios only works with steps-based intervals; set "
-        "interval_type='steps' (or the logging/checkpoint overrides) or drop the ratios.")
+      "periodic_action_growth_ratios only works with steps-based intervals; set "
+      "interval_type='steps' (or the logging/checkpoint overrides) or drop the ratios."
+    )
   if config.train_checkpoint_all_hosts and (
-      interval_type(config.checkpoint_interval_type) != "steps"):
+    interval_type(config.checkpoint_interval_type) != "steps"
+  ):
     raise ValueError(
-        "train_checkpoint_all_hosts=True needs steps-based checkpoint intervals, or hosts "
-        "would save different steps and disagree on restore; set "
-        "checkpoint_interval_type='steps'.")
+      "train_checkpoint_all_hosts=True needs steps-based checkpoint intervals, or hosts "
+      "would save different steps and disagree on restore; set "
+      "checkpoint_interval_type='steps'."
+    )
   for name in ("random_mode_train", "random_mode_eval"):
     if config[name] not in RANDOM_MODES:
       raise ValueError(f"config.{name}={config[name]!r}; use one of {RANDOM_MODES}.")

@@ -7,15 +7,24 @@ from paxml.experiment_api import base_config
 
 
 class BaseConfigTest(absltest.TestCase):
-
   def test_jaxline_defaults(self):
     c = base_config.get_base_config()
-    self.assertEqual((c.training_steps, c.interval_type, c.save_checkpoint_interval,
-                      c.log_tensors_interval, c.log_train_data_interval,
-                      c.max_checkpoints_to_keep, c.random_seed),
-                     (10000, "secs", 300, 60, 120.0, 5, 42))
-    self.assertEqual((c.random_mode_train, c.random_mode_eval),
-                     ("unique_host_unique_device", "same_host_same_device"))
+    self.assertEqual(
+      (
+        c.training_steps,
+        c.interval_type,
+        c.save_checkpoint_interval,
+        c.log_tensors_interval,
+        c.log_train_data_interval,
+        c.max_checkpoints_to_keep,
+        c.random_seed,
+      ),
+      (10000, "secs", 300, 60, 120.0, 5, 42),
+    )
+    self.assertEqual(
+      (c.random_mode_train, c.random_mode_eval),
+      ("unique_host_unique_device", "same_host_same_device"),
+    )
     self.assertTrue(c.log_async)
     self.assertTrue(c.best_model_eval_metric_higher_is_better)
     c.log_train_data_interval = None  # "None to turn off" must be allowed.

@@ -65,16 +65,24 @@ def _split(tree: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
   for i, leaf in enumerate(leaves):
     if isinstance(leaf, _ARRAY_TYPES):
       arrays[str(i)] = np.asarray(leaf)
-      kinds.append({"shape": list(np.shape(leaf)), "dtype": np.asarray(leaf).dtype.str,
-                    "generic": isinstance(leaf, np.generic)})
+      kinds.append(
+        {
+          "shape": list(np.shape(leaf)),
+          "dtype": np.asarray(leaf).dtype.str,
+          "generic": isinstance(leaf, np.generic),
+        }
+      )
     else:
       kinds.append({"value": _encode(leaf)})
   return arrays, {"treedef": _encode(treedef), "leaves": kinds}
 
 
 def _template(structure: dict[str, Any]) -> dict[str, np.ndarray]:
-  return {str(i): np.zeros(k["shape"], np.dtype(k["dtype"]))
-          for i, k in enumerate(structure["leaves"]) if "shape" in k}
+  return {
+    str(i): np.zeros(k["shape"], np.dtype(k["dtype"]))
+    for i, k in enumerate(structure["leaves"])
+    if "shape" in k
+  }
 
 
 def _join(arrays: dict[str, Any], structure: dict[str, Any]) -> Any:
@@ -101,8 +109,10 @@ class OrbaxCheckpointer:
     # temporary directories there would delete a save in progress.
     self._writes_latest = mode == "train"
     if not config.get("checkpoint_dir"):
-      raise ValueError("config.checkpoint_dir is not set; add it to your config (where "
-                       "checkpoints and TensorBoard files go).")
+      raise ValueError(
+        "config.checkpoint_dir is not set; add it to your config (where "
+        "checkpoints and TensorBoard files go)."
+      )
     self._root = os.path.join(config.checkpoint_dir, "models")
     self._max_to_keep = config.max_checkpoints_to_keep
     self._async = async_save
@@ -114,9 +124,11 @@ class OrbaxCheckpointer:
     with self._lock:
       if series not in self._series:
         self._series[series] = checkpoint_store.Store(
-            os.path.join(self._root, series), max_to_keep=self._max_to_keep,
-            async_save=self._async,
-            reader_only=not (self._writes_latest or series != "latest"))
+          os.path.join(self._root, series),
+          max_to_keep=self._max_to_keep,
+          async_save=self._async,
+          reader_only=not (self._writes_latest or series != "latest"),
+        )
       return self._series[series]
 
   def get_experiment_state(self, series: str) -> types.SimpleNamespace:
@@ -131,8 +143,7 @@ class OrbaxCheckpointer:
     best = getattr(state, "best_eval_metric_value", None)
     if best is not None:
       metadata["best_eval_metric_value"] = float(best)
-    saved = self._checkpointer(series).save(int(state.global_step), arrays,
-                                            metadata=metadata)
+    saved = self._checkpointer(series).save(int(state.global_step), arrays, metadata=metadata)
     if saved:
       logging.info("Saved %r checkpoint at global_step %d", series, state.global_step)
 
@@ -143,17 +154,20 @@ class OrbaxCheckpointer:
     ckpt.reload()
     metadata = ckpt.read_metadata()
     if metadata is None:
-      raise ValueError(f"No {series!r} checkpoint in {ckpt.directory} to restore; check "
-                       "can_be_restored() first.")
+      raise ValueError(
+        f"No {series!r} checkpoint in {ckpt.directory} to restore; check can_be_restored() first."
+      )
     restored = ckpt.restore(_template(metadata["structure"]), step=metadata["global_step"])
     if restored is None:
-      raise ValueError(f"No {series!r} checkpoint in {ckpt.directory} to restore; check "
-                       "can_be_restored() first.")
+      raise ValueError(
+        f"No {series!r} checkpoint in {ckpt.directory} to restore; check can_be_restored() first."
+      )
     tree = _join(restored[1], metadata["structure"])
     state.experiment_module.restore_from_snapshot(tree["experiment"])
     if "train_step_rng" in tree and getattr(state, "train_step_rng", None) is not None:
       state.train_step_rng = state.experiment_module.initialize_train_step_rng(
-          tree["train_step_rng"])
+        tree["train_step_rng"]
+      )
     state.global_step = metadata["global_step"]
     if "best_eval_metric_value" in metadata:
       state.best_eval_metric_value = metadata["best_eval_metric_value"]

@@ -2,8 +2,9 @@
 
 import os
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                           " --xla_force_host_platform_device_count=2")
+os.environ["XLA_FLAGS"] = (
+  os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
+)
 
 from absl.testing import absltest  # pylint: disable=g-import-not-at-top
 import jax
@@ -43,7 +44,6 @@ def _config(directory):
 
 
 class OrbaxCheckpointerTest(absltest.TestCase):
-
   def test_save_run_ahead_restore_equals_saved(self):
     directory = self.create_tempdir().full_path
     ckpt = checkpointer.OrbaxCheckpointer(_config(directory), "train")
@@ -79,8 +79,10 @@ class OrbaxCheckpointerTest(absltest.TestCase):
     best.experiment_module, best.global_step, best.best_eval_metric_value = exp, 3, 0.875
     ckpt.save("best")
     ckpt.close()
-    self.assertEqual(sorted(os.listdir(os.path.join(directory, "models", "latest"))),
-                     ["checkpoint_00000002", "checkpoint_00000003"])
+    self.assertEqual(
+      sorted(os.listdir(os.path.join(directory, "models", "latest"))),
+      ["checkpoint_00000002", "checkpoint_00000003"],
+    )
     # "A new process": fresh objects over the same directory.
     again = checkpointer.OrbaxCheckpointer(_config(directory), "eval")
     self.assertTrue(again.can_be_restored("latest"))

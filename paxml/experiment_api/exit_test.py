@@ -61,13 +61,16 @@ class Lazy(experiment.AbstractExperiment):
 
 
 class ExitTest(parameterized.TestCase):
-
   @parameterized.parameters(("return", 0), ("exception", 1), ("sigterm", -signal.SIGTERM))
   def test_save_then_exit_is_complete_on_restart(self, how, returncode):
     directory = self.create_tempdir().full_path
-    done = subprocess.run([sys.executable, "-P", "-c", _CHILD, directory, how],
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    done = subprocess.run(
+      [sys.executable, "-P", "-c", _CHILD, directory, how],
+      capture_output=True,
+      text=True,
+      timeout=300,
+      env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     self.assertEqual(done.returncode, returncode, done.stderr[-2000:])
     latest = os.path.join(directory, "models", "latest")
     self.assertEqual(os.listdir(latest), ["checkpoint_00000007"])  # no *-tmp left

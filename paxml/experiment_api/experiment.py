@@ -44,8 +44,9 @@ class AbstractExperiment(abc.ABC):
     """Runs one training step; returns scalars to log."""
 
   @abc.abstractmethod
-  def evaluate(self, *, global_step: jax.Array, rng: jax.Array, writer: Any
-               ) -> dict[str, Any] | None:
+  def evaluate(
+    self, *, global_step: jax.Array, rng: jax.Array, writer: Any
+  ) -> dict[str, Any] | None:
     """Evaluates the current state; returns scalars to log."""
 
   def initialize_train_step_rng(self, rng: jax.Array) -> jax.Array:
@@ -56,8 +57,9 @@ class AbstractExperiment(abc.ABC):
     """Whether to train step `global_step`; also ends the eval loop."""
     return global_step < config.training_steps
 
-  def train_loop(self, config: Any, state: Any, periodic_actions: list[Any],
-                 writer: Any = None) -> None:
+  def train_loop(
+    self, config: Any, state: Any, periodic_actions: list[Any], writer: Any = None
+  ) -> None:
     """Steps until `should_run_step` is False, calling the periodic actions.
 
     One pmapped program per step advances the device step counter and
@@ -73,8 +75,9 @@ class AbstractExperiment(abc.ABC):
       step_rng = utils.specialize_rng_host_device(step_rng, host_id, "i", mode)
       return global_step + 1, (step_rng, state_rng)
 
-    global_step_devices = np.broadcast_to(np.int32(state.global_step - 1),
-                                          [jax.local_device_count()])
+    global_step_devices = np.broadcast_to(
+      np.int32(state.global_step - 1), [jax.local_device_count()]
+    )
     host_ids = utils.host_id_devices_for_rng(mode)
     if host_ids is None:
       host_ids = np.zeros([jax.local_device_count()], np.int32)  # Unused by the mode.
@@ -82,7 +85,8 @@ class AbstractExperiment(abc.ABC):
       while self.should_run_step(state.global_step, config):
         with jax.profiler.StepTraceAnnotation("train", step_num=state.global_step):
           global_step_devices, (step_rng, state.train_step_rng) = next_device_state(
-              global_step_devices, state.train_step_rng, host_ids)
+            global_step_devices, state.train_step_rng, host_ids
+          )
           scalars = self.step(global_step=global_step_devices, rng=step_rng, writer=writer)
           t = time.time()
           state.global_step += 1
@@ -93,12 +97,15 @@ class AbstractExperiment(abc.ABC):
     """{checkpoint name: value}; device 0's copy of CHECKPOINT_ATTRS."""
     if not self.CHECKPOINT_ATTRS and not self.NON_BROADCAST_CHECKPOINT_ATTRS:
       logging.warning(
-          "Your experiment's self.CHECKPOINT_ATTRS and self.NON_BROADCAST_CHECKPOINT_ATTRS "
-          "are empty. Your job will not checkpoint any state or parameters.")
-    snapshot = {name: utils.get_first(getattr(self, attr))
-                for attr, name in self.CHECKPOINT_ATTRS.items()}
-    snapshot.update({name: getattr(self, attr)
-                     for attr, name in self.NON_BROADCAST_CHECKPOINT_ATTRS.items()})
+        "Your experiment's self.CHECKPOINT_ATTRS and self.NON_BROADCAST_CHECKPOINT_ATTRS "
+        "are empty. Your job will not checkpoint any state or parameters."
+      )
+    snapshot = {
+      name: utils.get_first(getattr(self, attr)) for attr, name in self.CHECKPOINT_ATTRS.items()
+    }
+    snapshot.update(
+      {name: getattr(self, attr) for attr, name in self.NON_BROADCAST_CHECKPOINT_ATTRS.items()}
+    )
     return snapshot
 
   def restore_from_snapshot(self, snapshot: dict[str, Any]) -> None:

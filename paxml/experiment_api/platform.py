@@ -34,10 +34,15 @@ create_writer = writers.create_writer
 
 FLAGS = flags.FLAGS
 _CONFIG = config_flags.DEFINE_config_file(
-    "config", help_string="A Python file whose get_config() returns the experiment config; "
-    "override fields with --config.<field>=<value>.")
-_MODE = flags.DEFINE_string("jaxline_mode", "train",
-                            "train, eval* (e.g. eval, eval_test) or train_eval_multithreaded.")
+  "config",
+  help_string="A Python file whose get_config() returns the experiment config; "
+  "override fields with --config.<field>=<value>.",
+)
+_MODE = flags.DEFINE_string(
+  "jaxline_mode", "train", "train, eval* (e.g. eval, eval_test) or train_eval_multithreaded."
+)
+
+
 def _parse_override(text: str, current: Any) -> Any:
   if isinstance(current, bool) or text.lower() in ("true", "false"):
     return text.lower() in ("true", "1")
@@ -65,7 +70,7 @@ def _ensure_flags_parsed(argv: list[str]) -> list[tuple[str, str]]:
   for arg in argv[1:]:
     name, eq, value = arg.lstrip("-").partition("=")
     if arg.startswith("--config.") and eq and name not in FLAGS:
-      overrides.append((name[len("config."):], value))
+      overrides.append((name[len("config.") :], value))
     else:
       rest.append(arg)
   # Under app.run the flags are parsed and argv is only what is left.
@@ -87,9 +92,12 @@ def _apply_overrides(config: Any, overrides: list[tuple[str, str]]) -> None:
 
 
 @utils.debugger_fallback
-def main(experiment_class: type, argv: list[str],
-         checkpointer_factory: Callable[[Any, str], Any] = checkpointer_lib.create_checkpointer,
-         writer_factory: Callable[[Any, str], Any] = writers.create_writer) -> None:
+def main(
+  experiment_class: type,
+  argv: list[str],
+  checkpointer_factory: Callable[[Any, str], Any] = checkpointer_lib.create_checkpointer,
+  writer_factory: Callable[[Any, str], Any] = writers.create_writer,
+) -> None:
   """Runs the mode given by --jaxline_mode on the --config experiment.
 
   --jaxline_post_mortem opens pdb on an exception; --jaxline_disable_pmap_jit
@@ -103,31 +111,55 @@ def _run(experiment_class, checkpointer_factory, writer_factory, overrides) -> N
   config = _CONFIG.value
   if config is None:
     raise ValueError(
-        "No --config given. Run e.g. `python my_experiment.py --config=my_experiment.py`, "
-        "where my_experiment.py defines get_config() built on base_config.get_base_config().")
+      "No --config given. Run e.g. `python my_experiment.py --config=my_experiment.py`, "
+      "where my_experiment.py defines get_config() built on base_config.get_base_config()."
+    )
   _apply_overrides(config, overrides)
   base_config.validate_config(config)
   mode = _MODE.value
   if mode == "train":
-    train.train(experiment_class, config, checkpointer_factory(config, "train"),
-                writer_factory(config, "train"))
+    train.train(
+      experiment_class,
+      config,
+      checkpointer_factory(config, "train"),
+      writer_factory(config, "train"),
+    )
   elif mode.startswith("eval"):
-    train.evaluate(experiment_class, config, checkpointer_factory(config, mode),
-                   writer_factory(config, mode), jaxline_mode=mode)
+    train.evaluate(
+      experiment_class,
+      config,
+      checkpointer_factory(config, mode),
+      writer_factory(config, mode),
+      jaxline_mode=mode,
+    )
   elif mode == "train_eval_multithreaded":
     stop = threading.Event()
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="train") as pool:
+
       def train_then_signal():
         try:
-          train.train(experiment_class, config, checkpointer_factory(config, "train"),
-                      writer_factory(config, "train"))
+          train.train(
+            experiment_class,
+            config,
+            checkpointer_factory(config, "train"),
+            writer_factory(config, "train"),
+          )
         finally:
           stop.set()
+
       future = pool.submit(train_then_signal)
-      train.evaluate(experiment_class, config, checkpointer_factory(config, "eval"),
-                     writer_factory(config, "eval"), jaxline_mode=mode, stop=stop)
+      train.evaluate(
+        experiment_class,
+        config,
+        checkpointer_factory(config, "eval"),
+        writer_factory(config, "eval"),
+        jaxline_mode=mode,
+        stop=stop,
+      )
       future.result()  # Re-raises a training failure here.
   else:
-    raise ValueError(f"Unknown --jaxline_mode={mode!r}; use train, eval (or any mode "
-                     "starting with eval) or train_eval_multithreaded.")
+    raise ValueError(
+      f"Unknown --jaxline_mode={mode!r}; use train, eval (or any mode "
+      "starting with eval) or train_eval_multithreaded."
+    )
   logging.info("Mode %s done.", mode)

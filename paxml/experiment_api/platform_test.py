@@ -60,11 +60,14 @@ class _Recorder(experiment.AbstractExperiment):
 
 
 class PlatformFlagsTest(absltest.TestCase):
-
   def _main(self, *args):
-    argv = ["platform_test", f"--config={__file__}",
-            f"--config.checkpoint_dir={self.create_tempdir().full_path}",
-            "--jaxline_mode=train", *args]
+    argv = [
+      "platform_test",
+      f"--config={__file__}",
+      f"--config.checkpoint_dir={self.create_tempdir().full_path}",
+      "--jaxline_mode=train",
+      *args,
+    ]
     with flagsaver.flagsaver():
       platform.main(_Recorder, argv)
 
@@ -81,8 +84,10 @@ class PlatformFlagsTest(absltest.TestCase):
 
   def test_post_mortem_opens_the_debugger_at_the_failure_then_raises(self):
     # As JAXline: pdb first, then the exception still ends the program.
-    with mock.patch("pdb.post_mortem") as post_mortem, \
-        self.assertRaisesRegex(RuntimeError, "deliberate failure at step 1"):
+    with (
+      mock.patch("pdb.post_mortem") as post_mortem,
+      self.assertRaisesRegex(RuntimeError, "deliberate failure at step 1"),
+    ):
       self._main("--config.experiment_kwargs.fail_at=1", "--jaxline_post_mortem")
     post_mortem.assert_called_once()
     (traceback,), _ = post_mortem.call_args

@@ -3,8 +3,9 @@
 import copy
 import os
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                           " --xla_force_host_platform_device_count=4")
+os.environ["XLA_FLAGS"] = (
+  os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
+)
 
 import types  # pylint: disable=g-import-not-at-top
 from unittest import mock
@@ -22,7 +23,6 @@ _IMPROVEMENT_STEPS = [2, 5, 15, 27, 99]  # Eval calls at which the metric improv
 
 
 class DummyExperiment(experiment.AbstractExperiment):
-
   def __init__(self, mode, init_rng=None):
     self.mode = mode
     self.init_rng = init_rng
@@ -79,7 +79,6 @@ class DummyCheckpoint:
 
 
 class RecordingWriter:
-
   def __init__(self):
     self.written = []
 
@@ -100,7 +99,6 @@ def _config(**overrides):
 
 
 class TrainTest(parameterized.TestCase):
-
   def test_step_numbering_actions_and_final_save(self):
     ckpt, writer = DummyCheckpoint(), RecordingWriter()
     with mock.patch.object(train.utils, "rendezvous") as rendezvous:
@@ -132,9 +130,12 @@ class TrainTest(parameterized.TestCase):
   def test_same_device_mode_gives_equal_keys_across_devices(self):
     ckpt = DummyCheckpoint()
     with mock.patch.object(train.utils, "rendezvous"):
-      train.train(DummyExperiment, _config(training_steps=2,
-                                           random_mode_train="same_host_same_device"),
-                  ckpt, RecordingWriter())
+      train.train(
+        DummyExperiment,
+        _config(training_steps=2, random_mode_train="same_host_same_device"),
+        ckpt,
+        RecordingWriter(),
+      )
     rngs = ckpt.states["latest"].experiment_module.step_rngs
     self.assertLen({tuple(k) for k in rngs[0]}, 1)
     self.assertNotEqual(tuple(rngs[0][0]), tuple(rngs[1][0]))
@@ -143,32 +144,39 @@ class TrainTest(parameterized.TestCase):
     ckpt = DummyCheckpoint()
     clock = iter(np.arange(1000.0, 2000.0, 7.0))  # Each step takes 7 s.
     fake_time = types.SimpleNamespace(time=lambda: float(next(clock)))
-    with mock.patch.object(train.utils, "rendezvous"), \
-        mock.patch.object(train, "time", fake_time), \
-        mock.patch.object(experiment, "time", fake_time):
-      train.train(DummyExperiment, _config(interval_type="secs", save_checkpoint_interval=20,
-                                           log_train_data_interval=None), ckpt, None)
+    with (
+      mock.patch.object(train.utils, "rendezvous"),
+      mock.patch.object(train, "time", fake_time),
+      mock.patch.object(experiment, "time", fake_time),
+    ):
+      train.train(
+        DummyExperiment,
+        _config(interval_type="secs", save_checkpoint_interval=20, log_train_data_interval=None),
+        ckpt,
+        None,
+      )
     # Start at t=1000; step k ends at 1000 + 7k: due at k=3 (21 s), 6, 9, 12 (+final).
-    self.assertEqual(ckpt.saves, [("latest", 3), ("latest", 6), ("latest", 9),
-                                  ("latest", 12), ("latest", 12)])
+    self.assertEqual(
+      ckpt.saves, [("latest", 3), ("latest", 6), ("latest", 9), ("latest", 12), ("latest", 12)]
+    )
 
   def test_resumes_from_latest_and_initial_checkpoint(self):
     ckpt = DummyCheckpoint(restorable=True)  # restore bumps global_step 0 -> 1.
     with mock.patch.object(train.utils, "rendezvous"):
-      train.train(DummyExperiment, _config(save_initial_train_checkpoint=True), ckpt,
-                  RecordingWriter())
+      train.train(
+        DummyExperiment, _config(save_initial_train_checkpoint=True), ckpt, RecordingWriter()
+      )
     exp = ckpt.states["latest"].experiment_module
     self.assertEqual(exp.steps_seen, list(range(1, 12)))
     self.assertNotIn(("latest", 1), ckpt.saves[:1])  # No initial save after a restore.
 
 
 class EvaluateTest(parameterized.TestCase):
-
   @parameterized.product(process_id=[0, 3], best_all_hosts=[True, False])
-  def test_best_checkpoint_saves_only_at_improved_best_metrics(self, process_id,
-                                                               best_all_hosts):
-    config = _config(training_steps=100, best_model_eval_metric="fitness",
-                     best_checkpoint_all_hosts=best_all_hosts)
+  def test_best_checkpoint_saves_only_at_improved_best_metrics(self, process_id, best_all_hosts):
+    config = _config(
+      training_steps=100, best_model_eval_metric="fitness", best_checkpoint_all_hosts=best_all_hosts
+    )
     ckpt = DummyCheckpoint(restorable=True)
     with mock.patch.object(jax, "process_index", return_value=process_id):
       train.evaluate(DummyExperiment, config, ckpt, RecordingWriter(), sleep=lambda s: None)
@@ -184,13 +192,15 @@ class EvaluateTest(parameterized.TestCase):
     paths = iter([None, "a", "a", None, "b", "c"])
     ckpt.restore_path = lambda series: next(paths)
     ckpt.restore = lambda series: setattr(
-        ckpt.states["latest"], "global_step", {"a": 5, "b": 9, "c": 12}[last[0]])
+      ckpt.states["latest"], "global_step", {"a": 5, "b": 9, "c": 12}[last[0]]
+    )
     last = [None]
     original = ckpt.restore_path
     ckpt.restore_path = lambda series: last.__setitem__(0, original(series)) or last[0]
     sleeps, writer = [], RecordingWriter()
-    scalars = train.evaluate(DummyExperiment, _config(), ckpt, writer,
-                             jaxline_mode="eval_test", sleep=sleeps.append)
+    scalars = train.evaluate(
+      DummyExperiment, _config(), ckpt, writer, jaxline_mode="eval_test", sleep=sleeps.append
+    )
     self.assertEqual([s for s, _ in writer.written], [5, 9, 12])
     self.assertEqual(sleeps, [10.0, 10.0, 10.0])  # None, "a" again, None.
     self.assertEqual(ckpt.states["latest"].experiment_module.mode, "eval_test")
@@ -200,15 +210,25 @@ class EvaluateTest(parameterized.TestCase):
     ckpt = DummyCheckpoint(restorable=False)
     ckpt.restore_path = lambda series: None
     writer = RecordingWriter()
-    train.evaluate(DummyExperiment, _config(eval_initial_weights=True, one_off_evaluate=True),
-                   ckpt, writer, sleep=lambda s: self.fail("should not wait"))
+    train.evaluate(
+      DummyExperiment,
+      _config(eval_initial_weights=True, one_off_evaluate=True),
+      ckpt,
+      writer,
+      sleep=lambda s: self.fail("should not wait"),
+    )
     self.assertEqual([s for s, _ in writer.written], [0])
 
   def test_missing_metric_is_an_error(self):
     config = _config(best_model_eval_metric="accuracy")
     with self.assertRaisesRegex(ValueError, "fitness"):
-      train.evaluate(DummyExperiment, config, DummyCheckpoint(restorable=True),
-                     RecordingWriter(), sleep=lambda s: None)
+      train.evaluate(
+        DummyExperiment,
+        config,
+        DummyCheckpoint(restorable=True),
+        RecordingWriter(),
+        sleep=lambda s: None,
+      )
 
 
 if __name__ == "__main__":

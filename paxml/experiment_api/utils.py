@@ -36,11 +36,13 @@ T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
 _JAXLINE_POST_MORTEM = flags.DEFINE_bool(
-    "jaxline_post_mortem", False, "On an exception, enter the debugger at the failure.")
+  "jaxline_post_mortem", False, "On an exception, enter the debugger at the failure."
+)
 _JAXLINE_DISABLE_PMAP_JIT = flags.DEFINE_bool(
-    "jaxline_disable_pmap_jit", False,
-    "Run jit and pmap uncompiled, op by op, to debug (chex.fake_pmap_and_jit).")
-
+  "jaxline_disable_pmap_jit",
+  False,
+  "Run jit and pmap uncompiled, op by op, to debug (chex.fake_pmap_and_jit).",
+)
 
 
 def _flag(holder: flags.FlagHolder) -> Any:
@@ -87,8 +89,12 @@ def _function_name(f: Callable[..., Any]) -> str:
   return getattr(f, "__name__", repr(f))
 
 
-def py_prefetch(iterable_function: Callable[[], Iterable[T]], buffer_size: int = 5, *,
-                thread_name: str | None = None) -> Generator[T, None, None]:
+def py_prefetch(
+  iterable_function: Callable[[], Iterable[T]],
+  buffer_size: int = 5,
+  *,
+  thread_name: str | None = None,
+) -> Generator[T, None, None]:
   """Yields the items of `iterable_function()`, produced in a background thread.
 
   The iterable is built inside the thread (TF datasets are thread-local). A
@@ -166,7 +172,8 @@ def bcast_local_devices(value: Any) -> Any:
   devices = jax.local_devices()
   sharding = _local_sharding(devices)
   return jax.tree.map(
-      lambda v: jax.device_put(jnp.stack([jnp.asarray(v)] * len(devices)), sharding), value)
+    lambda v: jax.device_put(jnp.stack([jnp.asarray(v)] * len(devices)), sharding), value
+  )
 
 
 def make_async(thread_name_prefix: str = "") -> Callable[[F], Callable[..., Any]]:
@@ -176,8 +183,7 @@ def make_async(thread_name_prefix: str = "") -> Callable[[F], Callable[..., Any]
   error is logged in the thread and re-raised by the next call; every call
   after an error is skipped (re-raising that error).
   """
-  pool = concurrent.futures.ThreadPoolExecutor(max_workers=1,
-                                               thread_name_prefix=thread_name_prefix)
+  pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=thread_name_prefix)
   errors: list[BaseException] = []
 
   def decorator(wrapped: F) -> Callable[..., Any]:
@@ -227,9 +233,11 @@ def maybe_device_get(x: Any) -> Any:
 
 def kwargs_only(f: F) -> F:
   """`f` callable with keyword arguments only."""
+
   @functools.wraps(f)
   def wrapped(**kwargs):
     return f(**kwargs)
+
   return wrapped
 
 
@@ -273,8 +281,9 @@ def host_id_devices_for_rng(mode: str = "unique_host_unique_device") -> jax.Arra
   return jnp.broadcast_to(jax.process_index(), (jax.local_device_count(),))
 
 
-def specialize_rng_host_device(rng: jax.Array, host_id: Any, axis_name: str,
-                               mode: str = "unique_host_unique_device") -> jax.Array:
+def specialize_rng_host_device(
+  rng: jax.Array, host_id: Any, axis_name: str, mode: str = "unique_host_unique_device"
+) -> jax.Array:
   """Folds the host id and/or the device index into `rng` (inside pmap)."""
   m = DistributedRNGMode(mode)
   if m.unique_host:
@@ -314,11 +323,18 @@ class PeriodicAction:
   on too, one call per step. `end_step_to_action` always fires.
   """
 
-  def __init__(self, fn: Callable[[int, dict[str, Any]], None], interval_type: str,
-               interval: float, start_time: float = 0.0, start_step: int = 0,
-               run_async: bool = True, log_all_data: bool = False,
-               logging_growth_ratios: Sequence[float] | None = None,
-               end_step_to_action: int | None = None):
+  def __init__(
+    self,
+    fn: Callable[[int, dict[str, Any]], None],
+    interval_type: str,
+    interval: float,
+    start_time: float = 0.0,
+    start_step: int = 0,
+    run_async: bool = True,
+    log_all_data: bool = False,
+    logging_growth_ratios: Sequence[float] | None = None,
+    end_step_to_action: int | None = None,
+  ):
     if interval_type not in ("secs", "steps"):
       raise ValueError(f"Unrecognized interval type {interval_type}.")
     if interval_type != "steps" and logging_growth_ratios:
@@ -375,6 +391,7 @@ class PeriodicAction:
 
 def debugger_fallback(f: F) -> F:
   """Runs `f`; with --jaxline_post_mortem an exception opens pdb first."""
+
   @functools.wraps(f)
   def wrapper(*args, **kwargs):
     try:
@@ -383,21 +400,27 @@ def debugger_fallback(f: F) -> F:
       if _flag(_JAXLINE_POST_MORTEM):
         pdb.post_mortem(e.__traceback__)
       raise
+
   return wrapper
 
 
 def evaluate_should_return_dict(f: F) -> F:
   """Wraps `evaluate`: a None result is logged as deprecated and becomes {}."""
+
   @functools.wraps(f)
   def wrapper(*args, **kwargs):
     out = f(*args, **kwargs)
     if out is None:
       logging.log_first_n(
-          logging.WARNING, "Your experiment's evaluate function returned no output, "
-          "this is deprecated behavior. `evaluate` should return a dictionary of scalars "
-          "to log, just like `step`.", 1)
+        logging.WARNING,
+        "Your experiment's evaluate function returned no output, "
+        "this is deprecated behavior. `evaluate` should return a dictionary of scalars "
+        "to log, just like `step`.",
+        1,
+      )
       return {}
     return out
+
   return wrapper
 
 
@@ -417,12 +440,14 @@ except ImportError:
 
 def disable_pmap_jit(fn: F) -> F:
   """Runs `fn` with pmap and jit disabled when --jaxline_disable_pmap_jit is set."""
+
   @functools.wraps(fn)
   def wrapper(*args, **kwargs):
     if _flag(_JAXLINE_DISABLE_PMAP_JIT):
       with chex.fake_pmap_and_jit():
         return fn(*args, **kwargs)
     return fn(*args, **kwargs)
+
   return wrapper
 
 
@@ -443,6 +468,7 @@ class InMemoryCheckpointer:
 
   def get_experiment_state(self, ckpt_series: str) -> Any:
     from ml_collections import config_dict  # pylint: disable=g-import-not-at-top
+
     if ckpt_series not in GLOBAL_CHECKPOINT_DICT:
       GLOBAL_CHECKPOINT_DICT[ckpt_series] = CheckpointNT(threading.local(), [])
     active = GLOBAL_CHECKPOINT_DICT[ckpt_series].active
@@ -452,6 +478,7 @@ class InMemoryCheckpointer:
 
   def save(self, ckpt_series: str) -> None:
     from ml_collections import config_dict  # pylint: disable=g-import-not-at-top
+
     series = GLOBAL_CHECKPOINT_DICT[ckpt_series]
     id_ = series.history[-1].id + 1 if series.history else 0
     snapshot = config_dict.ConfigDict()
@@ -461,12 +488,14 @@ class InMemoryCheckpointer:
     series.history.append(SnapshotNT(id_, snapshot))
     if len(series.history) > self._max_checkpoints_to_keep:
       GLOBAL_CHECKPOINT_DICT[ckpt_series] = series._replace(
-          history=series.history[-self._max_checkpoints_to_keep:])
+        history=series.history[-self._max_checkpoints_to_keep :]
+      )
     logging.info("Saved checkpoint %s with id %s.", ckpt_series, id_)
 
   def can_be_restored(self, ckpt_series: str) -> bool:
-    return bool(ckpt_series in GLOBAL_CHECKPOINT_DICT
-                and GLOBAL_CHECKPOINT_DICT[ckpt_series].history)
+    return bool(
+      ckpt_series in GLOBAL_CHECKPOINT_DICT and GLOBAL_CHECKPOINT_DICT[ckpt_series].history
+    )
 
   def restore(self, ckpt_series: str) -> None:
     latest = GLOBAL_CHECKPOINT_DICT[ckpt_series].history[-1]

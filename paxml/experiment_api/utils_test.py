@@ -2,8 +2,9 @@
 
 import os
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                           + " --xla_force_host_platform_device_count=2")
+os.environ["XLA_FLAGS"] = (
+  os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
+)
 
 from absl.testing import absltest  # pylint: disable=g-import-not-at-top
 import jax
@@ -14,7 +15,6 @@ from paxml.experiment_api import utils
 
 
 class AsyncTest(absltest.TestCase):
-
   def test_in_order_and_errors_surface_on_the_next_call(self):
     calls = []
 
@@ -48,12 +48,16 @@ class AsyncTest(absltest.TestCase):
 
 
 class PeriodicActionTest(absltest.TestCase):
-
   def test_steps_growth_and_end_step(self):
     fired = []
-    action = utils.PeriodicAction(lambda step, s: fired.append(step), "steps", 100,
-                                  run_async=False, logging_growth_ratios=[1, 2, 5],
-                                  end_step_to_action=333)
+    action = utils.PeriodicAction(
+      lambda step, s: fired.append(step),
+      "steps",
+      100,
+      run_async=False,
+      logging_growth_ratios=[1, 2, 5],
+      end_step_to_action=333,
+    )
     for step in range(1, 400_001):
       if step < 1000 or step in (399_996, 400_000):
         action(float(step), step, {})
@@ -63,8 +67,9 @@ class PeriodicActionTest(absltest.TestCase):
 
   def test_steps_per_sec_and_log_all_data(self):
     got = []
-    action = utils.PeriodicAction(lambda step, s: got.append((step, dict(s))), "steps", 2,
-                                  run_async=False, log_all_data=True)
+    action = utils.PeriodicAction(
+      lambda step, s: got.append((step, dict(s))), "steps", 2, run_async=False, log_all_data=True
+    )
     action.update_time(0.0, 0)
     action(1.0, 1, {"loss": 1})
     action(4.0, 2, {"loss": 2})
@@ -72,7 +77,6 @@ class PeriodicActionTest(absltest.TestCase):
 
 
 class DeviceTest(absltest.TestCase):
-
   def test_bcast_get_first_and_double_buffer(self):
     x = utils.bcast_local_devices({"w": jnp.arange(3.0), "none": None})
     self.assertEqual(x["w"].shape, (2, 3))
@@ -89,13 +93,13 @@ class DeviceTest(absltest.TestCase):
     keys = jax.pmap(lambda r, h: utils.specialize_rng_host_device(r, h, "i"), "i")(rng, ids)
     self.assertFalse(np.array_equal(keys[0], keys[1]))
     self.assertIsNone(utils.host_id_devices_for_rng("same_host_same_device"))
-    same = jax.pmap(lambda r: utils.specialize_rng_host_device(
-        r, None, "i", "same_host_same_device"), "i")(rng)
+    same = jax.pmap(
+      lambda r: utils.specialize_rng_host_device(r, None, "i", "same_host_same_device"), "i"
+    )(rng)
     np.testing.assert_array_equal(same[0], same[1])
 
 
 class PrefetchTest(absltest.TestCase):
-
   def test_items_then_the_producer_error(self):
     def gen():
       yield 1

@@ -12,7 +12,6 @@ from paxml import summaries
 
 
 class Writer(Protocol):
-
   def write_scalars(self, global_step: int, scalars: dict[str, Any]) -> None: ...
 
 
@@ -21,8 +20,10 @@ class TensorBoardLogger:
 
   def __init__(self, config: Any, mode: str):
     if not config.get("checkpoint_dir"):
-      raise ValueError("config.checkpoint_dir is not set; add it to your config (where "
-                       "checkpoints and TensorBoard files go).")
+      raise ValueError(
+        "config.checkpoint_dir is not set; add it to your config (where "
+        "checkpoints and TensorBoard files go)."
+      )
     self.directory = os.path.join(config.checkpoint_dir, mode)
     self._writer = summaries.EventFileWriter(self.directory)
 

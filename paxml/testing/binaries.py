@@ -15,14 +15,21 @@ def path(package_path: str) -> str:
   root = os.path.join(os.environ["TEST_SRCDIR"], os.environ["TEST_WORKSPACE"])
   binary = os.path.join(root, package_path)
   if not os.path.exists(binary):
-    raise FileNotFoundError(f"{binary} is not in this test's runfiles: add //"
-                            f"{os.path.dirname(package_path)}:{os.path.basename(package_path)} "
-                            "to the test's data in BUILD")
+    raise FileNotFoundError(
+      f"{binary} is not in this test's runfiles: add //"
+      f"{os.path.dirname(package_path)}:{os.path.basename(package_path)} "
+      "to the test's data in BUILD"
+    )
   return binary
 
 
-def run(package_path: str, *args: str, cwd: str, env: Mapping[str, str] | None = None,
-        timeout: float = 600) -> subprocess.CompletedProcess:
+def run(
+  package_path: str,
+  *args: str,
+  cwd: str,
+  env: Mapping[str, str] | None = None,
+  timeout: float = 600,
+) -> subprocess.CompletedProcess:
   """Runs the binary with `args` from `cwd`; returns the finished process (text stdout/stderr).
 
   `env` entries are added to this process's environment; a value of None removes the variable.
@@ -33,5 +40,12 @@ def run(package_path: str, *args: str, cwd: str, env: Mapping[str, str] | None =
       child_env.pop(key, None)
     else:
       child_env[key] = value
-  return subprocess.run([path(package_path), *args], cwd=cwd, env=child_env,
-                        capture_output=True, text=True, timeout=timeout, check=False)
+  return subprocess.run(
+    [path(package_path), *args],
+    cwd=cwd,
+    env=child_env,
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+    check=False,
+  )

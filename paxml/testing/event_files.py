@@ -14,7 +14,8 @@ from tensorboard.util import tensor_util
 
 def _load(path: str) -> event_accumulator.EventAccumulator:
   accumulator = event_accumulator.EventAccumulator(
-      path, size_guidance={event_accumulator.TENSORS: 0})  # 0: keep every event.
+    path, size_guidance={event_accumulator.TENSORS: 0}
+  )  # 0: keep every event.
   accumulator.Reload()
   return accumulator
 
@@ -44,10 +45,12 @@ def read_scalars(path: str) -> dict[str, dict[int, float]]:
   return result
 
 
-def scalars_by_file(job_log_dir: str, tag: str = "loss",
-                    split: str = "train") -> list[dict[int, float]]:
+def scalars_by_file(
+  job_log_dir: str, tag: str = "loss", split: str = "train"
+) -> list[dict[int, float]]:
   """[{step: value of `tag`}] per event file of <job_log_dir>/summaries/<split>, oldest file
   first: a run that resumes writes a new file, so this shows what each run wrote."""
-  paths = sorted(glob.glob(os.path.join(job_log_dir, "summaries", split, "events.*")),
-                 key=os.path.getmtime)
+  paths = sorted(
+    glob.glob(os.path.join(job_log_dir, "summaries", split, "events.*")), key=os.path.getmtime
+  )
   return [read_scalars(path).get(tag, {}) for path in paths]

@@ -18,13 +18,25 @@ from paxml.tasks.lm import model_params
 from praxis.layers import models
 
 
-def tiny_language_model(*, vocab_size: int = 16, model_dims: int = 32, num_layers: int = 1,
-                        num_heads: int = 2, hidden_dims: int = 64, decode_seqlen: int = 16,
-                        z_loss_weight: float = 0.0) -> models.LanguageModel:
+def tiny_language_model(
+  *,
+  vocab_size: int = 16,
+  model_dims: int = 32,
+  num_layers: int = 1,
+  num_heads: int = 2,
+  hidden_dims: int = 64,
+  decode_seqlen: int = 16,
+  z_loss_weight: float = 0.0,
+) -> models.LanguageModel:
   """TinyLm's model; `z_loss_weight` > 0 adds the softmax's z-loss as an aux loss."""
   model = model_params.small_language_model(
-      vocab_size=vocab_size, model_dims=model_dims, num_layers=num_layers, num_heads=num_heads,
-      hidden_dims=hidden_dims, decode_seqlen=decode_seqlen)
+    vocab_size=vocab_size,
+    model_dims=model_dims,
+    num_layers=num_layers,
+    num_heads=num_heads,
+    hidden_dims=hidden_dims,
+    decode_seqlen=decode_seqlen,
+  )
   if z_loss_weight:
     lm = copy.deepcopy(model.lm_tpl)
     lm.softmax_tpl.z_loss_weight = z_loss_weight
@@ -63,21 +75,38 @@ class TinyLm(base_experiment.BaseExperiment):
   DECODE_INTERVAL_STEPS = None
 
   def _input(self, **overrides) -> fdl.Config:
-    kwargs = dict(batch_size=self.BATCH_SIZE, seq_len=self.SEQ_LEN, vocab_size=self.VOCAB_SIZE,
-                  max_stride=self.MAX_STRIDE)
+    kwargs = dict(
+      batch_size=self.BATCH_SIZE,
+      seq_len=self.SEQ_LEN,
+      vocab_size=self.VOCAB_SIZE,
+      max_stride=self.MAX_STRIDE,
+    )
     kwargs.update(overrides)
     return fdl.Config(synthetic_input.SyntheticLmInput, **kwargs)
 
   def datasets(self) -> list[fdl.Config]:
-    return [self._input(seed=self.INPUT_SEED, is_training=True, name="train"),
-            self._input(seed=self.EVAL_SEED, is_training=False, name="progressions")]
+    return [
+      self._input(seed=self.INPUT_SEED, is_training=True, name="train"),
+      self._input(seed=self.EVAL_SEED, is_training=False, name="progressions"),
+    ]
 
   def decode_datasets(self) -> list[fdl.Config]:
-    return [self._input(seed=self.EVAL_SEED, is_training=False, name="progressions",
-                        seq_len=self.DECODE_PREFIX_LEN)]
+    return [
+      self._input(
+        seed=self.EVAL_SEED, is_training=False, name="progressions", seq_len=self.DECODE_PREFIX_LEN
+      )
+    ]
 
   def task(self) -> tasks_lib.TaskConfig:
     # The loop's settings (LEARNING_RATE ... DECODE_INTERVAL_STEPS) are TaskConfig's fields.
-    return tasks_lib.task_from_fields(self, tiny_language_model(
-        vocab_size=self.VOCAB_SIZE, model_dims=self.MODEL_DIMS, num_layers=self.NUM_LAYERS,
-        num_heads=self.NUM_HEADS, hidden_dims=self.HIDDEN_DIMS, decode_seqlen=self.SEQ_LEN))
+    return tasks_lib.task_from_fields(
+      self,
+      tiny_language_model(
+        vocab_size=self.VOCAB_SIZE,
+        model_dims=self.MODEL_DIMS,
+        num_layers=self.NUM_LAYERS,
+        num_heads=self.NUM_HEADS,
+        hidden_dims=self.HIDDEN_DIMS,
+        decode_seqlen=self.SEQ_LEN,
+      ),
+    )

@@ -5,8 +5,9 @@ from typing import Any
 import jax
 
 
-def split_leading_axis(n: int, tree: Any, *, leading_axis_name: str | None = None,
-                       split_group_name: str | None = None) -> Any:
+def split_leading_axis(
+  n: int, tree: Any, *, leading_axis_name: str | None = None, split_group_name: str | None = None
+) -> Any:
   """Reshapes every leaf from [n * m, ...] to [n, m, ...].
 
   Args:
@@ -20,6 +21,7 @@ def split_leading_axis(n: int, tree: Any, *, leading_axis_name: str | None = Non
   Raises:
     ValueError: when a leading axis is not a multiple of `n`.
   """
+
   def split(x):
     lead = x.shape[0]
     if lead % n:
@@ -28,6 +30,7 @@ def split_leading_axis(n: int, tree: Any, *, leading_axis_name: str | None = Non
         hint = f"\n{leading_axis_name} must be a multiple of {split_group_name}"
       raise ValueError(f"Trying to split {lead} rows into {n} groups." + hint)
     return x.reshape((n, lead // n) + tuple(x.shape[1:]))
+
   return jax.tree.map(split, tree)
 
 

@@ -80,9 +80,15 @@ def _install_sigterm_handler() -> None:
 class Store:
   """Pytree checkpoints `<directory>/checkpoint_%08d` (plus JSON metadata)."""
 
-  def __init__(self, directory: Any, *, max_to_keep: int | None = None,
-               keep_period: int | None = None, async_save: bool = True,
-               reader_only: bool = False):
+  def __init__(
+    self,
+    directory: Any,
+    *,
+    max_to_keep: int | None = None,
+    keep_period: int | None = None,
+    async_save: bool = True,
+    reader_only: bool = False,
+  ):
     """Opens (creating lazily) the store in `directory`.
 
     Args:
@@ -95,8 +101,12 @@ class Store:
     """
     self.directory = os.fspath(directory)
     self._ckpt = checkpoints.TreeCheckpointer(
-        self.directory, max_to_keep=max_to_keep, keep_period=keep_period,
-        async_save=async_save, cleanup_tmp_directories=not reader_only)
+      self.directory,
+      max_to_keep=max_to_keep,
+      keep_period=keep_period,
+      async_save=async_save,
+      cleanup_tmp_directories=not reader_only,
+    )
     with _lock:
       _live.add(self)
       _install_sigterm_handler()

@@ -36,17 +36,21 @@ _CHILD = textwrap.dedent("""
 
 
 class ExitTest(parameterized.TestCase):
-
   @parameterized.parameters(("return", 0), ("exception", 1), ("sigterm", -signal.SIGTERM))
   def test_save_then_exit_is_complete_on_restart(self, how, returncode):
     directory = self.create_tempdir().full_path
-    done = subprocess.run([sys.executable, "-P", "-c", _CHILD, directory, how],
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    done = subprocess.run(
+      [sys.executable, "-P", "-c", _CHILD, directory, how],
+      capture_output=True,
+      text=True,
+      timeout=300,
+      env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     self.assertEqual(done.returncode, returncode, done.stderr[-2000:])
     self.assertEqual(os.listdir(directory), ["checkpoint_00000007"])  # no *-tmp left
     template = training.TrainState.create(
-        apply_fn=None, params={"w": jnp.zeros((512, 512))}, tx=optax.sgd(0.1))
+      apply_fn=None, params={"w": jnp.zeros((512, 512))}, tx=optax.sgd(0.1)
+    )
     restored = training.restore_checkpoint(directory, template)
     self.assertEqual(int(restored.step), 7)
     np.testing.assert_array_equal(restored.params["w"], np.full((512, 512), 3.0))

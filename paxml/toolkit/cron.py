@@ -119,11 +119,11 @@ class AtNthStep(Trigger):
 
 
 _TRIGGERS_BY_KWARG: dict[str, Callable[[Any], Trigger]] = {
-    "step_interval": ForEachNSteps,
-    "at_step": AtNthStep,
-    "at_first_steps": functools.partial(AtFirstNSteps, of_process=False),
-    "at_first_steps_of_process": functools.partial(AtFirstNSteps, of_process=True),
-    "time_interval": ForEachTSeconds,
+  "step_interval": ForEachNSteps,
+  "at_step": AtNthStep,
+  "at_first_steps": functools.partial(AtFirstNSteps, of_process=False),
+  "at_first_steps_of_process": functools.partial(AtFirstNSteps, of_process=True),
+  "time_interval": ForEachTSeconds,
 }
 
 
@@ -133,13 +133,15 @@ def make_trigger(**kwargs: Any) -> Trigger:
   for name, value in kwargs.items():
     if name not in _TRIGGERS_BY_KWARG:
       raise TypeError(
-          f"`CronTab.schedule` got an unexpected keyword argument '{name}'; use "
-          f"{', '.join(_TRIGGERS_BY_KWARG)}.")
+        f"`CronTab.schedule` got an unexpected keyword argument '{name}'; use "
+        f"{', '.join(_TRIGGERS_BY_KWARG)}."
+      )
     triggers.append(_TRIGGERS_BY_KWARG[name](value))
   if not triggers:
     raise ValueError(
-        "None of timing arguments is specified in `CronTab.schedule`. Specify at "
-        f"least one of: {', '.join(_TRIGGERS_BY_KWARG)}.")
+      "None of timing arguments is specified in `CronTab.schedule`. Specify at "
+      f"least one of: {', '.join(_TRIGGERS_BY_KWARG)}."
+    )
   return triggers[0] if len(triggers) == 1 else OrTrigger(*triggers)
 
 
@@ -163,8 +165,9 @@ class CronTab:
     self._actions.append((name, trigger, action))
     return self
 
-  def run(self, train_state: Any, is_train_state_replicated: bool = True, *args: Any,
-          **kwargs: Any) -> dict[str, Any]:
+  def run(
+    self, train_state: Any, is_train_state_replicated: bool = True, *args: Any, **kwargs: Any
+  ) -> dict[str, Any]:
     """Calls `action(train_state, *args, **kwargs)` for each due action.
 
     Args:
@@ -180,5 +183,8 @@ class CronTab:
     """
     if is_train_state_replicated and np.ndim(train_state.step) >= 1:
       train_state = flax.jax_utils.unreplicate(train_state)
-    return {name: action(train_state, *args, **kwargs)
-            for name, trigger, action in self._actions if trigger.check(train_state)}
+    return {
+      name: action(train_state, *args, **kwargs)
+      for name, trigger, action in self._actions
+      if trigger.check(train_state)
+    }

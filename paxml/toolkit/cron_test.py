@@ -12,8 +12,7 @@ from paxml.toolkit import training
 
 
 def _state(step: int) -> training.TrainState:
-  state = training.TrainState.create(apply_fn=None, params={"w": jnp.zeros(2)},
-                                     tx=optax.sgd(0.1))
+  state = training.TrainState.create(apply_fn=None, params={"w": jnp.zeros(2)}, tx=optax.sgd(0.1))
   return state.replace(step=step)
 
 
@@ -22,17 +21,18 @@ def _fired(trigger: cron.Trigger, steps) -> list[int]:
 
 
 class TriggerTest(absltest.TestCase):
-
   def test_firing_sets(self):
     self.assertEqual(_fired(cron.ForEachNSteps(4), range(13)), [0, 4, 8, 12])
     self.assertEqual(_fired(cron.AtNthStep([3, 7]), range(10)), [3, 7])
     # bobbin's set: steps 0..n.
     self.assertEqual(_fired(cron.AtFirstNSteps(3), range(10)), [0, 1, 2, 3])
     # The first n steps this process sees (bobbin fired n - 1 times).
-    self.assertEqual(_fired(cron.AtFirstNSteps(3, of_process=True), range(100, 110)),
-                     [100, 101, 102])
-    self.assertEqual(_fired(cron.AtFirstNSteps(2) | cron.ForEachNSteps(5), range(11)),
-                     [0, 1, 2, 5, 10])
+    self.assertEqual(
+      _fired(cron.AtFirstNSteps(3, of_process=True), range(100, 110)), [100, 101, 102]
+    )
+    self.assertEqual(
+      _fired(cron.AtFirstNSteps(2) | cron.ForEachNSteps(5), range(11)), [0, 1, 2, 5, 10]
+    )
 
   def test_time_interval_uses_time_time_and_a_strict_bound(self):
     with mock.patch("time.time") as now:
@@ -45,11 +45,11 @@ class TriggerTest(absltest.TestCase):
 
 
 class CronTabTest(absltest.TestCase):
-
   def test_actions_get_the_state_and_extra_arguments(self):
     seen = []
-    tab = cron.CronTab().schedule(lambda s, *a, **k: seen.append((int(s.step), a, k)),
-                                  name="a", at_step=2)
+    tab = cron.CronTab().schedule(
+      lambda s, *a, **k: seen.append((int(s.step), a, k)), name="a", at_step=2
+    )
     self.assertEqual(tab.run(_state(1), step_info="x"), {})
     self.assertEqual(tab.run(_state(2), step_info="x"), {"a": None})
     # `run(state, False)` is bobbin's is_train_state_replicated, not an action argument.

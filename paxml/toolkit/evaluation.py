@@ -66,8 +66,9 @@ class EvalResults(flax.struct.PyTreeNode):
   def write_to_tensorboard(self, current_train_state: Any, writer: Any) -> None:
     """Writes these results to `writer` (used by MultiDirectorySummaryWriter)."""
     raise NotImplementedError(
-        "`EvalResults` is instructed to publish to TensorBoard. However, "
-        f"`EvalResults.write_to_tensorboard` is not overridden in the subclass ({type(self)})")
+      "`EvalResults` is instructed to publish to TensorBoard. However, "
+      f"`EvalResults.write_to_tensorboard` is not overridden in the subclass ({type(self)})"
+    )
 
 
 EvalResultProcessorFn = Callable[[dict[str, EvalResults], Any], Any]
@@ -85,14 +86,16 @@ class EvalTask:
   def finalize_eval_results(self, metrics: EvalResults) -> EvalResults:
     return metrics
 
-  def make_cron_action(self, batch_gens: Mapping[str, BatchGen], *,
-                       tensorboard_root_path: Any = None) -> "RunEval":
+  def make_cron_action(
+    self, batch_gens: Mapping[str, BatchGen], *, tensorboard_root_path: Any = None
+  ) -> "RunEval":
     """A cron action evaluating every dataset of `batch_gens`."""
     return RunEval(self, batch_gens, tensorboard_root_path=tensorboard_root_path)
 
 
-def eval_batches(eval_task: EvalTask, dataset_name: str, batches: Iterable[Batch],
-                 *args: Any, **kwargs: Any) -> EvalResults:
+def eval_batches(
+  eval_task: EvalTask, dataset_name: str, batches: Iterable[Batch], *args: Any, **kwargs: Any
+) -> EvalResults:
   """Reduces `eval_task.evaluate` over `batches` (lock-step across processes)."""
   metrics = eval_task.create_eval_results(dataset_name)
   batches = iter(batches)
@@ -111,8 +114,9 @@ def eval_batches(eval_task: EvalTask, dataset_name: str, batches: Iterable[Batch
     if active:
       if not isinstance(result, type(metrics)):
         raise TypeError(
-            f"`eval_task.evaluate` returned {type(result)}. It must be compatible with the "
-            f"return type of `eval_task.create_eval_results ({type(metrics)}).")
+          f"`eval_task.evaluate` returned {type(result)}. It must be compatible with the "
+          f"return type of `eval_task.create_eval_results ({type(metrics)})."
+        )
       metrics = metrics.reduce(result)
   if multi_process:
     for process, other in enumerate(pmap_util.gather_from_jax_processes(metrics)):
@@ -121,8 +125,9 @@ def eval_batches(eval_task: EvalTask, dataset_name: str, batches: Iterable[Batch
   return eval_task.finalize_eval_results(metrics)
 
 
-def eval_datasets(eval_task: EvalTask, batch_gens: Mapping[str, BatchGen], *args: Any,
-                  **kwargs: Any) -> dict[str, EvalResults]:
+def eval_datasets(
+  eval_task: EvalTask, batch_gens: Mapping[str, BatchGen], *args: Any, **kwargs: Any
+) -> dict[str, EvalResults]:
   """`eval_batches` over each dataset: {name: results}."""
   results = {}
   for name, batch_gen in batch_gens.items():
@@ -134,24 +139,34 @@ def eval_datasets(eval_task: EvalTask, batch_gens: Mapping[str, BatchGen], *args
 class RunEval:
   """A cron action evaluating `train_state.model_vars` on every dataset."""
 
-  def __init__(self, eval_task: EvalTask, eval_batch_gens: Mapping[str, BatchGen],
-               tensorboard_root_path: Any = None):
+  def __init__(
+    self,
+    eval_task: EvalTask,
+    eval_batch_gens: Mapping[str, BatchGen],
+    tensorboard_root_path: Any = None,
+  ):
     self._eval_task = eval_task
     self._eval_batch_gens = eval_batch_gens
     self._result_processors: list[EvalResultProcessorFn] = []
     if tensorboard_root_path is not None:
-      writer = tensorboard.MultiDirectorySummaryWriter(tensorboard_root_path,
-                                                       keys=eval_batch_gens.keys())
+      writer = tensorboard.MultiDirectorySummaryWriter(
+        tensorboard_root_path, keys=eval_batch_gens.keys()
+      )
       self.add_result_processor(writer.as_result_processor())
 
   def __call__(self, train_state: Any, **unused_kwargs: Any) -> dict[str, EvalResults]:
     if not isinstance(train_state, TrainState):
-      raise ValueError("`RunEval` action must be used with `bobbin.TrainState` "
-                       "(paxml.toolkit.TrainState).")
+      raise ValueError(
+        "`RunEval` action must be used with `bobbin.TrainState` (paxml.toolkit.TrainState)."
+      )
     results = eval_datasets(self._eval_task, self._eval_batch_gens, train_state.model_vars)
     for name, r in results.items():
-      logging.info("Evaluation results for dataset=%s @step=%d\n%s", name,
-                   int(np.asarray(train_state.step)), r.to_log_message())
+      logging.info(
+        "Evaluation results for dataset=%s @step=%d\n%s",
+        name,
+        int(np.asarray(train_state.step)),
+        r.to_log_message(),
+      )
     for process in self._result_processors:
       process(results, train_state)
     return results
@@ -181,8 +196,9 @@ class RunEvalKeepBest:
   Only process 0 reads or writes.
   """
 
-  def __init__(self, run_eval_action: Callable[..., dict[str, EvalResults]], tune_on: str,
-               dest_path: Any):
+  def __init__(
+    self, run_eval_action: Callable[..., dict[str, EvalResults]], tune_on: str, dest_path: Any
+  ):
     self._run_eval_action = run_eval_action
     self._tune_on = tune_on
     self._dest_path = epath.Path(dest_path)
@@ -210,8 +226,9 @@ class RunEvalKeepBest:
         self._save_state(train_state)
         write_pytree_json_file(self._results_path, result)
       saved = train_state
-    return RunEvalKeepBestResult(eval_results=results, current_best=self._current_best,
-                                 saved_train_state=saved)
+    return RunEvalKeepBestResult(
+      eval_results=results, current_best=self._current_best, saved_train_state=saved
+    )
 
   def wait_until_finished(self) -> None:
     if self._store is not None:
@@ -243,14 +260,14 @@ class SampledSet(collections.abc.Collection, Generic[T], flax.struct.PyTreeNode)
     return np.random.uniform()
 
   def _keep_lowest(self, pairs: list[tuple[Any, float]]) -> "SampledSet":
-    pairs = sorted(pairs, key=lambda p: p[1])[:self.max_size]
-    return self.replace(values=tuple(v for v, _ in pairs),
-                        priorities=tuple(p for _, p in pairs))
+    pairs = sorted(pairs, key=lambda p: p[1])[: self.max_size]
+    return self.replace(values=tuple(v for v, _ in pairs), priorities=tuple(p for _, p in pairs))
 
   def add(self, x: Any) -> "SampledSet":
     """Returns this set with `x` added."""
-    return self._keep_lowest(list(zip(self.values, self.priorities))
-                             + [(x, self._draw_priority(x))])
+    return self._keep_lowest(
+      list(zip(self.values, self.priorities)) + [(x, self._draw_priority(x))]
+    )
 
   def union(self, iterable: Iterable[Any]) -> "SampledSet":
     """Returns the union with another SampledSet or with any iterable."""

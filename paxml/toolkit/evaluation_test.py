@@ -50,18 +50,19 @@ class ThresholdTask(evaluation.EvalTask):
 
 
 def _batches(xs, ys, size=2):
-  return lambda: [{"x": np.asarray(xs[i:i + size]), "y": np.asarray(ys[i:i + size])}
-                  for i in range(0, len(xs), size)]
+  return lambda: [
+    {"x": np.asarray(xs[i : i + size]), "y": np.asarray(ys[i : i + size])}
+    for i in range(0, len(xs), size)
+  ]
 
 
 def _state(t, step):
   return training.TrainState.create(
-      apply_fn=None, params={"t": jnp.float32(t)}, tx=optax.sgd(1.0)).replace(
-          step=jnp.int32(step))
+    apply_fn=None, params={"t": jnp.float32(t)}, tx=optax.sgd(1.0)
+  ).replace(step=jnp.int32(step))
 
 
 class EvalLoopTest(absltest.TestCase):
-
   def test_eval_batches_reduces_all_batches(self):
     task = ThresholdTask()
     xs = [0.1, 0.6, 0.9, 0.4, 0.7]
@@ -87,10 +88,13 @@ class EvalLoopTest(absltest.TestCase):
         return [tree, next(other_host_active)]
       return [tree, jax.tree.map(lambda x: np.asarray(10, x.dtype), tree)]
 
-    with mock.patch.object(jax, "process_count", return_value=2), \
-        mock.patch.object(pmap_util, "gather_from_jax_processes", side_effect=gather):
+    with (
+      mock.patch.object(jax, "process_count", return_value=2),
+      mock.patch.object(pmap_util, "gather_from_jax_processes", side_effect=gather),
+    ):
       results = evaluation.eval_batches(
-          task, "dev", _batches([0.9, 0.1, 0.8, 0.2], [True] * 4)(), {"params": {"t": 0.5}})
+        task, "dev", _batches([0.9, 0.1, 0.8, 0.2], [True] * 4)(), {"params": {"t": 0.5}}
+      )
     self.assertEqual(task.calls, [False, False, True, True])
     self.assertEqual((int(results.correct), int(results.total)), (2 + 10, 4 + 10))
 
@@ -117,10 +121,11 @@ class EvalLoopTest(absltest.TestCase):
 
 
 class RunEvalKeepBestTest(absltest.TestCase):
-
   def _run_eval(self, tb=None):
-    gens = {"dev": _batches([0.1, 0.6, 0.9, 0.4], [False, True, True, True]),
-            "test": _batches([0.3, 0.8], [False, True])}
+    gens = {
+      "dev": _batches([0.1, 0.6, 0.9, 0.4], [False, True, True, True]),
+      "test": _batches([0.3, 0.8], [False, True]),
+    }
     return ThresholdTask().make_cron_action(gens, tensorboard_root_path=tb)
 
   def test_keep_best_saves_only_improvements_and_survives_restart(self):
@@ -144,7 +149,8 @@ class RunEvalKeepBestTest(absltest.TestCase):
     self.assertIsNotNone(restarted(_state(0.3, 5)).saved_train_state)
     restarted.wait_until_finished()
     best = training.initialize_train_state(
-        None, {"params": {"t": jnp.float32(0)}}, optax.sgd(1.0), checkpoint_path=dest)
+      None, {"params": {"t": jnp.float32(0)}}, optax.sgd(1.0), checkpoint_path=dest
+    )
     self.assertEqual(int(best.step), 5)
     self.assertAlmostEqual(float(best.params["t"]), 0.3, places=6)
     self.assertCountEqual(os.listdir(tb), ["dev", "test"])

@@ -38,7 +38,8 @@ Device = pytypes.Device
 def pmap_shard_tree(x: ArrayTree, ndevices: int) -> ArrayTree:
   """Reshapes every [N, ...] leaf to [ndevices, N // ndevices, ...]."""
   return array_util.split_leading_axis(
-      ndevices, x, leading_axis_name="batch size", split_group_name="# of devices")
+    ndevices, x, leading_axis_name="batch size", split_group_name="# of devices"
+  )
 
 
 def put_sharded(stacked: ArrayTree, devices: Sequence[Device]) -> ArrayTree:
@@ -101,11 +102,11 @@ class RngArg(ArgType):
 
 
 _ARGTYPES_BY_NAME = {
-    "static": StaticArg(),
-    "thru": ThruArg(),
-    "broadcast": BroadcastArg(),
-    "shard": ShardArg(),
-    "rng": RngArg(),
+  "static": StaticArg(),
+  "thru": ThruArg(),
+  "broadcast": BroadcastArg(),
+  "shard": ShardArg(),
+  "rng": RngArg(),
 }
 
 
@@ -115,15 +116,22 @@ def resolve_argtype_str(ty: str | ArgType) -> ArgType:
     return ty
   if ty.lower() not in _ARGTYPES_BY_NAME:
     raise ValueError(
-        f'Unknown argtype name "{ty}" is specified; use one of {list(_ARGTYPES_BY_NAME)}.')
+      f'Unknown argtype name "{ty}" is specified; use one of {list(_ARGTYPES_BY_NAME)}.'
+    )
   return _ARGTYPES_BY_NAME[ty.lower()]
 
 
-def tpmap(f: Callable[..., Any], axis_name: str, argtypes: Sequence[str | ArgType],
-          kwargtypes: Mapping[str, str | ArgType] | None = None, *,
-          devices: Sequence[Device] | None = None, backend: str | None = None,
-          wrap_return: Callable[[ArrayTree], ArrayTree] | None = None,
-          **pmap_kwargs: Any) -> Callable[..., Any]:
+def tpmap(
+  f: Callable[..., Any],
+  axis_name: str,
+  argtypes: Sequence[str | ArgType],
+  kwargtypes: Mapping[str, str | ArgType] | None = None,
+  *,
+  devices: Sequence[Device] | None = None,
+  backend: str | None = None,
+  wrap_return: Callable[[ArrayTree], ArrayTree] | None = None,
+  **pmap_kwargs: Any,
+) -> Callable[..., Any]:
   """Transparent pmap: `f` run on every local device, called like `f`.
 
   Args:
@@ -150,21 +158,28 @@ def tpmap(f: Callable[..., Any], axis_name: str, argtypes: Sequence[str | ArgTyp
 
   @functools.cache
   def pmapped():
-    return jax.pmap(f, axis_name, static_broadcasted_argnums=static, devices=devices,
-                    backend=backend, **pmap_kwargs)
+    return jax.pmap(
+      f,
+      axis_name,
+      static_broadcasted_argnums=static,
+      devices=devices,
+      backend=backend,
+      **pmap_kwargs,
+    )
 
   @functools.wraps(f)
   def wrapped(*args, **kwargs):
     local = jax.local_devices(backend=backend) if devices is None else devices
     if len(args) != len(argtypes):
       raise ValueError(
-          "The number of positional args passed to the target function does not match "
-          f"with the `argtypes` specified in `tpmap` ({len(args)} != {len(argtypes)})")
+        "The number of positional args passed to the target function does not match "
+        f"with the `argtypes` specified in `tpmap` ({len(args)} != {len(argtypes)})"
+      )
     for k in kwargs:
       if k not in kwargtypes:
         raise ValueError(
-            f"`kwargtypes` specified to `tpmap` does not contain specification of kwarg "
-            f"with key={k}")
+          f"`kwargtypes` specified to `tpmap` does not contain specification of kwarg with key={k}"
+        )
     args = [t.transform(x, local) for x, t in zip(args, argtypes)]
     kwargs = {k: kwargtypes[k].transform(x, local) for k, x in kwargs.items()}
     out = pmapped()(*args, **kwargs)
@@ -186,7 +201,8 @@ def unshard(tree: ArrayTree) -> list[ArrayTree]:
 def _all_gather_over_devices(tree: ArrayTree, backend: str | None = None) -> ArrayTree:
   """all_gather of a [local_devices, ...] tree over every device of every process."""
   return flax.jax_utils.unreplicate(
-      jax.pmap(lambda t: jax.lax.all_gather(t, "b"), "b", backend=backend)(tree))
+    jax.pmap(lambda t: jax.lax.all_gather(t, "b"), "b", backend=backend)(tree)
+  )
 
 
 def gather_from_jax_processes(tree: ArrayTree) -> list[ArrayTree]:
@@ -196,8 +212,7 @@ def gather_from_jax_processes(tree: ArrayTree) -> list[ArrayTree]:
   not depend on the order all_gather concatenates devices in.
   """
   n = jax.local_device_count()
-  tagged = (np.full((n,), jax.process_index()), np.arange(n),
-            flax.jax_utils.replicate(tree))
+  tagged = (np.full((n,), jax.process_index()), np.arange(n), flax.jax_utils.replicate(tree))
   missing = object()
   out = [missing] * jax.process_count()
   for process, device, value in unshard(_all_gather_over_devices(tagged)):
@@ -207,9 +222,14 @@ def gather_from_jax_processes(tree: ArrayTree) -> list[ArrayTree]:
   return out
 
 
-def assert_replica_integrity(tree: ArrayTree, *, is_device_replicated: bool = True,
-                             atol: float = 1e-5, rtol: float = 1e-5,
-                             backend: str = "cpu") -> None:
+def assert_replica_integrity(
+  tree: ArrayTree,
+  *,
+  is_device_replicated: bool = True,
+  atol: float = 1e-5,
+  rtol: float = 1e-5,
+  backend: str = "cpu",
+) -> None:
   """Raises AssertionError naming the path where some replica differs from replica 0.
 
   Args:
@@ -226,5 +246,9 @@ def assert_replica_integrity(tree: ArrayTree, *, is_device_replicated: bool = Tr
     x = np.asarray(x)
     for i in range(1, x.shape[0]):
       np.testing.assert_allclose(
-          x[i], x[0], atol=atol, rtol=rtol,
-          err_msg=f"Inconsistency found in {i}-th replica of {path} [shape={x.shape}]")
+        x[i],
+        x[0],
+        atol=atol,
+        rtol=rtol,
+        err_msg=f"Inconsistency found in {i}-th replica of {path} [shape={x.shape}]",
+      )

@@ -2,8 +2,9 @@
 
 import os
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                           + " --xla_force_host_platform_device_count=4")
+os.environ["XLA_FLAGS"] = (
+  os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
+)
 
 from absl.testing import absltest  # pylint: disable=g-import-not-at-top
 import flax.jax_utils
@@ -15,7 +16,6 @@ from paxml.toolkit import pmap_util
 
 
 class TpmapTest(absltest.TestCase):
-
   def test_argtypes(self):
     def f(static, thru, bcast, shard, rng):
       return static * thru + bcast + shard.sum(), rng
@@ -39,7 +39,6 @@ class TpmapTest(absltest.TestCase):
 
 
 class ReplicaToolsTest(absltest.TestCase):
-
   def test_unshard_gather_and_integrity(self):
     tree = {"w": jnp.arange(3.0)}
     replicated = flax.jax_utils.replicate(tree)

@@ -151,12 +151,18 @@ def _default_key_from_tag(tag: str) -> tuple[str, str]:
 class MultiDirectorySummaryWriter(flax_tb.SummaryWriter):
   """A writer whose tag prefix picks the sub-directory (sub-writer)."""
 
-  def __init__(self, log_dir_root: Any, *, keys: Iterable[str] = (),
-               allow_new_keys: bool = True, only_from_leader_process: bool = True,
-               auto_flush: bool = True,
-               tag_to_key: Callable[[str], tuple[str, str]] = _default_key_from_tag,
-               dirname: Callable[[str], str] = lambda key: key,
-               use_threaded_writer: bool = True):
+  def __init__(
+    self,
+    log_dir_root: Any,
+    *,
+    keys: Iterable[str] = (),
+    allow_new_keys: bool = True,
+    only_from_leader_process: bool = True,
+    auto_flush: bool = True,
+    tag_to_key: Callable[[str], tuple[str, str]] = _default_key_from_tag,
+    dirname: Callable[[str], str] = lambda key: key,
+    use_threaded_writer: bool = True,
+  ):
     """Creates the sub-writers for `keys`.
 
     Args:
@@ -196,9 +202,10 @@ class MultiDirectorySummaryWriter(flax_tb.SummaryWriter):
     if key not in self._writers:
       if not self._allow_new_keys:
         raise ValueError(
-            f"Subwriter for `MultiDirectorySummaryWriter` with key={key} is requested but "
-            f"this instance is configured to have only the pre-specified keys "
-            f"{list(self._writers)}; add it to keys= when constructing the writer.")
+          f"Subwriter for `MultiDirectorySummaryWriter` with key={key} is requested but "
+          f"this instance is configured to have only the pre-specified keys "
+          f"{list(self._writers)}; add it to keys= when constructing the writer."
+        )
       self._writers[key] = self._make_subwriter(self._root / self._dirname(key))
     return self._writers[key]
 
@@ -242,10 +249,10 @@ class MultiDirectorySummaryWriter(flax_tb.SummaryWriter):
     for w in self._writers.values():
       w.hparams(hparams)
 
-  def as_result_processor(self, method: WriteEvalResultsFn | None = None
-                          ) -> EvalResultProcessorFn:
+  def as_result_processor(self, method: WriteEvalResultsFn | None = None) -> EvalResultProcessorFn:
     """Returns `f(results_by_dataset, train_state)` writing each dataset's
     results to its sub-writer (by `results.write_to_tensorboard`, or `method`)."""
+
     def process(results_by_dataset: dict[str, Any], train_state: Any) -> None:
       for name, results in results_by_dataset.items():
         writer = self.subwriter(name)
@@ -254,6 +261,7 @@ class MultiDirectorySummaryWriter(flax_tb.SummaryWriter):
         else:
           method(results, train_state, writer)
         writer.flush()
+
     return process
 
 
@@ -311,14 +319,20 @@ class MplImageSummary(PublishableSummary):
   def publish(self, writer, tag, step):
     try:
       import matplotlib  # pylint: disable=g-import-not-at-top
+
       matplotlib.use("agg")
       import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
     except ImportError as e:
       raise ImportError("MplImageSummary needs matplotlib; pip install matplotlib.") from e
     fig = plt.figure()
     ax = fig.add_subplot()
-    im = ax.imshow(self.trimmed_image, cmap=self.cmap, aspect=self.aspect,
-                   interpolation=self.interpolation, origin=self.origin)
+    im = ax.imshow(
+      self.trimmed_image,
+      cmap=self.cmap,
+      aspect=self.aspect,
+      interpolation=self.interpolation,
+      origin=self.origin,
+    )
     if self.with_colorbar:
       fig.colorbar(im)
     fig.canvas.draw()
@@ -331,18 +345,23 @@ def _is_summary(node: Any) -> bool:
   return isinstance(node, PublishableSummary)
 
 
-def publish_train_intermediates(writer: Any, tree: Any, step: int, *,
-                                prefix: str = "summary/") -> None:
+def publish_train_intermediates(
+  writer: Any, tree: Any, step: int, *, prefix: str = "summary/"
+) -> None:
   """Publishes every `PublishableSummary` in `tree` as `prefix + path`."""
   for path, value in var_util.flatten_with_paths(tree, is_leaf=_is_summary):
     if _is_summary(value):
       value.publish(writer, prefix + path[1:], step=step)
 
 
-def publish_trainer_env_info(writer: Any, train_state: Any, *,
-                             prefix: str = "trainer/diagnosis/",
-                             also_do_logging: bool = True,
-                             loglevel: int = logging.INFO) -> None:
+def publish_trainer_env_info(
+  writer: Any,
+  train_state: Any,
+  *,
+  prefix: str = "trainer/diagnosis/",
+  also_do_logging: bool = True,
+  loglevel: int = logging.INFO,
+) -> None:
   """Writes text summaries about the run: sizes, shapes, devices, argv, processes.
 
   Tags are `prefix + name` with names total_num_params, param_shape,
@@ -362,8 +381,7 @@ def publish_trainer_env_info(writer: Any, train_state: Any, *,
 
   text = f"Number of parameters = {var_util.total_dimensionality(train_state.params)}"
   if hasattr(train_state, "extra_vars"):
-    text += (", number of extra variables = "
-             f"{var_util.total_dimensionality(train_state.extra_vars)}")
+    text += f", number of extra variables = {var_util.total_dimensionality(train_state.extra_vars)}"
   write_text("total_num_params", text)
   write_text("param_shape", "```\n" + var_util.summarize_shape(train_state.params) + "```")
   write_text("local_device", str(jax.local_devices()))

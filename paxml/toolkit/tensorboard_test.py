@@ -17,7 +17,6 @@ from paxml.toolkit import training
 
 
 class _Layer(nn.Module):
-
   @nn.compact
   def __call__(self, x):
     self.sow("tensorboard", "mean", tensorboard.ScalarSummary(x.mean()))
@@ -25,14 +24,12 @@ class _Layer(nn.Module):
 
 
 class _Net(nn.Module):
-
   @nn.compact
   def __call__(self, x):
     return _Layer()(_Layer()(x))
 
 
 class PublishTest(absltest.TestCase):
-
   def test_two_layers_sown_summaries_get_their_own_tags(self):
     _, variables = _Net().apply({}, jnp.zeros(2), mutable=["tensorboard"])
     writer = mock.create_autospec(flax_tb.SummaryWriter, instance=True)
@@ -42,23 +39,29 @@ class PublishTest(absltest.TestCase):
     self.assertEqual(calls, {"summary/_Layer_0/mean/0": 1.0, "summary/_Layer_1/mean/0": 0.0})
 
   def test_env_info_tags_carry_the_prefix_once(self):
-    state = training.TrainState.create(apply_fn=None, params={"w": jnp.zeros((2, 3))},
-                                       tx=optax.sgd(0.1))
+    state = training.TrainState.create(
+      apply_fn=None, params={"w": jnp.zeros((2, 3))}, tx=optax.sgd(0.1)
+    )
     writer = mock.create_autospec(flax_tb.SummaryWriter, instance=True)
     tensorboard.publish_trainer_env_info(writer, state, also_do_logging=False)
     tags = [c.args[0] for c in writer.text.call_args_list]
-    self.assertEqual(tags, ["trainer/diagnosis/" + t for t in (
-        "total_num_params", "param_shape", "local_device", "trainer_argv", "process")])
+    self.assertEqual(
+      tags,
+      [
+        "trainer/diagnosis/" + t
+        for t in ("total_num_params", "param_shape", "local_device", "trainer_argv", "process")
+      ],
+    )
     self.assertIn("Number of parameters = 6", writer.text.call_args_list[0].args[1])
 
   def test_mpl_image_trims_padding(self):
-    summary = tensorboard.MplImageSummary(np.ones((5, 4)), h_paddings=np.array([0, 0, 1, 1]),
-                                          v_paddings=np.array([0, 0, 0, 1, 1]))
+    summary = tensorboard.MplImageSummary(
+      np.ones((5, 4)), h_paddings=np.array([0, 0, 1, 1]), v_paddings=np.array([0, 0, 0, 1, 1])
+    )
     self.assertEqual(summary.trimmed_image.shape, (3, 2))
 
 
 class WriterTest(absltest.TestCase):
-
   def test_threaded_writer_forwards_every_method_with_host_values(self):
     base = mock.create_autospec(flax_tb.SummaryWriter, instance=True)
     writer = tensorboard.ThreadedSummaryWriter(base, wait_on_flush=True)
@@ -75,8 +78,7 @@ class WriterTest(absltest.TestCase):
 
   def test_multi_directory_writer_routes_tags_to_subdirectories(self):
     root = epath.Path(self.create_tempdir().full_path)  # epath paths work
-    writer = tensorboard.MultiDirectorySummaryWriter(root, keys=("dev", "test"),
-                                                     auto_flush=False)
+    writer = tensorboard.MultiDirectorySummaryWriter(root, keys=("dev", "test"), auto_flush=False)
     writer.scalar("dev/accuracy", 0.5, 1)
     writer.text("test/note", "hi", 1)
     writer.hparams({"lr": 0.1})

@@ -1,20 +1,20 @@
 """Train state, train tasks and the step-function builder (bobbin's `training`).
 
-  TrainState: flax's TrainState plus `extra_vars` (every non-params
-    collection: batch_stats, the sown "tensorboard" summaries, ...);
-    `model_vars` is what `model.apply` takes.
-  BaseTrainTask: override `compute_loss(params, batch, *, extra_vars,
-    prng_key, step) -> (loss, (mutated_vars, aux))`; optionally
-    `reduce_extra_vars` (cross-device sync of mutated collections) and
-    `write_trainer_log`.
-  TrainTask(model, example_args, example_kwargs, required_rngs): adds the
-    flax model, `get_rng_dict` and `initialize_train_state`.
-  TrainingStepFnBuilder: `task.make_training_step_fn().jit()` or
-    `.pmap("batch")`; `step_fn(state, batch, rng) -> (state, StepInfo)`.
-    Mutated collections are written back in every mode (bobbin dropped them
-    outside pmap, so BatchNorm statistics never moved under jit).
-  Cron actions: `make_checkpoint_saver`, `make_log_writer`,
-    `make_training_progress_publisher` (PublishTrainingProgress).
+TrainState: flax's TrainState plus `extra_vars` (every non-params
+  collection: batch_stats, the sown "tensorboard" summaries, ...);
+  `model_vars` is what `model.apply` takes.
+BaseTrainTask: override `compute_loss(params, batch, *, extra_vars,
+  prng_key, step) -> (loss, (mutated_vars, aux))`; optionally
+  `reduce_extra_vars` (cross-device sync of mutated collections) and
+  `write_trainer_log`.
+TrainTask(model, example_args, example_kwargs, required_rngs): adds the
+  flax model, `get_rng_dict` and `initialize_train_state`.
+TrainingStepFnBuilder: `task.make_training_step_fn().jit()` or
+  `.pmap("batch")`; `step_fn(state, batch, rng) -> (state, StepInfo)`.
+  Mutated collections are written back in every mode (bobbin dropped them
+  outside pmap, so BatchNorm statistics never moved under jit).
+Cron actions: `make_checkpoint_saver`, `make_log_writer`,
+  `make_training_progress_publisher` (PublishTrainingProgress).
 """
 
 from collections.abc import Callable, Iterable, Mapping
@@ -49,8 +49,9 @@ class TrainState(flax.training.train_state.TrainState):
   extra_vars: VarCollection = flax.struct.field(default_factory=dict)
 
   @classmethod
-  def create(cls, *, apply_fn: Callable | None, params: Any,
-             tx: optax.GradientTransformation, **kwargs: Any) -> "TrainState":
+  def create(
+    cls, *, apply_fn: Callable | None, params: Any, tx: optax.GradientTransformation, **kwargs: Any
+  ) -> "TrainState":
     """flax's `create`, also for params that are not a dict (an array, None).
 
     flax >= 0.8 looks for its OVERWRITE_WITH_GRADIENT collection in `params`
@@ -58,16 +59,19 @@ class TrainState(flax.training.train_state.TrainState):
     """
     if isinstance(params, Mapping):
       return super().create(apply_fn=apply_fn, params=params, tx=tx, **kwargs)
-    return cls(step=0, apply_fn=apply_fn, params=params, tx=tx,
-               opt_state=tx.init(params), **kwargs)
+    return cls(step=0, apply_fn=apply_fn, params=params, tx=tx, opt_state=tx.init(params), **kwargs)
 
   def apply_gradients(self, *, grads: Any, **kwargs: Any) -> "TrainState":
     """flax's `apply_gradients`, also for params that are not a dict."""
     if isinstance(grads, Mapping):
       return super().apply_gradients(grads=grads, **kwargs)
     updates, opt_state = self.tx.update(grads, self.opt_state, self.params)
-    return self.replace(step=self.step + 1, params=optax.apply_updates(self.params, updates),
-                        opt_state=opt_state, **kwargs)
+    return self.replace(
+      step=self.step + 1,
+      params=optax.apply_updates(self.params, updates),
+      opt_state=opt_state,
+      **kwargs,
+    )
 
   @property
   def model_vars(self) -> VarCollection:
@@ -117,13 +121,17 @@ class TrainingStepFnBuilder:
           jax.lax.axis_index(axis)
         except NameError:
           raise ValueError(
-              f"training step function is configured to use pmap_axis_name={axis}, but is "
-              "called outside of a pmap context. If you do not intend to perform "
-              "multi-device parallelization, do not call `TrainingStepFnBuilder.pmap`"
+            f"training step function is configured to use pmap_axis_name={axis}, but is "
+            "called outside of a pmap context. If you do not intend to perform "
+            "multi-device parallelization, do not call `TrainingStepFnBuilder.pmap`"
           ) from None
       (loss, (mutated, aux)), grads = jax.value_and_grad(self.compute_loss_fn, has_aux=True)(
-          train_state.params, batch, extra_vars=train_state.extra_vars,
-          prng_key=prng_key, step=train_state.step)
+        train_state.params,
+        batch,
+        extra_vars=train_state.extra_vars,
+        prng_key=prng_key,
+        step=train_state.step,
+      )
       if axis is not None:
         grads = jax.lax.pmean(grads, axis_name=axis)
       train_state = train_state.apply_gradients(grads=grads)
@@ -132,8 +140,9 @@ class TrainingStepFnBuilder:
         if name == "params":
           continue
         # Written back under jit too (bobbin kept them only under pmap).
-        extra_vars[name] = (tree if axis is None
-                            else self.reduce_extra_vars_fn(name, tree, axis_name=axis))
+        extra_vars[name] = (
+          tree if axis is None else self.reduce_extra_vars_fn(name, tree, axis_name=axis)
+        )
       return train_state.replace(extra_vars=extra_vars), StepInfo(loss=loss, loss_aux_out=aux)
 
     return step
@@ -150,17 +159,23 @@ class TrainingStepFnBuilder:
   def compiled_fn(self) -> Callable[..., tuple[TrainState, StepInfo]]:
     f = self.make_base_step_fn()
     if self.pmap_axis_name is not None:
-      return pmap_util.tpmap(f, axis_name=self.pmap_axis_name,
-                             argtypes=["thru", "shard", "rng"], devices=self.devices,
-                             backend=self.backend, donate_argnums=self.donate_argnums)
+      return pmap_util.tpmap(
+        f,
+        axis_name=self.pmap_axis_name,
+        argtypes=["thru", "shard", "rng"],
+        devices=self.devices,
+        backend=self.backend,
+        donate_argnums=self.donate_argnums,
+      )
     if self.do_jit:
       kwargs = {}
       if self.devices:
         kwargs["device"] = self.devices[0]
       elif self.backend is not None:
         kwargs["backend"] = self.backend
-      return jax.jit(f, static_argnums=self.static_argnums,
-                     donate_argnums=self.donate_argnums, **kwargs)
+      return jax.jit(
+        f, static_argnums=self.static_argnums, donate_argnums=self.donate_argnums, **kwargs
+      )
     return f
 
   def __call__(self, *args: Any, **kwargs: Any) -> tuple[TrainState, StepInfo]:
@@ -178,8 +193,10 @@ class PublishTrainingProgress:
 
   def __call__(self, train_state: Any, **unused_kwargs: Any) -> None:
     if not isinstance(train_state, TrainState):
-      raise ValueError("`PublishTrainingProgress` action must be used with `bobbin.TrainState`"
-                       " (paxml.toolkit.TrainState).")
+      raise ValueError(
+        "`PublishTrainingProgress` action must be used with `bobbin.TrainState`"
+        " (paxml.toolkit.TrainState)."
+      )
     now = time.time()  # Looked up at call time so tests can patch it.
     if self.last_fired_time is not None:
       steps_per_sec = (train_state.step - self.last_fired_step) / (now - self.last_fired_time)
@@ -187,7 +204,8 @@ class PublishTrainingProgress:
     for name in self.summary_collections:
       if name in train_state.extra_vars:
         tensorboard.publish_train_intermediates(
-            self.writer, train_state.extra_vars[name], train_state.step)
+          self.writer, train_state.extra_vars[name], train_state.step
+        )
     self.last_fired_time = now
     self.last_fired_step = train_state.step
 
@@ -207,8 +225,10 @@ class SaveCheckpoint:
     self._keep_period = save_args.pop("keep_every_n_steps", None)
     save_args.pop("overwrite", None)  # Saving a step that exists is a no-op.
     if save_args:
-      raise TypeError(f"make_checkpoint_saver got save_args {sorted(save_args)} it does not "
-                      "support; use keep= and keep_every_n_steps=.")
+      raise TypeError(
+        f"make_checkpoint_saver got save_args {sorted(save_args)} it does not "
+        "support; use keep= and keep_every_n_steps=."
+      )
     self.checkpoint_path = os.fspath(checkpoint_path)
     self._store = None
 
@@ -216,7 +236,8 @@ class SaveCheckpoint:
   def store(self) -> checkpoint_store.Store:
     if self._store is None:
       self._store = checkpoint_store.Store(
-          self.checkpoint_path, max_to_keep=self._max_to_keep, keep_period=self._keep_period)
+        self.checkpoint_path, max_to_keep=self._max_to_keep, keep_period=self._keep_period
+      )
     return self._store
 
   def __call__(self, train_state: Any, **unused_kwargs: Any) -> bool:
@@ -253,32 +274,44 @@ def restore_checkpoint(checkpoint_path: Any, target: Any) -> Any:
 class WriteLog:
   """A cron action calling `task.write_trainer_log` (default: "@step=N, loss=L")."""
 
-  def __init__(self, task: "BaseTrainTask", logger: logging.Logger | None = None,
-               loglevel: int = logging.INFO):
+  def __init__(
+    self, task: "BaseTrainTask", logger: logging.Logger | None = None, loglevel: int = logging.INFO
+  ):
     self._task = task
     self._logger = logging.root if logger is None else logger
     self._loglevel = loglevel
 
-  def __call__(self, train_state: Any, *, step_info: StepInfo | None = None,
-               **unused_kwargs: Any) -> None:
-    self._task.write_trainer_log(train_state, step_info=step_info, logger=self._logger,
-                                 loglevel=self._loglevel)
+  def __call__(
+    self, train_state: Any, *, step_info: StepInfo | None = None, **unused_kwargs: Any
+  ) -> None:
+    self._task.write_trainer_log(
+      train_state, step_info=step_info, logger=self._logger, loglevel=self._loglevel
+    )
 
 
 class BaseTrainTask:
   """What to minimise; subclasses implement `compute_loss`."""
 
-  def compute_loss(self, params: Parameter, batch: Batch, *, extra_vars: VarCollection,
-                   prng_key: jax.Array, step: Any) -> tuple[Any, tuple[VarCollection, Any]]:
+  def compute_loss(
+    self,
+    params: Parameter,
+    batch: Batch,
+    *,
+    extra_vars: VarCollection,
+    prng_key: jax.Array,
+    step: Any,
+  ) -> tuple[Any, tuple[VarCollection, Any]]:
     """Returns `(loss, (mutated_vars, aux))` for one (per-device) batch."""
     raise NotImplementedError(
-        f"{type(self).__name__} must implement compute_loss(params, batch, *, extra_vars, "
-        "prng_key, step) -> (loss, (mutated_vars, aux)).")
+      f"{type(self).__name__} must implement compute_loss(params, batch, *, extra_vars, "
+      "prng_key, step) -> (loss, (mutated_vars, aux))."
+    )
 
   def make_training_step_fn(self) -> TrainingStepFnBuilder:
     """Returns the step builder; configure with `.jit()` or `.pmap(axis)`."""
-    return TrainingStepFnBuilder(compute_loss_fn=self.compute_loss,
-                                 reduce_extra_vars_fn=self.reduce_extra_vars)
+    return TrainingStepFnBuilder(
+      compute_loss_fn=self.compute_loss, reduce_extra_vars_fn=self.reduce_extra_vars
+    )
 
   def reduce_extra_vars(self, colname: str, tree: Any, *, axis_name: str) -> Any:
     """Syncs a mutated collection across devices (called under pmap only).
@@ -290,37 +323,48 @@ class BaseTrainTask:
     """
     del colname
     return jax.tree.map(
-        lambda x: jax.lax.pmean(x, axis_name) if jnp.issubdtype(x.dtype, jnp.inexact) else x,
-        tree)
+      lambda x: jax.lax.pmean(x, axis_name) if jnp.issubdtype(x.dtype, jnp.inexact) else x, tree
+    )
 
-  def write_trainer_log(self, train_state: Any, *, step_info: StepInfo | None,
-                        logger: logging.Logger, loglevel: int) -> None:
+  def write_trainer_log(
+    self, train_state: Any, *, step_info: StepInfo | None, logger: logging.Logger, loglevel: int
+  ) -> None:
     """Logs "@step=N, loss=L" (loss averaged over devices); override to change."""
-    logger.log(loglevel, "@step=%d, loss=%f", int(np.asarray(train_state.step)),
-               float(np.mean(np.asarray(step_info.loss))))
+    logger.log(
+      loglevel,
+      "@step=%d, loss=%f",
+      int(np.asarray(train_state.step)),
+      float(np.mean(np.asarray(step_info.loss))),
+    )
 
-  def make_log_writer(self, *, logger: logging.Logger | None = None,
-                      loglevel: int = logging.INFO) -> WriteLog:
+  def make_log_writer(
+    self, *, logger: logging.Logger | None = None, loglevel: int = logging.INFO
+  ) -> WriteLog:
     """A cron action logging through `write_trainer_log` (root logger by default)."""
     return WriteLog(self, logger, loglevel)
 
-  def make_checkpoint_saver(self, checkpoint_path: Any,
-                            save_args: Mapping[str, Any] | None = None) -> SaveCheckpoint:
+  def make_checkpoint_saver(
+    self, checkpoint_path: Any, save_args: Mapping[str, Any] | None = None
+  ) -> SaveCheckpoint:
     """A cron action saving the train state in `checkpoint_path`."""
     return SaveCheckpoint(checkpoint_path, save_args)
 
-  def make_training_progress_publisher(self, writer: Any,
-                                       summary_collections: Iterable[str] = ("tensorboard",)
-                                       ) -> PublishTrainingProgress:
+  def make_training_progress_publisher(
+    self, writer: Any, summary_collections: Iterable[str] = ("tensorboard",)
+  ) -> PublishTrainingProgress:
     return PublishTrainingProgress(writer, summary_collections)
 
 
 class TrainTask(BaseTrainTask):
   """A train task around a flax module."""
 
-  def __init__(self, model: Any, example_args: Iterable[Any],
-               example_kwargs: Mapping[str, Any] | None = None,
-               required_rngs: Iterable[str] = ()):
+  def __init__(
+    self,
+    model: Any,
+    example_args: Iterable[Any],
+    example_kwargs: Mapping[str, Any] | None = None,
+    required_rngs: Iterable[str] = (),
+  ):
     """Args: the flax `model`; example inputs for `model.init`; the rng names
     `get_rng_dict` splits a key into (besides "params" at init)."""
     super().__init__()
@@ -333,21 +377,28 @@ class TrainTask(BaseTrainTask):
   def model(self) -> Any:
     return self._model
 
-  def get_rng_dict(self, rng_key: jax.Array, extra_keys: Iterable[str] = ()
-                   ) -> dict[str, jax.Array]:
+  def get_rng_dict(
+    self, rng_key: jax.Array, extra_keys: Iterable[str] = ()
+  ) -> dict[str, jax.Array]:
     """Splits `rng_key` into one key per required rng name plus `extra_keys`."""
     keys = self._required_rngs + tuple(extra_keys)
     return dict(zip(keys, jax.random.split(rng_key, len(keys))))
 
-  def _initialize_vars(self, rng_key: jax.Array, compile_init: Callable | None = None
-                       ) -> VarCollection:
+  def _initialize_vars(
+    self, rng_key: jax.Array, compile_init: Callable | None = None
+  ) -> VarCollection:
     init = self.model.init if compile_init is None else compile_init(self.model.init)
-    return init(self.get_rng_dict(rng_key, ("params",)), *self._example_args,
-                **self._example_kwargs)
+    return init(
+      self.get_rng_dict(rng_key, ("params",)), *self._example_args, **self._example_kwargs
+    )
 
-  def initialize_train_state(self, rng: jax.Array, tx: optax.GradientTransformation,
-                             checkpoint_path: Any = None,
-                             compile_init: Callable | None = None) -> TrainState:
+  def initialize_train_state(
+    self,
+    rng: jax.Array,
+    tx: optax.GradientTransformation,
+    checkpoint_path: Any = None,
+    compile_init: Callable | None = None,
+  ) -> TrainState:
     """Initialises the variables; restores the newest checkpoint in `checkpoint_path`.
 
     Args:
@@ -357,15 +408,22 @@ class TrainTask(BaseTrainTask):
         checkpoint replaces the fresh state when it exists.
       compile_init: wraps `model.init` (e.g. `jax.jit`).
     """
-    return initialize_train_state(self.model.apply, self._initialize_vars(rng, compile_init),
-                                  tx, checkpoint_path)
+    return initialize_train_state(
+      self.model.apply, self._initialize_vars(rng, compile_init), tx, checkpoint_path
+    )
 
 
-def initialize_train_state(apply_fn: Callable | None, init_model_vars: VarCollection,
-                           tx: optax.GradientTransformation,
-                           checkpoint_path: Any = None) -> TrainState:
+def initialize_train_state(
+  apply_fn: Callable | None,
+  init_model_vars: VarCollection,
+  tx: optax.GradientTransformation,
+  checkpoint_path: Any = None,
+) -> TrainState:
   """A TrainState from `model.init` output, or the newest checkpoint in `checkpoint_path`."""
   state = TrainState.create(
-      apply_fn=apply_fn, params=init_model_vars["params"], tx=tx,
-      extra_vars={k: v for k, v in init_model_vars.items() if k != "params"})
+    apply_fn=apply_fn,
+    params=init_model_vars["params"],
+    tx=tx,
+    extra_vars={k: v for k, v in init_model_vars.items() if k != "params"},
+  )
   return restore_checkpoint(checkpoint_path, state)

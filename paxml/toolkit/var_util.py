@@ -37,13 +37,11 @@ def _is_dict(node: Any) -> bool:
 
 def _dict_paths(node: Any, prefix: str, sep: str) -> Any:
   if _is_dict(node):
-    return type(node)(**{k: _dict_paths(v, prefix + sep + str(k), sep)
-                         for k, v in node.items()})
+    return type(node)(**{k: _dict_paths(v, prefix + sep + str(k), sep) for k, v in node.items()})
   return prefix
 
 
-def nested_vars_to_paths(node: Any, *, pathsep: str = "/",
-                         is_leaf: IsLeafFn | None = None) -> Any:
+def nested_vars_to_paths(node: Any, *, pathsep: str = "/", is_leaf: IsLeafFn | None = None) -> Any:
   """Returns a tree shaped like `node` whose leaves are their path strings.
 
   Args:
@@ -59,8 +57,7 @@ def nested_vars_to_paths(node: Any, *, pathsep: str = "/",
   return flax.serialization.from_state_dict(node, paths)
 
 
-def flatten_with_paths(node: Any, *, is_leaf: IsLeafFn | None = None
-                       ) -> Iterator[tuple[str, Any]]:
+def flatten_with_paths(node: Any, *, is_leaf: IsLeafFn | None = None) -> Iterator[tuple[str, Any]]:
   """Yields `(path, leaf)` for every leaf, in `jax.tree.leaves` order."""
   paths = jax.tree.leaves(nested_vars_to_paths(node, is_leaf=is_leaf))
   leaves = jax.tree.leaves(node, is_leaf=is_leaf)

@@ -17,7 +17,6 @@ class _Results(flax.struct.PyTreeNode):
 
 
 class _Sower(nn.Module):
-
   @nn.compact
   def __call__(self, x):
     self.sow("tensorboard", "mean", x.mean())
@@ -25,18 +24,17 @@ class _Sower(nn.Module):
 
 
 class _Net(nn.Module):
-
   @nn.compact
   def __call__(self, x):
     return _Sower()(_Sower()(x))
 
 
 class PathTest(absltest.TestCase):
-
   def test_paths(self):
     tree = {"params": {"Dense_0": {"kernel": jnp.zeros((2, 3)), "bias": jnp.zeros(3)}}}
-    self.assertEqual(var_util.nested_vars_to_paths(tree)["params"]["Dense_0"]["kernel"],
-                     "/params/Dense_0/kernel")
+    self.assertEqual(
+      var_util.nested_vars_to_paths(tree)["params"]["Dense_0"]["kernel"], "/params/Dense_0/kernel"
+    )
     mask = {p: p.endswith("kernel") for p, _ in var_util.flatten_with_paths(tree)}
     self.assertEqual(mask, {"/params/Dense_0/bias": False, "/params/Dense_0/kernel": True})
 
@@ -47,7 +45,6 @@ class PathTest(absltest.TestCase):
 
 
 class JsonTest(absltest.TestCase):
-
   def test_reads_bobbins_format_and_round_trips(self):
     # As bobbin writes it: arrays tagged, 0-d values as plain numbers.
     text = '{"total": {"__array__": true, "dtype": "int32", "data": [1, 2]}, "count": 3.0}'
@@ -64,12 +61,13 @@ class JsonTest(absltest.TestCase):
 
 
 class SizeTest(absltest.TestCase):
-
   def test_total_dimensionality_and_summary(self):
     tree = {"a": jnp.zeros((2, 3)), "b": {"c": np.zeros(3, np.int32)}, "n": None}
     self.assertEqual(var_util.total_dimensionality(tree), 9)
-    self.assertEqual(var_util.summarize_shape(tree),
-                     "a: (2, 3) dtype=float32\nb:\n  c: (3,) dtype=int32\nn: None\n")
+    self.assertEqual(
+      var_util.summarize_shape(tree),
+      "a: (2, 3) dtype=float32\nb:\n  c: (3,) dtype=int32\nn: None\n",
+    )
 
   def test_split_and_flatten(self):
     x = {"a": jnp.arange(6)}

@@ -34,12 +34,12 @@ from praxis import pytypes
 
 # The LM batch: name -> dtype; every field is [B, T].
 LM_BATCH_DTYPES = {
-    "ids": jnp.int32,
-    "labels": jnp.int32,
-    "paddings": jnp.float32,
-    "weights": jnp.float32,
-    "segment_ids": jnp.int32,
-    "segment_pos": jnp.int32,
+  "ids": jnp.int32,
+  "labels": jnp.int32,
+  "paddings": jnp.float32,
+  "weights": jnp.float32,
+  "segment_ids": jnp.int32,
+  "segment_pos": jnp.int32,
 }
 
 
@@ -53,13 +53,15 @@ def batch_spec(experiment: base_experiment.BaseExperiment) -> pytypes.NestedMap:
   missing = [f for f in ("batch_size", "seq_len") if getattr(config, f, None) is None]
   if missing:
     raise ValueError(
-        f"{type(experiment).__name__}: the training dataset config "
-        f"({getattr(config.__fn_or_cls__, '__name__', config)}) does not set {missing}; the "
-        "abstract build reads the batch shape from these fields")
+      f"{type(experiment).__name__}: the training dataset config "
+      f"({getattr(config.__fn_or_cls__, '__name__', config)}) does not set {missing}; the "
+      "abstract build reads the batch shape from these fields"
+    )
   rows = config.batch_size * (getattr(config, "num_infeed_hosts", None) or 1)
   shape = (rows, config.seq_len)
   return pytypes.NestedMap(
-      {k: jax.ShapeDtypeStruct(shape, dtype) for k, dtype in LM_BATCH_DTYPES.items()})
+    {k: jax.ShapeDtypeStruct(shape, dtype) for k, dtype in LM_BATCH_DTYPES.items()}
+  )
 
 
 def mesh_shape(task: tasks_lib.TaskConfig, num_devices: int | None = None) -> dict[str, int]:
@@ -109,8 +111,9 @@ class Built:
       specs = nn.get_partition_spec(tree)
       total = 0.0
       for value, spec in zip(
-          jax.tree.leaves(nn.unbox(tree)),
-          jax.tree.leaves(specs, is_leaf=lambda x: isinstance(x, jax.sharding.PartitionSpec))):
+        jax.tree.leaves(nn.unbox(tree)),
+        jax.tree.leaves(specs, is_leaf=lambda x: isinstance(x, jax.sharding.PartitionSpec)),
+      ):
         ways = 1
         for axes in nn.logical_to_mesh_axes(tuple(spec), rules):
           for axis in (axes,) if isinstance(axes, str) else (axes or ()):
@@ -118,21 +121,28 @@ class Built:
         total += np.prod(value.shape) * jnp.dtype(value.dtype).itemsize / ways
       return total
 
-    return {"params": per_device(self.boxed_state.params),
-            "opt_state": per_device(self.boxed_state.opt_state)}
+    return {
+      "params": per_device(self.boxed_state.params),
+      "opt_state": per_device(self.boxed_state.opt_state),
+    }
 
   def flops_per_step(self) -> float:
     """Model FLOPs of one train step, progress.py's 6 N + 12 L H Q T per token (remat not
     counted). A learned position table (a lookup) is excluded from N."""
     matmul_params = sum(
-        int(np.prod(v.shape)) for path, v in jax.tree_util.tree_flatten_with_path(
-            nn.unbox(self.boxed_state.params))[0]
-        if "position_emb" not in jax.tree_util.keystr(path))
+      int(np.prod(v.shape))
+      for path, v in jax.tree_util.tree_flatten_with_path(nn.unbox(self.boxed_state.params))[0]
+      if "position_emb" not in jax.tree_util.keystr(path)
+    )
     dims = tasks_lib.transformer_dims(self.task.model)
     if dims is None and hasattr(self.experiment, "NUM_LAYERS"):
       from paxml.tasks.lm import model_params  # pylint: disable=g-import-not-at-top
-      dims = (self.experiment.NUM_LAYERS, model_params.num_heads(self.experiment),
-              model_params.dims_per_head(self.experiment))
+
+      dims = (
+        self.experiment.NUM_LAYERS,
+        model_params.num_heads(self.experiment),
+        model_params.dims_per_head(self.experiment),
+      )
     seq_len = self.batch.ids.shape[1]
     return progress.flops_per_token(matmul_params, dims, seq_len) * self.tokens_per_step
 
@@ -149,7 +159,14 @@ def build(experiment: base_experiment.BaseExperiment, seed: int = 0) -> Built:
   batch = batch_spec(experiment)
   optimizer, learning_rate_fn = train_states.make_optimizer(task)
   boxed = jax.eval_shape(
-      functools.partial(train_states.init_state, task.model, optimizer, batch_spec=batch),
-      jax.random.PRNGKey(seed))
-  return Built(experiment=experiment, task=task, batch=batch, boxed_state=boxed,
-               optimizer=optimizer, learning_rate_fn=learning_rate_fn)
+    functools.partial(train_states.init_state, task.model, optimizer, batch_spec=batch),
+    jax.random.PRNGKey(seed),
+  )
+  return Built(
+    experiment=experiment,
+    task=task,
+    batch=batch,
+    boxed_state=boxed,
+    optimizer=optimizer,
+    learning_rate_fn=learning_rate_fn,
+  )

@@ -16,6 +16,7 @@ from absl import flags
 
 from paxml import experiment_registry
 from paxml import job_files
+
 # Registers the built-in experiments, so short names (lm_cloud.LmCloudSpmd2B) resolve.
 from paxml.tasks.lm.params import c4  # pylint: disable=unused-import
 from paxml.tasks.lm.params import demo  # pylint: disable=unused-import
@@ -30,13 +31,15 @@ def hparams_text(exp: str) -> str:
   experiment = experiment_registry.get_experiment(exp)()
   if hasattr(experiment, "DATA_DIR") and not experiment.DATA_DIR:
     experiment.DATA_DIR = "<DATA_DIR>"  # Only printed: the files are not read.
-  return "\n".join([
+  return "\n".join(
+    [
       f"# {experiment_registry.canonical_name(type(experiment))}",
       "# experiment_cls_vars",
       job_files.experiment_cls_vars_text(experiment),
       "# model_params",
       job_files.model_params_text(experiment.datasets(), experiment.task()),
-  ])
+    ]
+  )
 
 
 def main(argv: Sequence[str]) -> int:

@@ -19,6 +19,7 @@ from absl import flags
 
 from paxml import experiment_registry
 from paxml.tools import abstract_build
+
 # Registers the built-in experiments, so short names (lm_cloud.LmCloudSpmd2B) resolve.
 from paxml.tasks.lm.params import c4  # pylint: disable=unused-import
 from paxml.tasks.lm.params import demo  # pylint: disable=unused-import
@@ -26,9 +27,11 @@ from paxml.tasks.lm.params import lm_cloud  # pylint: disable=unused-import
 
 _EXP = flags.DEFINE_string("exp", None, "Registered experiment name (or a dotted suffix).")
 _NUM_DEVICES = flags.DEFINE_integer(
-    "num_devices", None,
-    "Devices to assume for an experiment without ICI_MESH_SHAPE (all on `data`); default: "
-    "the devices this process sees.")
+  "num_devices",
+  None,
+  "Devices to assume for an experiment without ICI_MESH_SHAPE (all on `data`); default: "
+  "the devices this process sees.",
+)
 
 
 def analyse(exp: str, num_devices: int | None = None) -> dict[str, float]:
@@ -43,19 +46,20 @@ def analyse(exp: str, num_devices: int | None = None) -> dict[str, float]:
     # The dataset config sized the batch for this process's devices; report the declared mesh's.
     tokens = round(percore * mesh_devices) * built.batch.ids.shape[1]
   return {
-      "parameters": built.num_params,
-      "tokens_per_step": tokens,
-      "flops_per_step": built.flops_per_step() / built.tokens_per_step * tokens,
-      "mesh_devices": mesh_devices,
-      "param_bytes_per_device": memory["params"],
-      "opt_state_bytes_per_device": memory["opt_state"],
+    "parameters": built.num_params,
+    "tokens_per_step": tokens,
+    "flops_per_step": built.flops_per_step() / built.tokens_per_step * tokens,
+    "mesh_devices": mesh_devices,
+    "param_bytes_per_device": memory["params"],
+    "opt_state_bytes_per_device": memory["opt_state"],
   }
 
 
 def format_report(exp: str, numbers: dict[str, float]) -> str:
   gib = 2.0**30
   state = numbers["param_bytes_per_device"] + numbers["opt_state_bytes_per_device"]
-  return "\n".join([
+  return "\n".join(
+    [
       f"experiment          {exp}",
       f"parameters          {numbers['parameters']:,} ({numbers['parameters'] / 1e9:.3f} B)",
       f"tokens per step     {numbers['tokens_per_step']:,}",
@@ -65,7 +69,8 @@ def format_report(exp: str, numbers: dict[str, float]) -> str:
       f"memory per device   weights {numbers['param_bytes_per_device'] / gib:.3f} GiB + "
       f"optimizer state {numbers['opt_state_bytes_per_device'] / gib:.3f} GiB = "
       f"{state / gib:.3f} GiB (activations and gradients not included)",
-  ])
+    ]
+  )
 
 
 def main(argv: Sequence[str]) -> int:

@@ -29,14 +29,18 @@ import jax
 from paxml import experiment_registry
 from paxml import trainer
 from paxml.tools import abstract_build
+
 # Registers the built-in experiments, so short names (lm_cloud.LmCloudSpmd2B) resolve.
 from paxml.tasks.lm.params import c4  # pylint: disable=unused-import
 from paxml.tasks.lm.params import demo  # pylint: disable=unused-import
 from paxml.tasks.lm.params import lm_cloud  # pylint: disable=unused-import
 
 _EXP = flags.DEFINE_string("exp", None, "Registered experiment name (or a dotted suffix).")
-_SKIP_STEP = flags.DEFINE_bool("skip_step", False, "Skip tracing the train step (slow for "
-                               "unrolled models with hundreds of billions of parameters).")
+_SKIP_STEP = flags.DEFINE_bool(
+  "skip_step",
+  False,
+  "Skip tracing the train step (slow for unrolled models with hundreds of billions of parameters).",
+)
 
 
 def _check_sharding(built: abstract_build.Built) -> str:
@@ -44,33 +48,38 @@ def _check_sharding(built: abstract_build.Built) -> str:
   specs = nn.get_partition_spec(built.boxed_state.params)
   flat, _ = jax.tree_util.tree_flatten_with_path(nn.unbox(built.boxed_state.params))
   problems = []
-  for (path, value), spec in zip(flat, jax.tree.leaves(
-      specs, is_leaf=lambda x: isinstance(x, jax.sharding.PartitionSpec))):
+  for (path, value), spec in zip(
+    flat, jax.tree.leaves(specs, is_leaf=lambda x: isinstance(x, jax.sharding.PartitionSpec))
+  ):
     for dim, axes in zip(value.shape, nn.logical_to_mesh_axes(tuple(spec), built.rules())):
       names = (axes,) if isinstance(axes, str) else tuple(axes or ())
       ways = 1
       for name in names:
         ways *= mesh[name]
       if dim % ways:
-        problems.append(f"{jax.tree_util.keystr(path)} {value.shape}: dim {dim} over {names} "
-                        f"({ways} ways)")
+        problems.append(
+          f"{jax.tree_util.keystr(path)} {value.shape}: dim {dim} over {names} ({ways} ways)"
+        )
   if problems:
-    raise ValueError("weights that do not divide over mesh " + str(mesh) + ":\n    " +
-                     "\n    ".join(problems))
+    raise ValueError(
+      "weights that do not divide over mesh " + str(mesh) + ":\n    " + "\n    ".join(problems)
+    )
   return f"mesh {mesh}"
 
 
 def _check_step(built: abstract_build.Built) -> str:
   step = functools.partial(
-      trainer.train_step, model=built.task.model, optimizer=built.optimizer,
-      num_microbatches=built.task.num_microbatches)
+    trainer.train_step,
+    model=built.task.model,
+    optimizer=built.optimizer,
+    num_microbatches=built.task.num_microbatches,
+  )
   state = nn.unbox(built.boxed_state)
   _, metrics = jax.eval_shape(step, state, built.batch, jax.random.PRNGKey(0))
   return f"metrics {sorted(metrics)[:4]}..."
 
 
-def validate(exp: str, skip_step: bool = False,
-             report: Callable[[str], None] = print) -> bool:
+def validate(exp: str, skip_step: bool = False, report: Callable[[str], None] = print) -> bool:
   """Runs the checks on `exp`, reporting each line; True when all passed."""
   state: dict[str, Any] = {}
 
@@ -93,12 +102,12 @@ def validate(exp: str, skip_step: bool = False,
     return f"{state['built'].num_params:,} parameters"
 
   steps = [
-      ("registry", resolve),
-      ("validate", lambda: state["exp"].validate()),
-      ("task", lambda: type(state["exp"].task().model).__name__),
-      ("datasets", lambda: str(abstract_build.batch_spec(state["exp"]).ids.shape)),
-      ("abstract state", build),
-      ("sharding", lambda: _check_sharding(state["built"])),
+    ("registry", resolve),
+    ("validate", lambda: state["exp"].validate()),
+    ("task", lambda: type(state["exp"].task().model).__name__),
+    ("datasets", lambda: str(abstract_build.batch_spec(state["exp"]).ids.shape)),
+    ("abstract state", build),
+    ("sharding", lambda: _check_sharding(state["built"])),
   ]
   if not skip_step:
     steps.append(("train step", lambda: _check_step(state["built"])))

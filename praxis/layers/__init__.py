@@ -51,9 +51,20 @@ Where to find a layer:
 import importlib as _importlib
 
 # Searched in this order for a name asked of the package (Pax's `praxis.layers` exports).
-_MODULES = ("activations", "linears", "normalizations", "stochastics", "embedding_softmax",
-            "attentions", "transformers", "transformer_models", "models", "repeats",
-            "checkpoint_policy", "convolutions")
+_MODULES = (
+  "activations",
+  "linears",
+  "normalizations",
+  "stochastics",
+  "embedding_softmax",
+  "attentions",
+  "transformers",
+  "transformer_models",
+  "models",
+  "repeats",
+  "checkpoint_policy",
+  "convolutions",
+)
 
 
 def __getattr__(name):
@@ -68,5 +79,6 @@ def __getattr__(name):
       value = getattr(module, name)
       globals()[name] = value
       return value
-  raise AttributeError(f"praxis.layers has no attribute {name!r}; the layer modules are "
-                       f"{', '.join(_MODULES)}.")
+  raise AttributeError(
+    f"praxis.layers has no attribute {name!r}; the layer modules are {', '.join(_MODULES)}."
+  )

@@ -32,8 +32,7 @@ class BaseActivation(base_layer.BaseLayer):
     found = [sub for sub in cls.__subclasses__() if sub.__name__.lower() == wanted]
     if len(found) != 1:
       names = sorted(sub.__name__ for sub in cls.__subclasses__())
-      raise KeyError(f"{len(found)} activation layers named {name!r}; the activations are "
-                     f"{names}.")
+      raise KeyError(f"{len(found)} activation layers named {name!r}; the activations are {names}.")
     return found[0]
 
 
@@ -150,19 +149,19 @@ class Softplus(BaseActivation):
 # Lower-case names for `activation_config`. Configs should hold the class itself; this table
 # exists only for places where a string is all there is (flags, legacy configs).
 _BY_NAME: dict[str, type[BaseActivation]] = {
-    "identity": Identity,
-    "none": Identity,
-    "relu": ReLU,
-    "relu6": ReLU6,
-    "squared_relu": SquaredReLU,
-    "leaky_relu": LeakyReLU,
-    "elu": ELU,
-    "gelu": GELU,
-    "silu": SiLU,
-    "swish": Swish,
-    "sigmoid": Sigmoid,
-    "tanh": Tanh,
-    "softplus": Softplus,
+  "identity": Identity,
+  "none": Identity,
+  "relu": ReLU,
+  "relu6": ReLU6,
+  "squared_relu": SquaredReLU,
+  "leaky_relu": LeakyReLU,
+  "elu": ELU,
+  "gelu": GELU,
+  "silu": SiLU,
+  "swish": Swish,
+  "sigmoid": Sigmoid,
+  "tanh": Tanh,
+  "softplus": Softplus,
 }
 
 
@@ -196,6 +195,8 @@ def activation_config(name: str, **kwargs) -> base_hyperparams.Config:
   """
   cls = _BY_NAME.get(name.lower())
   if cls is None:
-    raise ValueError(f"Unknown activation {name!r}; known names are {sorted(_BY_NAME)}. "
-                     "Better: pass the class, e.g. activations.GELU.HParams().")
+    raise ValueError(
+      f"Unknown activation {name!r}; known names are {sorted(_BY_NAME)}. "
+      "Better: pass the class, e.g. activations.GELU.HParams()."
+    )
   return cls.HParams.config(**kwargs)

@@ -36,33 +36,51 @@ def _gelu_tanh_grad(x):
 
 # name -> (config, f(x), f'(x)), all written independently of jax.nn.
 _CASES = {
-    "identity": (activations.Identity.HParams(), lambda x: x, np.ones_like),
-    "relu": (activations.ReLU.HParams(), lambda x: np.maximum(x, 0), lambda x: (x > 0) * 1.0),
-    "relu6": (activations.ReLU6.HParams(), lambda x: np.clip(x, 0, 6),
-              lambda x: ((x > 0) & (x < 6)) * 1.0),
-    "squared_relu": (activations.SquaredReLU.HParams(), lambda x: np.maximum(x, 0)**2,
-                     lambda x: 2 * np.maximum(x, 0)),
-    "leaky_relu": (activations.LeakyReLU.HParams(negative_slope=0.2),
-                   lambda x: np.where(x >= 0, x, 0.2 * x), lambda x: np.where(x >= 0, 1.0, 0.2)),
-    "elu": (activations.ELU.HParams(alpha=1.5), lambda x: np.where(x > 0, x, 1.5 * np.expm1(x)),
-            lambda x: np.where(x > 0, 1.0, 1.5 * np.exp(x))),
-    "gelu_exact": (activations.GELU.HParams(approximate=False),
-                   lambda x: 0.5 * x * (1 + _erf(x / np.sqrt(2))),
-                   lambda x: 0.5 * (1 + _erf(x / np.sqrt(2))) + x * _phi(x)),
-    "gelu_tanh": (activations.GELU.HParams(approximate=True), _gelu_tanh, _gelu_tanh_grad),
-    "silu": (activations.SiLU.HParams(), lambda x: x * _sigmoid(x),
-             lambda x: _sigmoid(x) * (1 + x * (1 - _sigmoid(x)))),
-    "swish_beta2": (activations.Swish.HParams(beta=2.0), lambda x: x * _sigmoid(2 * x),
-                    lambda x: _sigmoid(2 * x) * (1 + 2 * x * (1 - _sigmoid(2 * x)))),
-    "sigmoid": (activations.Sigmoid.HParams(), _sigmoid,
-                lambda x: _sigmoid(x) * (1 - _sigmoid(x))),
-    "tanh": (activations.Tanh.HParams(), np.tanh, lambda x: 1 - np.tanh(x)**2),
-    "softplus": (activations.Softplus.HParams(), lambda x: np.log1p(np.exp(x)), _sigmoid),
+  "identity": (activations.Identity.HParams(), lambda x: x, np.ones_like),
+  "relu": (activations.ReLU.HParams(), lambda x: np.maximum(x, 0), lambda x: (x > 0) * 1.0),
+  "relu6": (
+    activations.ReLU6.HParams(),
+    lambda x: np.clip(x, 0, 6),
+    lambda x: ((x > 0) & (x < 6)) * 1.0,
+  ),
+  "squared_relu": (
+    activations.SquaredReLU.HParams(),
+    lambda x: np.maximum(x, 0) ** 2,
+    lambda x: 2 * np.maximum(x, 0),
+  ),
+  "leaky_relu": (
+    activations.LeakyReLU.HParams(negative_slope=0.2),
+    lambda x: np.where(x >= 0, x, 0.2 * x),
+    lambda x: np.where(x >= 0, 1.0, 0.2),
+  ),
+  "elu": (
+    activations.ELU.HParams(alpha=1.5),
+    lambda x: np.where(x > 0, x, 1.5 * np.expm1(x)),
+    lambda x: np.where(x > 0, 1.0, 1.5 * np.exp(x)),
+  ),
+  "gelu_exact": (
+    activations.GELU.HParams(approximate=False),
+    lambda x: 0.5 * x * (1 + _erf(x / np.sqrt(2))),
+    lambda x: 0.5 * (1 + _erf(x / np.sqrt(2))) + x * _phi(x),
+  ),
+  "gelu_tanh": (activations.GELU.HParams(approximate=True), _gelu_tanh, _gelu_tanh_grad),
+  "silu": (
+    activations.SiLU.HParams(),
+    lambda x: x * _sigmoid(x),
+    lambda x: _sigmoid(x) * (1 + x * (1 - _sigmoid(x))),
+  ),
+  "swish_beta2": (
+    activations.Swish.HParams(beta=2.0),
+    lambda x: x * _sigmoid(2 * x),
+    lambda x: _sigmoid(2 * x) * (1 + 2 * x * (1 - _sigmoid(2 * x))),
+  ),
+  "sigmoid": (activations.Sigmoid.HParams(), _sigmoid, lambda x: _sigmoid(x) * (1 - _sigmoid(x))),
+  "tanh": (activations.Tanh.HParams(), np.tanh, lambda x: 1 - np.tanh(x) ** 2),
+  "softplus": (activations.Softplus.HParams(), lambda x: np.log1p(np.exp(x)), _sigmoid),
 }
 
 
 class ActivationsTest(parameterized.TestCase):
-
   @parameterized.named_parameters(*[(name, name) for name in _CASES])
   def test_forward_and_gradient_match_numpy(self, name):
     cfg, f, df = _CASES[name]
@@ -100,18 +118,25 @@ class ActivationsTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, r"'gleu'.*'gelu'.*'relu'"):
       activations.activation_config("gleu")
     # Pax's lookup.
-    self.assertIs(activations.BaseActivation.get_subclass_by_name("Squared_ReLU"),
-                  activations.SquaredReLU)
+    self.assertIs(
+      activations.BaseActivation.get_subclass_by_name("Squared_ReLU"), activations.SquaredReLU
+    )
     with self.assertRaisesRegex(KeyError, "0 activation layers named 'gleu'"):
       activations.BaseActivation.get_subclass_by_name("gleu")
 
   def test_pax_extra_activations(self):
     x = np.linspace(-2, 2, 9).astype(np.float32)
-    for cls, expected in ((activations.CubedReLU, np.maximum(x, 0)**3),
-                          (activations.SineReLU, np.sin(np.maximum(x, 0))),
-                          (activations.Exp, np.exp(x))):
-      np.testing.assert_allclose(cls.HParams().Instantiate().apply({}, jnp.asarray(x)), expected,
-                                 rtol=1e-6, err_msg=cls.__name__)
+    for cls, expected in (
+      (activations.CubedReLU, np.maximum(x, 0) ** 3),
+      (activations.SineReLU, np.sin(np.maximum(x, 0))),
+      (activations.Exp, np.exp(x)),
+    ):
+      np.testing.assert_allclose(
+        cls.HParams().Instantiate().apply({}, jnp.asarray(x)),
+        expected,
+        rtol=1e-6,
+        err_msg=cls.__name__,
+      )
 
 
 if __name__ == "__main__":

@@ -29,8 +29,13 @@ def large_negative_number(dtype) -> jax.Array:
   return jnp.asarray(-0.7 * jnp.finfo(dtype).max, dtype)
 
 
-def limited_context_mask(left_context: int | None, right_context: int | None, time_size: int,
-                         dtype=jnp.float32, column_time_size: int | None = None) -> jax.Array:
+def limited_context_mask(
+  left_context: int | None,
+  right_context: int | None,
+  time_size: int,
+  dtype=jnp.float32,
+  column_time_size: int | None = None,
+) -> jax.Array:
   """[T, S] mask of a sliding window: row t sees columns (t - left_context, t + right_context].
 
   left_context counts the current position (1 = only itself on the left); None means unlimited
@@ -55,16 +60,19 @@ def causal_mask(input_t: jax.Array, dtype=None) -> jax.Array:
   """
   if dtype is None:
     if not jnp.issubdtype(input_t.dtype, jnp.floating):
-      raise ValueError(f"causal_mask takes its dtype from a floating input [B, T, D], got "
-                       f"{input_t.dtype}; pass dtype= for integer inputs.")
+      raise ValueError(
+        f"causal_mask takes its dtype from a floating input [B, T, D], got "
+        f"{input_t.dtype}; pass dtype= for integer inputs."
+      )
     dtype = input_t.dtype
   t = input_t.shape[1]
   future = jnp.arange(t)[None, :] > jnp.arange(t)[:, None]  # [T, T]: key after query
   return (future.astype(dtype) * large_negative_number(dtype))[None, None]
 
 
-def segment_mask(segment_ids: jax.Array, source_segment_ids: jax.Array | None = None,
-                 dtype=jnp.float32) -> jax.Array:
+def segment_mask(
+  segment_ids: jax.Array, source_segment_ids: jax.Array | None = None, dtype=jnp.float32
+) -> jax.Array:
   """[B, 1, T, S] mask letting a query attend only to keys of its own segment.
 
   Args:
@@ -96,16 +104,21 @@ def merge_masks(a: jax.Array, b: jax.Array) -> jax.Array:
     elif b.shape[2] == 1:
       b = _hide_padded_queries(b)
     else:
-      raise ValueError(f"merge_masks: query dims {a.shape[2]} and {b.shape[2]} differ and "
-                       f"neither is 1 (shapes {a.shape}, {b.shape}).")
+      raise ValueError(
+        f"merge_masks: query dims {a.shape[2]} and {b.shape[2]} differ and "
+        f"neither is 1 (shapes {a.shape}, {b.shape})."
+      )
   if a.shape[1:] != b.shape[1:]:
-    raise ValueError(f"merge_masks needs masks [1|B, 1, 1|T, S] that agree after the batch dim, "
-                     f"got {a.shape} and {b.shape}.")
+    raise ValueError(
+      f"merge_masks needs masks [1|B, 1, 1|T, S] that agree after the batch dim, "
+      f"got {a.shape} and {b.shape}."
+    )
   return jnp.minimum(a, b)
 
 
-def causal_segment_mask(segment_ids: jax.Array, dtype=jnp.float32,
-                        causal_attention_mask: jax.Array | None = None) -> jax.Array:
+def causal_segment_mask(
+  segment_ids: jax.Array, dtype=jnp.float32, causal_attention_mask: jax.Array | None = None
+) -> jax.Array:
   """[B, 1, T, T] mask: same segment and not in the future.
 
   Args:
@@ -126,8 +139,9 @@ def convert_paddings_to_mask(paddings: jax.Array, dtype=jnp.float32) -> jax.Arra
   return paddings[:, None, None, :].astype(dtype) * large_negative_number(dtype)
 
 
-def extend_step_causal_mask(time_step: jax.Array, cache_length: int,
-                            dtype=jnp.float32) -> jax.Array:
+def extend_step_causal_mask(
+  time_step: jax.Array, cache_length: int, dtype=jnp.float32
+) -> jax.Array:
   """[1, 1, S] mask for one decoding step: cache positions <= time_step are visible."""
   future = jnp.arange(cache_length) > time_step  # [S]
   return (future.astype(dtype) * large_negative_number(dtype))[None, None]
@@ -171,8 +185,9 @@ def convert_to_block(x: jax.Array, block_size: int, padding_val: float = 0.0) ->
   return x.reshape((b, num_blocks, block_size) + x.shape[2:])
 
 
-def extract_block_context(x: jax.Array, block_size: int, left_context: int, right_context: int,
-                          padding_val: float = 0.0) -> jax.Array:
+def extract_block_context(
+  x: jax.Array, block_size: int, left_context: int, right_context: int, padding_val: float = 0.0
+) -> jax.Array:
   """[B, T, ...] -> [B, U, C, ...], C = block_size + (left_context - 1) + right_context.
 
   Block i's context is x[i*W - (L-1) : (i+1)*W + R], padded with `padding_val` past the ends.
@@ -180,25 +195,28 @@ def extract_block_context(x: jax.Array, block_size: int, left_context: int, righ
   if block_size < 1:
     raise ValueError(f"block_size must be at least 1, got {block_size}.")
   if not 1 <= left_context <= block_size + 1:
-    raise ValueError(f"left_context must be in [1, block_size + 1 = {block_size + 1}], got "
-                     f"{left_context}.")
+    raise ValueError(
+      f"left_context must be in [1, block_size + 1 = {block_size + 1}], got {left_context}."
+    )
   if not 0 <= right_context <= block_size:
-    raise ValueError(f"right_context must be in [0, block_size = {block_size}], got "
-                     f"{right_context}.")
+    raise ValueError(
+      f"right_context must be in [0, block_size = {block_size}], got {right_context}."
+    )
   blocks = convert_to_block(x, block_size, padding_val)  # [B, U, W, ...]
   filler = jnp.full_like(blocks[:, :1], padding_val)  # [B, 1, W, ...]
   parts = [blocks]
   if left_context > 1:
     previous = jnp.concatenate([filler, blocks[:, :-1]], axis=1)  # block i-1 at i
-    parts.insert(0, previous[:, :, block_size - (left_context - 1):])
+    parts.insert(0, previous[:, :, block_size - (left_context - 1) :])
   if right_context > 0:
     following = jnp.concatenate([blocks[:, 1:], filler], axis=1)  # block i+1 at i
     parts.append(following[:, :, :right_context])
   return jnp.concatenate(parts, axis=2)
 
 
-def _make_local_mask(seq_len: int, block_size: int, left_context: int,
-                     right_context: int) -> jax.Array:
+def _make_local_mask(
+  seq_len: int, block_size: int, left_context: int, right_context: int
+) -> jax.Array:
   """[U, W, C] bool: query j of block u may attend to key c of its context.
 
   True where both positions are inside the sequence and the key lies in
@@ -209,8 +227,9 @@ def _make_local_mask(seq_len: int, block_size: int, left_context: int,
   num_blocks = -(-seq_len // block_size)
   context = block_size + (left_context - 1) + right_context
   query_pos = jnp.arange(num_blocks * block_size).reshape(num_blocks, block_size)  # [U, W]
-  key_pos = (jnp.arange(num_blocks)[:, None] * block_size
-             + jnp.arange(context)[None, :] - (left_context - 1))  # [U, C]
+  key_pos = (
+    jnp.arange(num_blocks)[:, None] * block_size + jnp.arange(context)[None, :] - (left_context - 1)
+  )  # [U, C]
   delta = query_pos[:, :, None] - key_pos[:, None, :]  # [U, W, C]
   in_window = (delta < left_context) & (delta >= -right_context)
   valid_query = (query_pos < seq_len)[:, :, None]

@@ -38,12 +38,21 @@ LayerTpl = pax_fiddle.Config
 _R_SOFTPLUS_0 = 1.0 / math.log(2.0)
 
 
-def weight_hparams(layer: base_layer.BaseLayer, shape: Sequence[int], logical_axes, *,
-                   init=None, wt=None, dtype=None, fan_in_axes=None,
-                   fan_out_axes=None) -> WeightHParams:
+def weight_hparams(
+  layer: base_layer.BaseLayer,
+  shape: Sequence[int],
+  logical_axes,
+  *,
+  init=None,
+  wt=None,
+  dtype=None,
+  fan_in_axes=None,
+  fan_out_axes=None,
+) -> WeightHParams:
   """WeightHParams with Pax's mesh split `wt` and our logical axis names (for the rules table)."""
-  kwargs = dict(shape=list(shape), init=init, mesh_shape=layer.mesh_shape,
-                tensor_split_dims_mapping=wt)
+  kwargs = dict(
+    shape=list(shape), init=init, mesh_shape=layer.mesh_shape, tensor_split_dims_mapping=wt
+  )
   if dtype is not None:
     kwargs["dtype"] = dtype
   if fan_in_axes is not None:
@@ -71,8 +80,9 @@ class PerDimScale(base_layer.BaseLayer):
   dim: int = 0
 
   def setup(self) -> None:
-    self.create_variable("per_dim_scale", weight_hparams(
-        self, [self.dim], ("kv",), init=WeightInit.Constant(0.0)))
+    self.create_variable(
+      "per_dim_scale", weight_hparams(self, [self.dim], ("kv",), init=WeightInit.Constant(0.0))
+    )
 
   def __call__(self, inputs: jax.Array) -> jax.Array:
     if inputs.shape[-1] != self.dim:
@@ -109,9 +119,13 @@ class RelativeBias(base_layer.BaseLayer):
     if self.use_xavier_init:
       init = WeightInit.Xavier()
     else:
-      init = WeightInit.Gaussian((self.num_heads * self.relative_attention_num_buckets)**-0.5)
-    self.create_variable("wrb", weight_hparams(
-        self, [self.num_heads, self.relative_attention_num_buckets], ("heads", None), init=init))
+      init = WeightInit.Gaussian((self.num_heads * self.relative_attention_num_buckets) ** -0.5)
+    self.create_variable(
+      "wrb",
+      weight_hparams(
+        self, [self.num_heads, self.relative_attention_num_buckets], ("heads", None), init=init
+      ),
+    )
 
   def _relative_position_bucket(self, relative_position: jax.Array) -> jax.Array:
     """int32 buckets in [0, num_buckets) of relative positions (key - query)."""
@@ -126,14 +140,14 @@ class RelativeBias(base_layer.BaseLayer):
       distance = jnp.maximum(distance, 0)
     max_exact = num_buckets // 2
     max_distance = jnp.asarray(self.relative_attention_max_distance, self.dtype)
-    log_ratio = (jnp.log(distance.astype(self.dtype) / max_exact)
-                 / jnp.log(max_distance / max_exact))
+    log_ratio = jnp.log(distance.astype(self.dtype) / max_exact) / jnp.log(max_distance / max_exact)
     far = max_exact + (log_ratio * (num_buckets - max_exact)).astype(jnp.int32)
     far = jnp.minimum(far, num_buckets - 1)
     return bucket + jnp.where(distance < max_exact, distance, far)
 
-  def __call__(self, query_segment_pos: jax.Array,
-               key_segment_pos: jax.Array | None = None) -> jax.Array:
+  def __call__(
+    self, query_segment_pos: jax.Array, key_segment_pos: jax.Array | None = None
+  ) -> jax.Array:
     """query_segment_pos [B, T], key_segment_pos [B, S] -> bias [B|1, N, T, S]."""
     if query_segment_pos is None:
       raise ValueError("RelativeBias needs query_segment_pos [B, T].")
@@ -146,8 +160,9 @@ class RelativeBias(base_layer.BaseLayer):
     else:
       relative = key_segment_pos[:, None, :] - query_segment_pos[:, :, None]  # [B, T, S]
     buckets = self._relative_position_bucket(relative)
-    one_hot = jax.nn.one_hot(buckets, self.relative_attention_num_buckets,
-                             dtype=self.fprop_dtype)  # [B, T, S, X]
+    one_hot = jax.nn.one_hot(
+      buckets, self.relative_attention_num_buckets, dtype=self.fprop_dtype
+    )  # [B, T, S, X]
     return jnp.einsum("NX,BTSX->BNTS", self.theta.wrb, one_hot)
 
   def extend_step(self, seq_length: int, time_step=None) -> jax.Array:
@@ -203,7 +218,7 @@ class AttentionProjection(base_layer.BaseLayer):
         raise ValueError("AttentionProjection: attention_combine_dims needs use_bias=False.")
       nh = [self.num_heads * self.dim_per_head]
       wt = self._combined_wt(wt)
-    nh_axes = ("heads", "kv")[:len(nh)] if len(nh) == 2 else ("heads",)
+    nh_axes = ("heads", "kv")[: len(nh)] if len(nh) == 2 else ("heads",)
     if self.is_output_projection and self.use_nhd_shape:
       shape, axes = nh + [self.input_dim], nh_axes + ("embed",)
       fan_in, fan_out = [-1], ([-2] if self.attention_combine_dims else [-2, -3])
@@ -211,21 +226,39 @@ class AttentionProjection(base_layer.BaseLayer):
       shape, axes = [self.input_dim] + nh, ("embed",) + nh_axes
       fan_in, fan_out = ([-2], [-1]) if self.attention_combine_dims else ([-3], [-1, -2])
     explicit = self.explicit_fan_in_fan_out_axes
-    self.create_variable("w", weight_hparams(
-        self, shape, axes, wt=wt, fan_in_axes=fan_in if explicit else None,
-        fan_out_axes=fan_out if explicit else None))
+    self.create_variable(
+      "w",
+      weight_hparams(
+        self,
+        shape,
+        axes,
+        wt=wt,
+        fan_in_axes=fan_in if explicit else None,
+        fan_out_axes=fan_out if explicit else None,
+      ),
+    )
     if self.use_bias:
       full_wt = self.weight_split_dims_mapping.wt
       has_sharding = self.mesh_shape is not None and full_wt is not None
       zero = WeightInit.Constant(0.0)
       if self.is_output_projection:
-        self.create_variable("b", weight_hparams(
-            self, [self.input_dim], ("embed",), init=zero,
-            wt=[full_wt[0]] if has_sharding else None))
+        self.create_variable(
+          "b",
+          weight_hparams(
+            self, [self.input_dim], ("embed",), init=zero, wt=[full_wt[0]] if has_sharding else None
+          ),
+        )
       else:
-        self.create_variable("b", weight_hparams(
-            self, [self.num_heads, self.dim_per_head], ("heads", "kv"), init=zero,
-            wt=[full_wt[1], full_wt[2]] if has_sharding else None))
+        self.create_variable(
+          "b",
+          weight_hparams(
+            self,
+            [self.num_heads, self.dim_per_head],
+            ("heads", "kv"),
+            init=zero,
+            wt=[full_wt[1], full_wt[2]] if has_sharding else None,
+          ),
+        )
     self.create_child("einsum", self.einsum_tpl.clone())
 
   def __call__(self, inputs: jax.Array) -> jax.Array:
@@ -238,14 +271,17 @@ class AttentionProjection(base_layer.BaseLayer):
         w = jnp.reshape(w, [self.input_dim, self.num_heads, self.dim_per_head])
     if self.is_output_projection:
       if inputs.shape[-2:] != (self.num_heads, self.dim_per_head):
-        raise ValueError(f"AttentionProjection (output) expects [..., {self.num_heads}, "
-                         f"{self.dim_per_head}], got {inputs.shape}.")
+        raise ValueError(
+          f"AttentionProjection (output) expects [..., {self.num_heads}, "
+          f"{self.dim_per_head}], got {inputs.shape}."
+        )
       lead = _batch_letters(inputs.ndim - 2, "DHN")
       eqn = f"{lead}NH,NHD->{lead}D" if self.use_nhd_shape else f"{lead}NH,DNH->{lead}D"
     else:
       if inputs.shape[-1] != self.input_dim:
-        raise ValueError(f"AttentionProjection expects [..., {self.input_dim}], got "
-                         f"{inputs.shape}.")
+        raise ValueError(
+          f"AttentionProjection expects [..., {self.input_dim}], got {inputs.shape}."
+        )
       lead = _batch_letters(inputs.ndim - 1, "DHN")
       eqn = f"{lead}D,DNH->{lead}NH"
     out = self.einsum(eqn, inputs, w)
@@ -287,26 +323,41 @@ class CombinedQKVProjectionLayer(base_layer.BaseLayer):
       w_wt = [None] + list(wt)
       b_wt = [None] + list(wt[1:])
     if self.attention_combine_dims:
-      nh, nh_axes, fan_in, fan_out = ([self.num_heads * self.dim_per_head], ("heads",),
-                                      [-2], [-1])
+      nh, nh_axes, fan_in, fan_out = ([self.num_heads * self.dim_per_head], ("heads",), [-2], [-1])
     else:
-      nh, nh_axes, fan_in, fan_out = ([self.num_heads, self.dim_per_head], ("heads", "kv"),
-                                      [-3], [-1, -2])
+      nh, nh_axes, fan_in, fan_out = (
+        [self.num_heads, self.dim_per_head],
+        ("heads", "kv"),
+        [-3],
+        [-1, -2],
+      )
     explicit = self.explicit_fan_in_fan_out_axes
-    self.create_variable("w", weight_hparams(
-        self, [3, self.input_dim] + nh, (None, "embed") + nh_axes, init=self.params_init,
-        wt=w_wt, dtype=self.dtype, fan_in_axes=fan_in if explicit else None,
-        fan_out_axes=fan_out if explicit else None))
+    self.create_variable(
+      "w",
+      weight_hparams(
+        self,
+        [3, self.input_dim] + nh,
+        (None, "embed") + nh_axes,
+        init=self.params_init,
+        wt=w_wt,
+        dtype=self.dtype,
+        fan_in_axes=fan_in if explicit else None,
+        fan_out_axes=fan_out if explicit else None,
+      ),
+    )
     if self.use_bias:
-      self.create_variable("b", weight_hparams(
-          self, [3] + nh, (None,) + nh_axes, init=WeightInit.Constant(0.0), wt=b_wt))
+      self.create_variable(
+        "b",
+        weight_hparams(self, [3] + nh, (None,) + nh_axes, init=WeightInit.Constant(0.0), wt=b_wt),
+      )
     self.create_child("einsum", self.einsum_tpl.clone())
 
   def __call__(self, inputs: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     """inputs [..., D] -> (query, key, value), each [..., N, H]."""
     if inputs.shape[-1] != self.input_dim:
-      raise ValueError(f"CombinedQKVProjectionLayer expects [..., {self.input_dim}], got "
-                       f"{inputs.shape}.")
+      raise ValueError(
+        f"CombinedQKVProjectionLayer expects [..., {self.input_dim}], got {inputs.shape}."
+      )
     lead = _batch_letters(inputs.ndim - 1, "KDHN")
     w = jnp.reshape(self.theta.w, [3, self.input_dim, self.num_heads, self.dim_per_head])
     out = self.einsum(f"{lead}D,KDNH->K{lead}NH", inputs, w)  # [3, ..., N, H]
@@ -315,8 +366,11 @@ class CombinedQKVProjectionLayer(base_layer.BaseLayer):
       b = jnp.reshape(self.theta.b, [3, self.num_heads, self.dim_per_head])
       out = out + jnp.expand_dims(b, tuple(range(1, inputs.ndim)))
     query, key, value = out[0], out[1], out[2]
-    return (checkpoint_name(query, "query_proj"), checkpoint_name(key, "key_proj"),
-            checkpoint_name(value, "value_proj"))
+    return (
+      checkpoint_name(query, "query_proj"),
+      checkpoint_name(key, "key_proj"),
+      checkpoint_name(value, "value_proj"),
+    )
 
   def extend_step(self, inputs: jax.Array, *, time_step: jax.Array):
     del time_step  # A projection has no state.
@@ -337,23 +391,30 @@ class CausalDepthwiseConv1D(base_layer.BaseLayer):
   hidden_dims: int | Sequence[int] = 0
 
   def setup(self) -> None:
-    dims = (list(self.hidden_dims) if isinstance(self.hidden_dims, (list, tuple))
-            else [self.hidden_dims])
+    dims = (
+      list(self.hidden_dims) if isinstance(self.hidden_dims, (list, tuple)) else [self.hidden_dims]
+    )
     if self.kernel_size <= 0 or not dims or min(dims) <= 0:
-      raise ValueError(f"CausalDepthwiseConv1D needs kernel_size > 0 and positive hidden_dims, "
-                       f"got {self.kernel_size} and {self.hidden_dims}.")
+      raise ValueError(
+        f"CausalDepthwiseConv1D needs kernel_size > 0 and positive hidden_dims, "
+        f"got {self.kernel_size} and {self.hidden_dims}."
+      )
     axes = ("heads", "kv") if len(dims) == 2 else (None,) * len(dims)
     for i in range(self.kernel_size):
       value = 0.5 if i == 0 else 0.5 / self.kernel_size
-      self.create_variable(f"dconv_{i}", weight_hparams(
-          self, dims, axes, init=WeightInit.Constant(value),
-          wt=self.weight_split_dims_mapping.wt))
+      self.create_variable(
+        f"dconv_{i}",
+        weight_hparams(
+          self, dims, axes, init=WeightInit.Constant(value), wt=self.weight_split_dims_mapping.wt
+        ),
+      )
 
   def _tap(self, i: int) -> jax.Array:
     return getattr(self.theta, f"dconv_{i}")
 
-  def __call__(self, inputs: jax.Array, axis: int,
-               segment_pos: jax.Array | None = None) -> jax.Array:
+  def __call__(
+    self, inputs: jax.Array, axis: int, segment_pos: jax.Array | None = None
+  ) -> jax.Array:
     """inputs with the sequence on `axis`; segment_pos [B, L] stops taps at segment starts."""
     outputs = inputs * self._tap(0)
     shifted = inputs
@@ -369,6 +430,7 @@ class CausalDepthwiseConv1D(base_layer.BaseLayer):
 
   def extend_step(self, inputs: jax.Array, axis: int, step, segment_pos) -> jax.Array:
     """The output at position `step` of the full sequence `inputs` (the decode cache)."""
+
     def at(index):
       return jax.lax.dynamic_slice_in_dim(inputs, index, 1, axis=axis)
 

@@ -38,8 +38,12 @@ def visible_np(segment_ids, paddings, causal):
   for i in range(b):
     for q in range(t):
       for k in range(t):
-        out[i, q, k] = (paddings[i, k] == 0 and paddings[i, q] == 0
-                        and segment_ids[i, q] == segment_ids[i, k] and (k <= q or not causal))
+        out[i, q, k] = (
+          paddings[i, k] == 0
+          and paddings[i, q] == 0
+          and segment_ids[i, q] == segment_ids[i, k]
+          and (k <= q or not causal)
+        )
   return out
 
 
@@ -50,8 +54,9 @@ def rotary_ref(xp, x, pos):
   inv_freq = np.array([10000.0 ** (-2.0 * i / h) for i in range(half)])
   angle = pos[:, :, None, None] * inv_freq  # [B, T, 1, H/2]
   a, b = x[..., :half], x[..., half:]
-  return xp.concatenate([a * xp.cos(angle) - b * xp.sin(angle),
-                         b * xp.cos(angle) + a * xp.sin(angle)], axis=-1)
+  return xp.concatenate(
+    [a * xp.cos(angle) - b * xp.sin(angle), b * xp.cos(angle) + a * xp.sin(angle)], axis=-1
+  )
 
 
 def ref_attention(xp, p, x, visible, *, num_heads, cap=0.0, rotary_pos=None):
@@ -80,18 +85,28 @@ def ref_attention(xp, p, x, visible, *, num_heads, cap=0.0, rotary_pos=None):
 
 
 def layer_weights(params):
-  p = {"wq": params["query"]["w"], "bq": params["query"]["b"],
-       "wk": params["key"]["w"], "bk": params["key"]["b"],
-       "wv": params["value"]["w"], "bv": params["value"]["b"],
-       "wo": params["post"]["w"], "bo": params["post"]["b"]}
+  p = {
+    "wq": params["query"]["w"],
+    "bq": params["query"]["b"],
+    "wk": params["key"]["w"],
+    "bk": params["key"]["b"],
+    "wv": params["value"]["w"],
+    "bv": params["value"]["b"],
+    "wo": params["post"]["w"],
+    "bo": params["post"]["b"],
+  }
   if "per_dim_scale" in params:
     p["pds"] = params["per_dim_scale"]["per_dim_scale"]
   return p
 
 
 def to_layer_params(p):
-  params = {"query": {"w": p["wq"], "b": p["bq"]}, "key": {"w": p["wk"], "b": p["bk"]},
-            "value": {"w": p["wv"], "b": p["bv"]}, "post": {"w": p["wo"], "b": p["bo"]}}
+  params = {
+    "query": {"w": p["wq"], "b": p["bq"]},
+    "key": {"w": p["wk"], "b": p["bk"]},
+    "value": {"w": p["wv"], "b": p["bv"]},
+    "post": {"w": p["wo"], "b": p["bo"]},
+  }
   if "pds" in p:
     params["per_dim_scale"] = {"per_dim_scale": p["pds"]}
   return params
@@ -100,9 +115,17 @@ def to_layer_params(p):
 def random_weights(rng, num_heads, num_kv_heads, per_dim_scale):
   def r(*shape):
     return jnp.asarray(rng.normal(size=shape) * 0.4, jnp.float32)
-  p = {"wq": r(D, num_heads, H), "bq": r(num_heads, H), "wk": r(D, num_kv_heads, H),
-       "bk": r(num_kv_heads, H), "wv": r(D, num_kv_heads, H), "bv": r(num_kv_heads, H),
-       "wo": r(D, num_heads, H), "bo": r(D)}
+
+  p = {
+    "wq": r(D, num_heads, H),
+    "bq": r(num_heads, H),
+    "wk": r(D, num_kv_heads, H),
+    "bk": r(num_kv_heads, H),
+    "wv": r(D, num_kv_heads, H),
+    "bv": r(num_kv_heads, H),
+    "wo": r(D, num_heads, H),
+    "bo": r(D),
+  }
   if per_dim_scale:
     p["pds"] = r(H) * 2
   return p
@@ -116,19 +139,24 @@ def local_visible_np(t, left, right):
 
 
 class MaskTest(absltest.TestCase):
-
   def test_helpers_match_loops(self):
     seg = np.array([[1, 1, 1, 2, 2, 3, 3], [1, 1, 1, 1, 1, 1, 1]])
     pad = np.array([[0, 0, 0, 0, 0, 0, 1], [0, 0, 0, 0, 1, 1, 1]], np.float32)
     big = float(attentions.large_negative_number(jnp.float32))
-    mask = attentions.merge_masks(attentions.causal_segment_mask(jnp.asarray(seg)),
-                                  attentions.convert_paddings_to_mask(jnp.asarray(pad)))
-    np.testing.assert_array_equal(np.asarray(mask[:, 0]),
-                                  np.where(visible_np(seg, pad, True), 0.0, big))
-    no_causal = attentions.merge_masks(attentions.segment_mask(jnp.asarray(seg)),
-                                       attentions.convert_paddings_to_mask(jnp.asarray(pad)))
-    np.testing.assert_array_equal(np.asarray(no_causal[:, 0]),
-                                  np.where(visible_np(seg, pad, False), 0.0, big))
+    mask = attentions.merge_masks(
+      attentions.causal_segment_mask(jnp.asarray(seg)),
+      attentions.convert_paddings_to_mask(jnp.asarray(pad)),
+    )
+    np.testing.assert_array_equal(
+      np.asarray(mask[:, 0]), np.where(visible_np(seg, pad, True), 0.0, big)
+    )
+    no_causal = attentions.merge_masks(
+      attentions.segment_mask(jnp.asarray(seg)),
+      attentions.convert_paddings_to_mask(jnp.asarray(pad)),
+    )
+    np.testing.assert_array_equal(
+      np.asarray(no_causal[:, 0]), np.where(visible_np(seg, pad, False), 0.0, big)
+    )
     causal = attentions.causal_mask(jnp.zeros((1, 4, 3)))
     self.assertEqual(causal.shape, (1, 1, 4, 4))
     np.testing.assert_array_equal(np.asarray(causal[0, 0] == 0), np.tril(np.ones((4, 4), bool)))
@@ -137,11 +165,11 @@ class MaskTest(absltest.TestCase):
     # Pax's semantics: merging a [B, 1, 1, S] padding mask with a [1, 1, T, S] mask hides the
     # padded keys in every row AND every padded query's row.
     pad = jnp.array([[0.0, 0.0, 1.0]])
-    merged = attentions.merge_masks(attentions.convert_paddings_to_mask(pad),
-                                    attentions.causal_mask(jnp.zeros((1, 3, 1))))
+    merged = attentions.merge_masks(
+      attentions.convert_paddings_to_mask(pad), attentions.causal_mask(jnp.zeros((1, 3, 1)))
+    )
     self.assertEqual(merged.shape, (1, 1, 3, 3))
-    np.testing.assert_array_equal(np.asarray(merged[0, 0] == 0),
-                                  [[1, 0, 0], [1, 1, 0], [0, 0, 0]])
+    np.testing.assert_array_equal(np.asarray(merged[0, 0] == 0), [[1, 0, 0], [1, 1, 0], [0, 0, 0]])
     with self.assertRaisesRegex(ValueError, "merge_masks"):
       attentions.merge_masks(jnp.zeros((1, 1, 2, 3)), jnp.zeros((1, 1, 4, 3)))
 
@@ -173,37 +201,86 @@ class MaskTest(absltest.TestCase):
 
 
 class DotProductAttentionTest(parameterized.TestCase):
-
   @parameterized.named_parameters(
-      dict(testcase_name="mha_causal_fixed_scale", num_heads=4, num_kv_heads=None, causal=True,
-           packed=False, cap=0.0, per_dim_scale=False, rotary=False),
-      dict(testcase_name="gqa_causal_segments_padding", num_heads=4, num_kv_heads=2,
-           causal=True, packed=True, cap=0.0, per_dim_scale=True, rotary=False),
-      dict(testcase_name="mqa_padding_cap", num_heads=4, num_kv_heads=1, causal=False,
-           packed=False, cap=1.5, per_dim_scale=True, rotary=False),
-      dict(testcase_name="mha_segments_per_dim_scale", num_heads=2, num_kv_heads=None,
-           causal=False, packed=True, cap=0.0, per_dim_scale=True, rotary=False),
-      dict(testcase_name="gqa_rotary_cap_per_dim_scale", num_heads=6, num_kv_heads=3,
-           causal=True, packed=True, cap=2.0, per_dim_scale=True, rotary=True),
+    dict(
+      testcase_name="mha_causal_fixed_scale",
+      num_heads=4,
+      num_kv_heads=None,
+      causal=True,
+      packed=False,
+      cap=0.0,
+      per_dim_scale=False,
+      rotary=False,
+    ),
+    dict(
+      testcase_name="gqa_causal_segments_padding",
+      num_heads=4,
+      num_kv_heads=2,
+      causal=True,
+      packed=True,
+      cap=0.0,
+      per_dim_scale=True,
+      rotary=False,
+    ),
+    dict(
+      testcase_name="mqa_padding_cap",
+      num_heads=4,
+      num_kv_heads=1,
+      causal=False,
+      packed=False,
+      cap=1.5,
+      per_dim_scale=True,
+      rotary=False,
+    ),
+    dict(
+      testcase_name="mha_segments_per_dim_scale",
+      num_heads=2,
+      num_kv_heads=None,
+      causal=False,
+      packed=True,
+      cap=0.0,
+      per_dim_scale=True,
+      rotary=False,
+    ),
+    dict(
+      testcase_name="gqa_rotary_cap_per_dim_scale",
+      num_heads=6,
+      num_kv_heads=3,
+      causal=True,
+      packed=True,
+      cap=2.0,
+      per_dim_scale=True,
+      rotary=True,
+    ),
   )
-  def test_matches_numpy_forward_and_gradient(self, num_heads, num_kv_heads, causal, packed,
-                                              cap, per_dim_scale, rotary):
+  def test_matches_numpy_forward_and_gradient(
+    self, num_heads, num_kv_heads, causal, packed, cap, per_dim_scale, rotary
+  ):
     rng = np.random.default_rng(0)
     kvh = num_heads if num_kv_heads is None else num_kv_heads
-    layer = build(attentions.DotProductAttention, input_dim=D, hidden_dim=num_heads * H,
-                  num_heads=num_heads, num_kv_heads=num_kv_heads, atten_logit_cap=cap,
-                  internal_enable_per_dim_scale=per_dim_scale, use_rotary_position_emb=rotary)
+    layer = build(
+      attentions.DotProductAttention,
+      input_dim=D,
+      hidden_dim=num_heads * H,
+      num_heads=num_heads,
+      num_kv_heads=num_kv_heads,
+      atten_logit_cap=cap,
+      internal_enable_per_dim_scale=per_dim_scale,
+      use_rotary_position_emb=rotary,
+    )
     x = jnp.asarray(rng.normal(size=(B, T, D)), jnp.float32)
     seg = np.array([[1, 1, 1, 2, 2, 2, 2], [1, 1, 1, 1, 1, 1, 1]]) if packed else np.ones((B, T))
     pad = np.zeros((B, T), np.float32)
     pad[1, 5:] = 1.0
     # Positions restart in each segment (packed inputs), so rotary sees per-document positions.
-    pos = np.array([[0, 1, 2, 0, 1, 2, 3], list(range(T))]) if packed else np.tile(np.arange(T),
-                                                                                   (B, 1))
+    pos = (
+      np.array([[0, 1, 2, 0, 1, 2, 3], list(range(T))]) if packed else np.tile(np.arange(T), (B, 1))
+    )
     seg_j = jnp.asarray(seg, jnp.int32)
     mask = attentions.convert_paddings_to_mask(jnp.asarray(pad))
-    mask = attentions.merge_masks(mask, attentions.causal_segment_mask(seg_j) if causal else
-                                  attentions.segment_mask(seg_j))
+    mask = attentions.merge_masks(
+      mask, attentions.causal_segment_mask(seg_j) if causal else attentions.segment_mask(seg_j)
+    )
     p = random_weights(rng, num_heads, kvh, per_dim_scale)
     params = to_layer_params(p)
     init_params = layer.init(jax.random.key(0), x, x, x, mask)["params"]
@@ -212,16 +289,18 @@ class DotProductAttentionTest(parameterized.TestCase):
 
     @jax.jit
     def layer_fn(params, x):
-      out, probs = layer.apply({"params": params}, x, x, x, mask, query_segment_pos=seg_pos,
-                               key_segment_pos=seg_pos)
+      out, probs = layer.apply(
+        {"params": params}, x, x, x, mask, query_segment_pos=seg_pos, key_segment_pos=seg_pos
+      )
       return out, probs
 
     out, probs = layer_fn(params, x)
     visible = visible_np(seg, pad, causal)
     ref_pos = pos.astype(np.float64) if rotary else None
     p64 = jax.tree.map(lambda a: np.asarray(a, np.float64), p)
-    expected = ref_attention(np, p64, np.asarray(x, np.float64), visible, num_heads=num_heads,
-                             cap=cap, rotary_pos=ref_pos)
+    expected = ref_attention(
+      np, p64, np.asarray(x, np.float64), visible, num_heads=num_heads, cap=cap, rotary_pos=ref_pos
+    )
     np.testing.assert_allclose(out, expected, rtol=2e-5, atol=2e-5)
     self.assertEqual(probs.shape, (B, num_heads, T, T))
     np.testing.assert_allclose(np.asarray(probs).sum(-1), 1.0, rtol=1e-5)
@@ -231,12 +310,24 @@ class DotProductAttentionTest(parameterized.TestCase):
     self.assertTrue(np.all(np.asarray(probs)[hidden] == 0.0))
 
     ct = jnp.asarray(rng.normal(size=(B, T, D)), jnp.float32)
-    grads = jax.jit(jax.grad(lambda p, x: jnp.sum(layer_fn(to_layer_params(p), x)[0] * ct),
-                     argnums=(0, 1)))(p, x)
-    ref_grads = jax.grad(lambda p, x: jnp.sum(ref_attention(
-        jnp, p, x, jnp.asarray(visible), num_heads=num_heads, cap=cap,
-        rotary_pos=None if ref_pos is None else jnp.asarray(ref_pos, jnp.float32)) * ct),
-                         argnums=(0, 1))(p, x)
+    grads = jax.jit(
+      jax.grad(lambda p, x: jnp.sum(layer_fn(to_layer_params(p), x)[0] * ct), argnums=(0, 1))
+    )(p, x)
+    ref_grads = jax.grad(
+      lambda p, x: jnp.sum(
+        ref_attention(
+          jnp,
+          p,
+          x,
+          jnp.asarray(visible),
+          num_heads=num_heads,
+          cap=cap,
+          rotary_pos=None if ref_pos is None else jnp.asarray(ref_pos, jnp.float32),
+        )
+        * ct
+      ),
+      argnums=(0, 1),
+    )(p, x)
     for got, want in zip(jax.tree.leaves(grads), jax.tree.leaves(ref_grads)):
       np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-4)
 
@@ -249,8 +340,13 @@ class DotProductAttentionTest(parameterized.TestCase):
     params = default.init(jax.random.key(0), x, x, x, mask)["params"]
     self.assertEqual(sorted(params), ["key", "per_dim_scale", "post", "query", "value"])
     np.testing.assert_array_equal(params["per_dim_scale"]["per_dim_scale"], np.zeros(H))
-    fixed = build(attentions.DotProductAttention, input_dim=D, hidden_dim=2 * H, num_heads=2,
-                  internal_enable_per_dim_scale=False)
+    fixed = build(
+      attentions.DotProductAttention,
+      input_dim=D,
+      hidden_dim=2 * H,
+      num_heads=2,
+      internal_enable_per_dim_scale=False,
+    )
     fixed_params = {k: v for k, v in params.items() if k != "per_dim_scale"}
     want, _ = fixed.apply({"params": fixed_params}, x, x, x, mask)
     got, _ = default.apply({"params": params}, x, x, x, mask)
@@ -270,28 +366,46 @@ class DotProductAttentionTest(parameterized.TestCase):
     p = random_weights(rng, 3, 3, False)
     params = to_layer_params(p)
     combined_params = {
-        "combined_qkv": {"w": jnp.stack([p["wq"], p["wk"], p["wv"]]),
-                         "b": jnp.stack([p["bq"], p["bk"], p["bv"]])},
-        "post": params["post"]}
-    init_shapes = jax.tree.map(jnp.shape,
-                               combined.init(jax.random.key(0), x, x, x, mask)["params"])
+      "combined_qkv": {
+        "w": jnp.stack([p["wq"], p["wk"], p["wv"]]),
+        "b": jnp.stack([p["bq"], p["bk"], p["bv"]]),
+      },
+      "post": params["post"],
+    }
+    init_shapes = jax.tree.map(jnp.shape, combined.init(jax.random.key(0), x, x, x, mask)["params"])
     self.assertEqual(init_shapes, jax.tree.map(jnp.shape, combined_params))
     want, _ = separate.apply({"params": params}, x, x, x, mask)
     got, _ = combined.apply({"params": combined_params}, x, x, x, mask)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     # A swapped key/value slot must change the result (the test can tell the slots apart).
-    swapped = dict(combined_params, combined_qkv={
-        "w": jnp.stack([p["wq"], p["wv"], p["wk"]]), "b": jnp.stack([p["bq"], p["bv"], p["bk"]])})
+    swapped = dict(
+      combined_params,
+      combined_qkv={
+        "w": jnp.stack([p["wq"], p["wv"], p["wk"]]),
+        "b": jnp.stack([p["bq"], p["bv"], p["bk"]]),
+      },
+    )
     other, _ = combined.apply({"params": swapped}, x, x, x, mask)
     self.assertGreater(float(jnp.max(jnp.abs(other - want))), 1e-3)
 
-  @parameterized.named_parameters(("mha", None, False, False), ("gqa_rotary", 2, True, False),
-                                  ("mqa_rotary", 1, True, False), ("mha_dconv", None, False, True))
+  @parameterized.named_parameters(
+    ("mha", None, False, False),
+    ("gqa_rotary", 2, True, False),
+    ("mqa_rotary", 1, True, False),
+    ("mha_dconv", None, False, True),
+  )
   def test_extend_step_reproduces_forward(self, num_kv_heads, rotary, dconv):
     rng = np.random.default_rng(2)
-    layer = build(attentions.DotProductAttention, input_dim=D, hidden_dim=4 * H, num_heads=4,
-                  num_kv_heads=num_kv_heads, use_rotary_position_emb=rotary, dconv_qkv=dconv,
-                  atten_logit_cap=3.0)
+    layer = build(
+      attentions.DotProductAttention,
+      input_dim=D,
+      hidden_dim=4 * H,
+      num_heads=4,
+      num_kv_heads=num_kv_heads,
+      use_rotary_position_emb=rotary,
+      dconv_qkv=dconv,
+      atten_logit_cap=3.0,
+    )
     x = jnp.asarray(rng.normal(size=(B, T, D)), jnp.float32)
     mask = attentions.causal_mask(x)
     params = layer.init(jax.random.key(3), x, x, x, mask)["params"]
@@ -300,16 +414,23 @@ class DotProductAttentionTest(parameterized.TestCase):
     # overwrite each one before it becomes visible.
     prefix = 3
     junk = x.at[:, prefix:].set(jnp.asarray(rng.normal(size=(B, T - prefix, D)), jnp.float32))
-    _, state = layer.apply({"params": params}, junk, junk, junk, mask,
-                           mutable=[base_layer.DECODE_CACHE])
-    self.assertEqual(state[base_layer.DECODE_CACHE]["key_state"].shape,
-                     (B, T, num_kv_heads or 4, H))
+    _, state = layer.apply(
+      {"params": params}, junk, junk, junk, mask, mutable=[base_layer.DECODE_CACHE]
+    )
+    self.assertEqual(
+      state[base_layer.DECODE_CACHE]["key_state"].shape, (B, T, num_kv_heads or 4, H)
+    )
 
     @jax.jit
     def step(cache, x_t, t):
       out, new_state = layer.apply(
-          {"params": params, **cache}, x_t, atten_mask=attentions.extend_step_causal_mask(t, T),
-          time_step=t, method=layer.extend_step, mutable=[base_layer.DECODE_CACHE])
+        {"params": params, **cache},
+        x_t,
+        atten_mask=attentions.extend_step_causal_mask(t, T),
+        time_step=t,
+        method=layer.extend_step,
+        mutable=[base_layer.DECODE_CACHE],
+      )
       return out, new_state
 
     for t in range(prefix, T):
@@ -321,18 +442,26 @@ class DotProductAttentionTest(parameterized.TestCase):
     x = jnp.ones((1, 3, D))
     params = layer.init(jax.random.key(0), x, x, x, attentions.causal_mask(x))["params"]
     with self.assertRaisesRegex(ValueError, "mutable=\\['decoder_cache'\\]"):
-      layer.apply({"params": params}, x[:, 0], atten_mask=jnp.zeros((1, 1, 3)), time_step=0,
-                  method=layer.extend_step, mutable=[base_layer.DECODE_CACHE])
+      layer.apply(
+        {"params": params},
+        x[:, 0],
+        atten_mask=jnp.zeros((1, 1, 3)),
+        time_step=0,
+        method=layer.extend_step,
+        mutable=[base_layer.DECODE_CACHE],
+      )
 
   def test_attention_dropout_only_when_not_deterministic(self):
-    layer = build(attentions.DotProductAttention, input_dim=D, hidden_dim=8, num_heads=2,
-                  atten_dropout_prob=0.5)
+    layer = build(
+      attentions.DotProductAttention, input_dim=D, hidden_dim=8, num_heads=2, atten_dropout_prob=0.5
+    )
     x = jnp.asarray(np.random.default_rng(4).normal(size=(B, T, D)), jnp.float32)
     mask = attentions.causal_mask(x)
     variables = layer.init(jax.random.key(0), x, x, x, mask)
     eval_a, _ = layer.apply(variables, x, x, x, mask)
-    _, probs = layer.apply(variables, x, x, x, mask, deterministic=False,
-                           rngs={"dropout": jax.random.key(1)})
+    _, probs = layer.apply(
+      variables, x, x, x, mask, deterministic=False, rngs={"dropout": jax.random.key(1)}
+    )
     ref = build(attentions.DotProductAttention, input_dim=D, hidden_dim=8, num_heads=2)
     eval_ref, ref_probs = ref.apply(variables, x, x, x, mask)
     np.testing.assert_allclose(eval_a, eval_ref, rtol=1e-6)
@@ -343,14 +472,18 @@ class DotProductAttentionTest(parameterized.TestCase):
 
 
 class LocalSelfAttentionTest(parameterized.TestCase):
-
   @parameterized.parameters((3, 0, None), (2, 2, 2), (4, 1, 3))
   def test_blocked_equals_full_attention_with_a_window(self, left, right, block_size):
     rng = np.random.default_rng(6)
     t = 9
     common = dict(input_dim=D, hidden_dim=2 * H, num_heads=2)
-    local = build(attentions.LocalSelfAttention, left_context=left, right_context=right,
-                  block_size=block_size, **common)
+    local = build(
+      attentions.LocalSelfAttention,
+      left_context=left,
+      right_context=right,
+      block_size=block_size,
+      **common,
+    )
     full = build(attentions.DotProductAttention, **common)
     x = jnp.asarray(rng.normal(size=(B, t, D)), jnp.float32)
     pad = np.zeros((B, t), np.float32)
@@ -358,14 +491,16 @@ class LocalSelfAttentionTest(parameterized.TestCase):
     key_mask = attentions.convert_paddings_to_mask(jnp.asarray(pad))  # [B, 1, 1, T]
     variables = full.init(jax.random.key(0), x, x, x, key_mask)
     got, _ = local.apply(variables, x, x, x, key_mask)
-    window = jnp.asarray(np.where(local_visible_np(t, left, right), 0.0,
-                                  float(attentions.large_negative_number(jnp.float32))))
+    window = jnp.asarray(
+      np.where(
+        local_visible_np(t, left, right), 0.0, float(attentions.large_negative_number(jnp.float32))
+      )
+    )
     want, _ = full.apply(variables, x, x, x, jnp.minimum(key_mask, window))
     # A query whose whole window is padding attends uniformly over whatever slots its form
     # holds (all T keys, or its block's context), so only queries that see a key compare.
     sees = (local_visible_np(t, left, right)[None] & (pad[:, None, :] == 0)).any(-1)  # [B, T]
-    np.testing.assert_allclose(np.asarray(got)[sees], np.asarray(want)[sees], rtol=1e-5,
-                               atol=1e-5)
+    np.testing.assert_allclose(np.asarray(got)[sees], np.asarray(want)[sees], rtol=1e-5, atol=1e-5)
     # The window matters: plain full attention differs.
     plain, _ = full.apply(variables, x, x, x, key_mask)
     self.assertGreater(float(jnp.max(jnp.abs(plain - want))), 1e-3)
@@ -373,26 +508,41 @@ class LocalSelfAttentionTest(parameterized.TestCase):
   def test_extend_step_reproduces_forward(self):
     rng = np.random.default_rng(7)
     t = 8
-    layer = build(attentions.LocalSelfAttention, input_dim=D, hidden_dim=2 * H, num_heads=2,
-                  left_context=3, right_context=0)
+    layer = build(
+      attentions.LocalSelfAttention,
+      input_dim=D,
+      hidden_dim=2 * H,
+      num_heads=2,
+      left_context=3,
+      right_context=0,
+    )
     x = jnp.asarray(rng.normal(size=(B, t, D)), jnp.float32)
     mask = jnp.zeros((1, 1, t, t))
     variables = layer.init(jax.random.key(0), x, x, x, mask)
     full, _ = layer.apply(variables, x, x, x, mask)
     _, state = layer.apply(variables, x, x, x, mask, mutable=[base_layer.DECODE_CACHE])
     for step in range(t):
-      out, state = layer.apply({**variables, **state}, x[:, step], atten_mask=mask[:, :, step],
-                               time_step=step, method=layer.extend_step,
-                               mutable=[base_layer.DECODE_CACHE])
+      out, state = layer.apply(
+        {**variables, **state},
+        x[:, step],
+        atten_mask=mask[:, :, step],
+        time_step=step,
+        method=layer.extend_step,
+        mutable=[base_layer.DECODE_CACHE],
+      )
       np.testing.assert_allclose(out, full[:, step], rtol=1e-5, atol=1e-5)
 
 
 class RelativeBiasTest(absltest.TestCase):
-
   def test_buckets_and_bias(self):
-    layer = build(attentions.RelativeBias, num_heads=2, relative_attention_num_buckets=8,
-                  relative_attention_max_distance=20, bidirectional=True,
-                  use_length_as_position=False)
+    layer = build(
+      attentions.RelativeBias,
+      num_heads=2,
+      relative_attention_num_buckets=8,
+      relative_attention_max_distance=20,
+      bidirectional=True,
+      use_length_as_position=False,
+    )
     pos = jnp.arange(12)[None, :]
     variables = layer.init(jax.random.key(0), pos)
     bias = layer.apply(variables, pos)  # [1, N, T, S]

@@ -40,14 +40,19 @@ class AutodiffCheckpointType(str, enum.Enum):
 
 
 _NAMES = {
-    AutodiffCheckpointType.SAVE_QKV_OUT_PROJ: ("query_proj", "key_proj", "value_proj",
-                                               "combined_qkv_proj", "out_proj"),
-    AutodiffCheckpointType.SAVE_OUT_PROJ: ("out_proj",),
-    AutodiffCheckpointType.SAVE_CONTEXT: ("context",),
-    AutodiffCheckpointType.SAVE_CONTEXT_AND_OUT_PROJ: ("context", "out_proj"),
-    AutodiffCheckpointType.SAVE_FFN1: ("ffn1",),
-    AutodiffCheckpointType.SAVE_ITERATION_INPUT: ("iteration_input",),
-    AutodiffCheckpointType.SAVE_TRANSFORMER_LAYER_OUTPUT: ("transformer_layer_out",),
+  AutodiffCheckpointType.SAVE_QKV_OUT_PROJ: (
+    "query_proj",
+    "key_proj",
+    "value_proj",
+    "combined_qkv_proj",
+    "out_proj",
+  ),
+  AutodiffCheckpointType.SAVE_OUT_PROJ: ("out_proj",),
+  AutodiffCheckpointType.SAVE_CONTEXT: ("context",),
+  AutodiffCheckpointType.SAVE_CONTEXT_AND_OUT_PROJ: ("context", "out_proj"),
+  AutodiffCheckpointType.SAVE_FFN1: ("ffn1",),
+  AutodiffCheckpointType.SAVE_ITERATION_INPUT: ("iteration_input",),
+  AutodiffCheckpointType.SAVE_TRANSFORMER_LAYER_OUTPUT: ("transformer_layer_out",),
 }
 
 
@@ -57,8 +62,9 @@ def custom_policy(checkpoint_type: AutodiffCheckpointType | str) -> Policy:
     kind = AutodiffCheckpointType(checkpoint_type)
   except ValueError:
     valid = ", ".join(t.name for t in AutodiffCheckpointType)
-    raise ValueError(f"Unknown checkpoint policy {checkpoint_type!r}; use an "
-                     f"AutodiffCheckpointType: {valid}.") from None
+    raise ValueError(
+      f"Unknown checkpoint policy {checkpoint_type!r}; use an AutodiffCheckpointType: {valid}."
+    ) from None
   policies = jax.checkpoint_policies
   if kind == AutodiffCheckpointType.SAVE_NOTHING:
     return policies.nothing_saveable

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Sequence
 
 import jax
-import jax.numpy as jnp
 
 from praxis import base_hyperparams
 from praxis import base_layer
@@ -54,19 +53,31 @@ class Conv2D(base_layer.BaseLayer):
   weight_norm_tpl: base_hyperparams.Config = template_field(normalizations.IdentityNorm)
 
   def setup(self):
-    if self.padding not in ("SAME", "VALID") or len(self.filter_shape) != 4 or (
-        len(self.filter_stride) != 2 or min(self.filter_stride) <= 0):
-      raise ValueError(f"Conv2D needs padding SAME/VALID, a 4-entry filter_shape and 2 positive "
-                       f"strides; got {self.padding}, {self.filter_shape}, {self.filter_stride}.")
+    if (
+      self.padding not in ("SAME", "VALID")
+      or len(self.filter_shape) != 4
+      or (len(self.filter_stride) != 2 or min(self.filter_stride) <= 0)
+    ):
+      raise ValueError(
+        f"Conv2D needs padding SAME/VALID, a 4-entry filter_shape and 2 positive "
+        f"strides; got {self.padding}, {self.filter_shape}, {self.filter_stride}."
+      )
     if self.is_causal:
       raise NotImplementedError("Conv2D(is_causal=True) is not implemented in this praxis.")
-    self.create_variable("w", WeightHParams(
-        shape=list(self.filter_shape), mesh_shape=self.mesh_shape,
-        tensor_split_dims_mapping=self.weight_split_dims_mapping.wt, dtype=self.dtype,
-        init=self.kernel_init))
+    self.create_variable(
+      "w",
+      WeightHParams(
+        shape=list(self.filter_shape),
+        mesh_shape=self.mesh_shape,
+        tensor_split_dims_mapping=self.weight_split_dims_mapping.wt,
+        dtype=self.dtype,
+        init=self.kernel_init,
+      ),
+    )
     if self.bias:
-      self.create_variable("b", WeightHParams(shape=[self.filter_shape[-1]], init=self.bias_init,
-                                              dtype=self.dtype))
+      self.create_variable(
+        "b", WeightHParams(shape=[self.filter_shape[-1]], init=self.bias_init, dtype=self.dtype)
+      )
     self.create_child("weight_norm", self.weight_norm_tpl.clone().set(dim=self.filter_shape[-1]))
 
   def _padding(self):
@@ -78,15 +89,22 @@ class Conv2D(base_layer.BaseLayer):
 
   def __call__(self, inputs: jax.Array) -> jax.Array:
     if inputs.shape[3] % self.filter_shape[2]:
-      raise ValueError(f"Conv2D: input channels {inputs.shape[3]} must be a multiple of the "
-                       f"filter's {self.filter_shape[2]}.")
+      raise ValueError(
+        f"Conv2D: input channels {inputs.shape[3]} must be a multiple of the "
+        f"filter's {self.filter_shape[2]}."
+      )
     groups = inputs.shape[3] // self.filter_shape[2]
     inputs = self._cast_to_fprop_dtype(inputs)
     w = self.weight_norm(self.theta.w)  # [h, w, C_in / groups, C_out]
     out = jax.lax.conv_general_dilated(
-        lhs=inputs, rhs=w, window_strides=tuple(self.filter_stride), padding=self._padding(),
-        rhs_dilation=tuple(self.dilations), dimension_numbers=("NHWC", "HWIO", "NHWC"),
-        feature_group_count=groups)  # [B, H', W', C_out]
+      lhs=inputs,
+      rhs=w,
+      window_strides=tuple(self.filter_stride),
+      padding=self._padding(),
+      rhs_dilation=tuple(self.dilations),
+      dimension_numbers=("NHWC", "HWIO", "NHWC"),
+      feature_group_count=groups,
+    )  # [B, H', W', C_out]
     if self.bias:
       out = out + self.theta.b
     return out

@@ -117,7 +117,8 @@ class DotProductAttention(base_layer.BaseLayer):
   use_rotary_position_emb: bool = False
   consolidate_rope_key_state: bool = False
   rotary_position_emb_tpl: LayerTpl | None = template_field(
-      embedding_softmax.RotaryPositionalEmbedding)
+    embedding_softmax.RotaryPositionalEmbedding
+  )
   cast_rotary_position_emb: bool = True
   relative_bias_tpl: LayerTpl | None = template_field(None)
   attention_extra_logit: float | None = None
@@ -152,8 +153,10 @@ class DotProductAttention(base_layer.BaseLayer):
     if self.dim_per_head is not None:
       return self.dim_per_head
     if self.num_heads <= 0 or self.hidden_dim % self.num_heads:
-      raise ValueError(f"{type(self).__name__}: hidden_dim {self.hidden_dim} is not a multiple "
-                       f"of num_heads {self.num_heads}; set dim_per_head or fix them.")
+      raise ValueError(
+        f"{type(self).__name__}: hidden_dim {self.hidden_dim} is not a multiple "
+        f"of num_heads {self.num_heads}; set dim_per_head or fix them."
+      )
     return self.hidden_dim // self.num_heads
 
   @property
@@ -174,14 +177,18 @@ class DotProductAttention(base_layer.BaseLayer):
 
   def setup(self) -> None:
     if not self.input_dim or not self.hidden_dim:
-      raise ValueError(f"{type(self).__name__} needs input_dim and hidden_dim, got "
-                       f"{self.input_dim!r} and {self.hidden_dim!r}.")
+      raise ValueError(
+        f"{type(self).__name__} needs input_dim and hidden_dim, got "
+        f"{self.input_dim!r} and {self.hidden_dim!r}."
+      )
     if self.ngrammer_tpl is not None:
-      raise NotImplementedError("DotProductAttention.ngrammer_tpl (Pax's VQ-NGrammer) is not "
-                                "supported here; leave it None.")
+      raise NotImplementedError(
+        "DotProductAttention.ngrammer_tpl (Pax's VQ-NGrammer) is not supported here; leave it None."
+      )
     if self.consolidate_rope_key_state and (self.dconv_qkv or not self.use_rotary_position_emb):
-      raise ValueError("consolidate_rope_key_state needs use_rotary_position_emb=True and "
-                       "dconv_qkv=False.")
+      raise ValueError(
+        "consolidate_rope_key_state needs use_rotary_position_emb=True and dconv_qkv=False."
+      )
     h, n, k = self._dim_per_head, self.num_heads, self._kv_heads
     if k <= 0 or n % k:
       raise ValueError(f"num_heads {n} must be a multiple of num_kv_heads {k}.")
@@ -191,8 +198,9 @@ class DotProductAttention(base_layer.BaseLayer):
     query_dim, key_dim, value_dim = self._input_dims()
 
     def projection(input_dim, heads, std=None):
-      tpl = self.proj_tpl.clone().set(input_dim=input_dim, num_heads=heads, dim_per_head=h,
-                                      use_bias=self.use_bias)
+      tpl = self.proj_tpl.clone().set(
+        input_dim=input_dim, num_heads=heads, dim_per_head=h, use_bias=self.use_bias
+      )
       if std:
         tpl.params_init = WeightInit.Gaussian(std)
       tpl.weight_split_dims_mapping.wt = wp.proj
@@ -202,14 +210,16 @@ class DotProductAttention(base_layer.BaseLayer):
     if self.combine_qkv:
       if not query_dim == key_dim == value_dim:
         raise ValueError("combine_qkv needs one input_dim for query, key and value.")
-      tpl = self.combined_qkv_proj_tpl.clone().set(input_dim=query_dim, num_heads=n,
-                                                   dim_per_head=h, use_bias=self.use_bias)
+      tpl = self.combined_qkv_proj_tpl.clone().set(
+        input_dim=query_dim, num_heads=n, dim_per_head=h, use_bias=self.use_bias
+      )
       tpl.weight_split_dims_mapping.wt = wp.proj
       self.create_child("combined_qkv", tpl)
     else:
       self.create_child("key", projection(key_dim, k, key_dim**-0.5 if gshard else None))
-      self.create_child("query", projection(query_dim, n,
-                                            (query_dim * h)**-0.5 if gshard else None))
+      self.create_child(
+        "query", projection(query_dim, n, (query_dim * h) ** -0.5 if gshard else None)
+      )
       self.create_child("value", projection(value_dim, k, value_dim**-0.5 if gshard else None))
     if self.use_rotary_position_emb:
       self._create_rotary_position_emb(self.rotary_position_emb_tpl, h)
@@ -218,8 +228,9 @@ class DotProductAttention(base_layer.BaseLayer):
       tpl.num_heads = n
       self.create_child("relative_bias", tpl)
     if self.dconv_qkv:
-      tpl = self.causal_depthwise_conv1d_tpl.clone().set(kernel_size=self.dconv_kernel_size,
-                                                         hidden_dims=[n, h])
+      tpl = self.causal_depthwise_conv1d_tpl.clone().set(
+        kernel_size=self.dconv_kernel_size, hidden_dims=[n, h]
+      )
       tpl.weight_split_dims_mapping.wt = wp.dconv
       for name in ("dconv_q", "dconv_k", "dconv_v"):
         self.create_child(name, tpl)
@@ -230,15 +241,20 @@ class DotProductAttention(base_layer.BaseLayer):
       self.create_child("layer_norm_k", tpl)
     if self.internal_enable_query_scale and self.internal_enable_per_dim_scale:
       self.create_child("per_dim_scale", self.per_dim_scale_tpl.clone().set(dim=h))
-    self.create_child("atten_dropout",
-                      self.dropout_tpl.clone().set(keep_prob=1.0 - self.atten_dropout_prob))
-    post = self.proj_tpl.clone().set(input_dim=query_dim, num_heads=n, dim_per_head=h,
-                                     is_output_projection=True, use_bias=self.use_bias,
-                                     use_nhd_shape=self.output_proj_use_nhd_shape)
+    self.create_child(
+      "atten_dropout", self.dropout_tpl.clone().set(keep_prob=1.0 - self.atten_dropout_prob)
+    )
+    post = self.proj_tpl.clone().set(
+      input_dim=query_dim,
+      num_heads=n,
+      dim_per_head=h,
+      is_output_projection=True,
+      use_bias=self.use_bias,
+      use_nhd_shape=self.output_proj_use_nhd_shape,
+    )
     if gshard:
-      post.params_init = WeightInit.Gaussian((n * h)**-0.5)
-    if (self.output_proj_use_nhd_shape and isinstance(wp.proj, (list, tuple))
-        and len(wp.proj) == 3):
+      post.params_init = WeightInit.Gaussian((n * h) ** -0.5)
+    if self.output_proj_use_nhd_shape and isinstance(wp.proj, (list, tuple)) and len(wp.proj) == 3:
       post.weight_split_dims_mapping.wt = [wp.proj[1], wp.proj[2], wp.proj[0]]
     else:
       post.weight_split_dims_mapping.wt = wp.proj
@@ -258,8 +274,7 @@ class DotProductAttention(base_layer.BaseLayer):
     if x.ndim != 4:  # e.g. a decode state reshaped by a transform: nothing to say
       return x
     heads = "heads" if x.shape[2] == self.num_heads else "kv_heads"
-    return self._shard(x, self.activation_split_dims_mapping.blnh,
-                       ("batch", "length", heads, "kv"))
+    return self._shard(x, self.activation_split_dims_mapping.blnh, ("batch", "length", heads, "kv"))
 
   def _shard_bnh(self, x: jax.Array) -> jax.Array:
     if x.ndim != 3:
@@ -340,15 +355,26 @@ class DotProductAttention(base_layer.BaseLayer):
     return self.pv_einsum("BKGTS,BSKH->BTKGH", grouped, value).reshape(b, t, n, h)
 
   def _check_mask(self, atten_mask: jax.Array, b: int, t: int, s: int) -> None:
-    if (atten_mask.ndim != 4 or atten_mask.shape[0] not in (1, b)
-        or atten_mask.shape[1] not in (1, self.num_heads)
-        or atten_mask.shape[2] not in (1, t) or atten_mask.shape[3] != s):
-      raise ValueError(f"atten_mask must be [1|B, 1, 1|T, S] = [1|{b}, 1, 1|{t}, {s}], got "
-                       f"{atten_mask.shape}.")
+    if (
+      atten_mask.ndim != 4
+      or atten_mask.shape[0] not in (1, b)
+      or atten_mask.shape[1] not in (1, self.num_heads)
+      or atten_mask.shape[2] not in (1, t)
+      or atten_mask.shape[3] != s
+    ):
+      raise ValueError(
+        f"atten_mask must be [1|B, 1, 1|T, S] = [1|{b}, 1, 1|{t}, {s}], got {atten_mask.shape}."
+      )
 
-  def _dot_atten(self, query: jax.Array, key: jax.Array, value: jax.Array,
-                 atten_mask: jax.Array, relative_bias: jax.Array | None = None,
-                 deterministic: bool | None = None) -> tuple[jax.Array, jax.Array]:
+  def _dot_atten(
+    self,
+    query: jax.Array,
+    key: jax.Array,
+    value: jax.Array,
+    atten_mask: jax.Array,
+    relative_bias: jax.Array | None = None,
+    deterministic: bool | None = None,
+  ) -> tuple[jax.Array, jax.Array]:
     """query [B, T, N, H], key/value [B, S, K, H] -> (encoded [B, T, N, H], probs [B, N, T, S])."""
     query, key, value = self._shard_blnh(query), self._shard_blnh(key), self._shard_blnh(value)
     b, s, _, h = key.shape
@@ -378,19 +404,29 @@ class DotProductAttention(base_layer.BaseLayer):
   def _project(self, query_vec, key_vec, value_vec):
     if self.combine_qkv:
       if not (query_vec is key_vec and query_vec is value_vec):
-        raise ValueError("combine_qkv is for self-attention: pass the same array as query_vec, "
-                         "key_vec and value_vec.")
+        raise ValueError(
+          "combine_qkv is for self-attention: pass the same array as query_vec, "
+          "key_vec and value_vec."
+        )
       return self.combined_qkv(query_vec)
-    return (checkpoint_name(self.query(query_vec), "query_proj"),
-            checkpoint_name(self.key(key_vec), "key_proj"),
-            checkpoint_name(self.value(value_vec), "value_proj"))
+    return (
+      checkpoint_name(self.query(query_vec), "query_proj"),
+      checkpoint_name(self.key(key_vec), "key_proj"),
+      checkpoint_name(self.value(value_vec), "value_proj"),
+    )
 
   # -- forward -----------------------------------------------------------------------------------
 
-  def __call__(self, query_vec: jax.Array, key_vec: jax.Array, value_vec: jax.Array,
-               atten_mask: jax.Array, query_segment_pos: jax.Array | None = None,
-               key_segment_pos: jax.Array | None = None,
-               deterministic: bool | None = None) -> tuple[jax.Array, jax.Array]:
+  def __call__(
+    self,
+    query_vec: jax.Array,
+    key_vec: jax.Array,
+    value_vec: jax.Array,
+    atten_mask: jax.Array,
+    query_segment_pos: jax.Array | None = None,
+    key_segment_pos: jax.Array | None = None,
+    deterministic: bool | None = None,
+  ) -> tuple[jax.Array, jax.Array]:
     """Attends from query_vec [B, T, D] over key_vec / value_vec [B, S, D].
 
     Args:
@@ -420,23 +456,26 @@ class DotProductAttention(base_layer.BaseLayer):
       query_proj = self.rotary_position_emb(query_proj, query_segment_pos)
       key_proj = self.rotary_position_emb(key_proj, key_segment_pos)
       self._fprop_update_decode_state(
-          "key_state" if self.consolidate_rope_key_state else "key_post_rotary_pos_emb",
-          key_proj)
+        "key_state" if self.consolidate_rope_key_state else "key_post_rotary_pos_emb", key_proj
+      )
     relative_bias = None
     if self.relative_bias_tpl is not None:
       b = query_vec.shape[0]
       if query_segment_pos is None:
-        query_segment_pos = jnp.broadcast_to(jnp.arange(query_vec.shape[1]), (b,
-                                                                                query_vec.shape[1]))
+        query_segment_pos = jnp.broadcast_to(
+          jnp.arange(query_vec.shape[1]), (b, query_vec.shape[1])
+        )
       if key_segment_pos is None:
-        key_segment_pos = jnp.broadcast_to(jnp.arange(key_vec.shape[1]), (key_vec.shape[0],
-                                                                            key_vec.shape[1]))
+        key_segment_pos = jnp.broadcast_to(
+          jnp.arange(key_vec.shape[1]), (key_vec.shape[0], key_vec.shape[1])
+        )
       relative_bias = self.relative_bias(query_segment_pos, key_segment_pos)
     if self.ln_tpl is not None:
       query_proj = self.layer_norm_q(query_proj)
       key_proj = self.layer_norm_k(key_proj)
-    encoded, atten_probs = self._dot_atten(query_proj, key_proj, value_proj, atten_mask,
-                                           relative_bias, deterministic=deterministic)
+    encoded, atten_probs = self._dot_atten(
+      query_proj, key_proj, value_proj, atten_mask, relative_bias, deterministic=deterministic
+    )
     encoded = self._shard_bld(self.post(encoded))  # [B, T, D]
     return checkpoint_name(encoded, "out_proj"), atten_probs
 
@@ -445,8 +484,11 @@ class DotProductAttention(base_layer.BaseLayer):
   @nn.nowrap
   def _fprop_update_decode_state(self, name: str, value: jax.Array) -> None:
     """Caches `value` while decoding (decode cache mutable); a no-op in training and init."""
-    if (not self.decode_cache or not self.is_mutable_collection(DECODE_CACHE)
-        or self.is_initializing()):
+    if (
+      not self.decode_cache
+      or not self.is_mutable_collection(DECODE_CACHE)
+      or self.is_initializing()
+    ):
       return
     self.update_decode_state(name, value)
 
@@ -454,15 +496,18 @@ class DotProductAttention(base_layer.BaseLayer):
     return self.get_decode_state("key_state").shape[1]
 
   @nn.nowrap
-  def extend_decode_state(self, name: str, value: jax.Array, time_step: jax.Array,
-                          time_dim: int) -> jax.Array:
+  def extend_decode_state(
+    self, name: str, value: jax.Array, time_step: jax.Array, time_dim: int
+  ) -> jax.Array:
     """Writes value ([B, N, H], or with its time dim) into cache `name` at time_step."""
     if value.ndim == time_dim + 2:
       value = jnp.expand_dims(value, time_dim)
     state = self.get_decode_state(name)
     if state is None:
-      raise ValueError(f"{type(self).__name__}.extend_step found no decode state {name!r}: first "
-                       f"apply __call__ to the prefix with mutable=['decoder_cache'].")
+      raise ValueError(
+        f"{type(self).__name__}.extend_step found no decode state {name!r}: first "
+        f"apply __call__ to the prefix with mutable=['decoder_cache']."
+      )
     start = [0] * value.ndim
     start[time_dim] = jnp.asarray(time_step, jnp.int32)
     new_state = jax.lax.dynamic_update_slice(state, value.astype(state.dtype), start)
@@ -475,8 +520,9 @@ class DotProductAttention(base_layer.BaseLayer):
     value = self._shard_blnh(self.get_decode_state(value_state_name))
     if batch != key.shape[0]:
       if batch % key.shape[0]:
-        raise ValueError(f"query batch {batch} is not a multiple of the cache batch "
-                         f"{key.shape[0]}.")
+        raise ValueError(
+          f"query batch {batch} is not a multiple of the cache batch {key.shape[0]}."
+        )
       key = jnp.repeat(key, batch // key.shape[0], axis=0)
       value = jnp.repeat(value, batch // value.shape[0], axis=0)
     return key, value
@@ -486,9 +532,15 @@ class DotProductAttention(base_layer.BaseLayer):
       atten_mask = jnp.repeat(atten_mask, batch // cache_batch, axis=0)
     return atten_mask
 
-  def _dot_atten_one_step(self, query: jax.Array, key_state_name: str, value_state_name: str,
-                          atten_mask: jax.Array, relative_bias: jax.Array | None = None,
-                          time_step: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+  def _dot_atten_one_step(
+    self,
+    query: jax.Array,
+    key_state_name: str,
+    value_state_name: str,
+    atten_mask: jax.Array,
+    relative_bias: jax.Array | None = None,
+    time_step: jax.Array | None = None,
+  ) -> tuple[jax.Array, jax.Array]:
     """query [B, N, H] over the cache -> (encoded [B, N, H], probs [B, N, S])."""
     del time_step
     cache_batch = self.get_decode_state(key_state_name).shape[0]
@@ -497,8 +549,9 @@ class DotProductAttention(base_layer.BaseLayer):
     query = self._shard_bnh(query)
     b, s, _, h = key.shape
     if atten_mask.ndim != 3 or atten_mask.shape[0] not in (1, b) or atten_mask.shape[2] != s:
-      raise ValueError(f"extend_step atten_mask must be [1|B, 1, S] = [1|{b}, 1, {s}], got "
-                       f"{atten_mask.shape}.")
+      raise ValueError(
+        f"extend_step atten_mask must be [1|B, 1, S] = [1|{b}, 1, {s}], got {atten_mask.shape}."
+      )
     logits = self._atten_logits(self._scale_query(query)[:, None], key)[:, :, 0]  # [B, N, S]
     if relative_bias is not None:
       logits = logits + jnp.squeeze(relative_bias, axis=2)
@@ -513,9 +566,15 @@ class DotProductAttention(base_layer.BaseLayer):
       encoded = encoded * (1 - fully_masked).astype(encoded.dtype)
     return self._shard_bnh(encoded), probs
 
-  def extend_step(self, query_vec: jax.Array, *, atten_mask: jax.Array, time_step: jax.Array,
-                  segment_pos: jax.Array | None = None,
-                  is_cross_attention: bool = False) -> jax.Array:
+  def extend_step(
+    self,
+    query_vec: jax.Array,
+    *,
+    atten_mask: jax.Array,
+    time_step: jax.Array,
+    segment_pos: jax.Array | None = None,
+    is_cross_attention: bool = False,
+  ) -> jax.Array:
     """One decoding step: query_vec [B, D] at time_step -> [B, D] (apply with mutable cache).
 
     Args:
@@ -534,8 +593,9 @@ class DotProductAttention(base_layer.BaseLayer):
       return self._shard_blnh(self.extend_decode_state(name, value, time_step, time_dim))
 
     if self.combine_qkv:
-      query_proj, key_proj, value_proj = self.combined_qkv.extend_step(query_vec,
-                                                                       time_step=time_step)
+      query_proj, key_proj, value_proj = self.combined_qkv.extend_step(
+        query_vec, time_step=time_step
+      )
     else:
       query_proj = self.query.extend_step(query_vec, time_step=time_step)
       if not is_cross_attention:
@@ -549,19 +609,23 @@ class DotProductAttention(base_layer.BaseLayer):
     if self.dconv_qkv:
       key_name, value_name = "key_post_dconv", "value_post_dconv"
       query_state = extend("query_state", query_proj)
-      query_proj = self.dconv_q.extend_step(query_state, axis=time_dim, step=time_step,
-                                            segment_pos=segment_pos)
+      query_proj = self.dconv_q.extend_step(
+        query_state, axis=time_dim, step=time_step, segment_pos=segment_pos
+      )
       if not is_cross_attention:
-        key_proj = self.dconv_k.extend_step(key_state, axis=time_dim, step=time_step,
-                                            segment_pos=segment_pos)
-        value_proj = self.dconv_v.extend_step(value_state, axis=time_dim, step=time_step,
-                                              segment_pos=segment_pos)
+        key_proj = self.dconv_k.extend_step(
+          key_state, axis=time_dim, step=time_step, segment_pos=segment_pos
+        )
+        value_proj = self.dconv_v.extend_step(
+          value_state, axis=time_dim, step=time_step, segment_pos=segment_pos
+        )
         extend(key_name, key_proj)
         extend(value_name, value_proj)
     if self.use_rotary_position_emb:
       key_name = "key_state" if self.consolidate_rope_key_state else "key_post_rotary_pos_emb"
-      position = (jnp.broadcast_to(time_step, [query_vec.shape[0]]) if segment_pos is None
-                  else segment_pos)
+      position = (
+        jnp.broadcast_to(time_step, [query_vec.shape[0]]) if segment_pos is None else segment_pos
+      )
       query_proj = self.rotary_position_emb.extend_step(query_proj, position)
       if not is_cross_attention:
         key_proj = self.rotary_position_emb.extend_step(key_proj, position)
@@ -569,9 +633,11 @@ class DotProductAttention(base_layer.BaseLayer):
     relative_bias = None
     if self.relative_bias_tpl is not None:
       relative_bias = self.relative_bias.extend_step(
-          seq_length=self.decoding_state_sequence_length(), time_step=time_step)
-    encoded, _ = self._dot_atten_one_step(query_proj, key_name, value_name, atten_mask,
-                                          relative_bias, time_step=time_step)
+        seq_length=self.decoding_state_sequence_length(), time_step=time_step
+      )
+    encoded, _ = self._dot_atten_one_step(
+      query_proj, key_name, value_name, atten_mask, relative_bias, time_step=time_step
+    )
     return self._shard_bd(self.post.extend_step(encoded, time_step=time_step))
 
   def transform_decode_state(self, transform_fn) -> None:
@@ -581,9 +647,13 @@ class DotProductAttention(base_layer.BaseLayer):
         self.update_decode_state(name, self._shard_blnh(transform_fn(state, 0, 1)))
 
   def lazy_broadcast_prefix(self, num_suffix_samples: int, suffix_length: int) -> None:
-    raise NotImplementedError("lazy_broadcast_prefix needs Pax's DotProductAttentionWithLPB, "
-                              "which this praxis does not provide.")
+    raise NotImplementedError(
+      "lazy_broadcast_prefix needs Pax's DotProductAttentionWithLPB, "
+      "which this praxis does not provide."
+    )
 
   def right_align_decode_state_with_prefix(self, max_prefix_size: int, right_align_fn) -> None:
-    raise NotImplementedError("right_align_decode_state_with_prefix needs Pax's "
-                              "DotProductAttentionWithLPB, which this praxis does not provide.")
+    raise NotImplementedError(
+      "right_align_decode_state_with_prefix needs Pax's "
+      "DotProductAttentionWithLPB, which this praxis does not provide."
+    )

@@ -45,9 +45,18 @@ template_field = base_layer.template_field
 LayerTpl = pax_fiddle.Config
 SplitDimsMapping = pytypes.SplitDimsMapping
 
-__all__ = ["TokenCounter", "Embedding", "FullSoftmax", "SharedEmbeddingSoftmax",
-           "SigmoidCrossEntropy", "GShardSharedEmbeddingSoftmax", "PositionalEmbedding",
-           "PositionalEmbedding2D", "RotaryPositionalEmbedding", "TrainablePositionalEmbedding"]
+__all__ = [
+  "TokenCounter",
+  "Embedding",
+  "FullSoftmax",
+  "SharedEmbeddingSoftmax",
+  "SigmoidCrossEntropy",
+  "GShardSharedEmbeddingSoftmax",
+  "PositionalEmbedding",
+  "PositionalEmbedding2D",
+  "RotaryPositionalEmbedding",
+  "TrainablePositionalEmbedding",
+]
 
 
 def _compute_z_loss(logits: jax.Array) -> jax.Array:
@@ -66,8 +75,9 @@ def _with_trailing_one(x: jax.Array | None, lead: tuple[int, ...], name: str):
     return x[..., None]
   if x.shape[:-1] == lead:
     return x
-  raise ValueError(f"{name} must be [..., 1] (or [...]) matching the inputs' leading dims "
-                   f"{lead}, got {x.shape}.")
+  raise ValueError(
+    f"{name} must be [..., 1] (or [...]) matching the inputs' leading dims {lead}, got {x.shape}."
+  )
 
 
 def _name_logits_axes(ff: LayerTpl, weight_axes) -> None:
@@ -91,11 +101,18 @@ class TokenCounter(base_layer.BaseLayer):
   """Counts the non-padding tokens seen in training, in millions (`approx_total_tokens_mm`)."""
 
   def setup(self) -> None:
-    self.create_variable("approx_total_tokens_mm", WeightHParams(
-        shape=(), init=base_layer.WeightInit.Constant(0.0),
-        collections=[base_layer.WeightHParamsCollection.REQUIRES_SUM_SYNC,
-                     base_layer.WeightHParamsCollection.DISALLOW_BFLOAT16_CONVERSION]),
-                         trainable=False)
+    self.create_variable(
+      "approx_total_tokens_mm",
+      WeightHParams(
+        shape=(),
+        init=base_layer.WeightInit.Constant(0.0),
+        collections=[
+          base_layer.WeightHParamsCollection.REQUIRES_SUM_SYNC,
+          base_layer.WeightHParamsCollection.DISALLOW_BFLOAT16_CONVERSION,
+        ],
+      ),
+      trainable=False,
+    )
 
   def __call__(self, inputs: jax.Array, paddings: jax.Array) -> None:
     """inputs [B, T] ids (unused), paddings [B, T] (1 = padding)."""
@@ -136,10 +153,13 @@ class Embedding(base_layer.BaseLayer):
 
   def setup(self) -> None:
     if self.num_classes <= 0 or self.input_dims <= 0:
-      raise ValueError(f"Embedding needs positive num_classes and input_dims, got "
-                       f"{self.num_classes} and {self.input_dims}.")
-    self.create_variable("emb_var", _emb_weight(self, [self.num_classes, self.input_dims],
-                                                ("vocab", "embed")))
+      raise ValueError(
+        f"Embedding needs positive num_classes and input_dims, got "
+        f"{self.num_classes} and {self.input_dims}."
+      )
+    self.create_variable(
+      "emb_var", _emb_weight(self, [self.num_classes, self.input_dims], ("vocab", "embed"))
+    )
     self.create_child("array_lookup", self.array_lookup_tpl.clone())
     self.create_child("einsum", self.einsum_tpl.clone())
 
@@ -152,8 +172,9 @@ class Embedding(base_layer.BaseLayer):
       embs = jnp.where(ids[..., None] < self.num_classes, embs, jnp.nan)
     if self.scale_sqrt_depth:
       embs = embs * self.input_dims**0.5
-    return base_layer.maybe_shard(embs, self.activation_split_dims_mapping
-                                  .emb_out_split_dims_mapping, self.mesh_axis_names)
+    return base_layer.maybe_shard(
+      embs, self.activation_split_dims_mapping.emb_out_split_dims_mapping, self.mesh_axis_names
+    )
 
   def extend_step(self, ids: jax.Array, *, time_step: jax.Array) -> jax.Array:
     del time_step  # A lookup has no state.
@@ -194,14 +215,18 @@ class FullSoftmax(base_layer.BaseLayer):
 
   def setup(self) -> None:
     if self.bi_tempered_loss_tpl is not None:
-      raise NotImplementedError(f"{type(self).__name__}.bi_tempered_loss_tpl is not supported "
-                                f"here; leave it None.")
+      raise NotImplementedError(
+        f"{type(self).__name__}.bi_tempered_loss_tpl is not supported here; leave it None."
+      )
     if self.feed_forward_tpl is not None:
       ff = self.feed_forward_tpl.clone().set(
-          input_dims=self.input_dims, output_dims=self.num_classes,
-          activation_tpl=pax_fiddle.Config(activations.Identity), bias_init=self.bias_init,
-          weight_split_dims_mapping=self.weight_split_dims_mapping.clone(),
-          activation_split_dims_mapping=self.activation_split_dims_mapping.clone())
+        input_dims=self.input_dims,
+        output_dims=self.num_classes,
+        activation_tpl=pax_fiddle.Config(activations.Identity),
+        bias_init=self.bias_init,
+        weight_split_dims_mapping=self.weight_split_dims_mapping.clone(),
+        activation_split_dims_mapping=self.activation_split_dims_mapping.clone(),
+      )
       _name_logits_axes(ff, self.weight_axes)
       self.create_child("logits_ffn", ff)
 
@@ -262,10 +287,14 @@ class FullSoftmax(base_layer.BaseLayer):
     _, (xent, argmax) = jax.lax.scan(jax.remat(step), None, chunks)
     return from_chunks(xent), from_chunks(argmax)
 
-  def __call__(self, inputs: jax.Array, class_weights: jax.Array,
-               class_ids: jax.Array | None = None,
-               class_probabilities: jax.Array | None = None,
-               input_ids: jax.Array | None = None) -> NestedMap:
+  def __call__(
+    self,
+    inputs: jax.Array,
+    class_weights: jax.Array,
+    class_ids: jax.Array | None = None,
+    class_probabilities: jax.Array | None = None,
+    input_ids: jax.Array | None = None,
+  ) -> NestedMap:
     """Logits and the weighted cross-entropy.
 
     Args:
@@ -287,30 +316,36 @@ class FullSoftmax(base_layer.BaseLayer):
     class_weights = _with_trailing_one(class_weights, lead, "class_weights")
     class_ids = _with_trailing_one(class_ids, lead, "class_ids")
     chunk = self.chunk_size or 0
-    full = (chunk == 0 or class_probabilities is not None or inputs.ndim != 3
-            or inputs.shape[1] < chunk or self.z_loss_weight > 0.0)
+    full = (
+      chunk == 0
+      or class_probabilities is not None
+      or inputs.ndim != 3
+      or inputs.shape[1] < chunk
+      or self.z_loss_weight > 0.0
+    )
     if full:
       per_example_xent, per_example_argmax, logits, log_probs = self._compute_xent(
-          inputs, class_ids, class_probabilities)
+        inputs, class_ids, class_probabilities
+      )
     else:
       per_example_xent, per_example_argmax = self._compute_xent_scan(inputs, class_ids)
       logits = log_probs = None
     total_xent = jnp.sum(per_example_xent[..., None] * class_weights, dtype=jnp.float32)
     total_weight = jnp.sum(class_weights, dtype=jnp.float32)
     out = NestedMap(
-        logits=None if logits is None else logits.astype(inputs.dtype),
-        log_probs=None if log_probs is None else log_probs.astype(inputs.dtype),
-        per_example_argmax=per_example_argmax,
-        per_example_xent=per_example_xent.astype(jnp.float32),
-        total_xent=total_xent,
-        total_weight=total_weight,
-        avg_xent=(total_xent / (total_weight + 1e-6)).astype(jnp.float32))
+      logits=None if logits is None else logits.astype(inputs.dtype),
+      log_probs=None if log_probs is None else log_probs.astype(inputs.dtype),
+      per_example_argmax=per_example_argmax,
+      per_example_xent=per_example_xent.astype(jnp.float32),
+      total_xent=total_xent,
+      total_weight=total_weight,
+      avg_xent=(total_xent / (total_weight + 1e-6)).astype(jnp.float32),
+    )
     if class_ids is not None:
       correct = per_example_argmax[..., None] == class_ids
       out.accuracy = jnp.sum(correct * class_weights) / total_weight
     if self.z_loss_weight > 0.0:
-      z_loss = jnp.sum(_compute_z_loss(logits) * class_weights,
-                       dtype=jnp.float32) / total_weight
+      z_loss = jnp.sum(_compute_z_loss(logits) * class_weights, dtype=jnp.float32) / total_weight
       z_loss = z_loss * self.z_loss_weight
       self.add_summary("aux_z_loss", z_loss)
       self.add_aux_loss("aux_z_loss", z_loss)
@@ -352,8 +387,9 @@ class SharedEmbeddingSoftmax(FullSoftmax):
     embs = _lookup(self, table, ids, self.num_classes)
     if self.scale_sqrt_depth:
       embs = embs * self.input_dims**0.5
-    return base_layer.maybe_shard(embs, self.activation_split_dims_mapping
-                                  .emb_out_split_dims_mapping, self.mesh_axis_names)
+    return base_layer.maybe_shard(
+      embs, self.activation_split_dims_mapping.emb_out_split_dims_mapping, self.mesh_axis_names
+    )
 
   def extend_step(self, ids: jax.Array, *, time_step: jax.Array) -> jax.Array:
     del time_step  # A lookup has no state.
@@ -382,15 +418,20 @@ class SigmoidCrossEntropy(base_layer.BaseLayer):
   def setup(self) -> None:
     if self.feed_forward_tpl:
       ff = self.feed_forward_tpl.clone().set(
-          input_dims=self.input_dims, output_dims=self.num_classes,
-          activation_tpl=pax_fiddle.Config(activations.Identity), bias_init=self.bias_init,
-          weight_split_dims_mapping=self.weight_split_dims_mapping.clone(),
-          activation_split_dims_mapping=self.activation_split_dims_mapping.clone())
+        input_dims=self.input_dims,
+        output_dims=self.num_classes,
+        activation_tpl=pax_fiddle.Config(activations.Identity),
+        bias_init=self.bias_init,
+        weight_split_dims_mapping=self.weight_split_dims_mapping.clone(),
+        activation_split_dims_mapping=self.activation_split_dims_mapping.clone(),
+      )
       _name_logits_axes(ff, self.weight_axes)
       self.create_child("logits_ffn", ff)
     elif self.input_dims != self.num_classes:
-      raise ValueError(f"SigmoidCrossEntropy without feed_forward_tpl needs input_dims == "
-                       f"num_classes, got {self.input_dims} and {self.num_classes}.")
+      raise ValueError(
+        f"SigmoidCrossEntropy without feed_forward_tpl needs input_dims == "
+        f"num_classes, got {self.input_dims} and {self.num_classes}."
+      )
 
   def get_logits(self, inputs: jax.Array) -> jax.Array:
     if not self.feed_forward_tpl:
@@ -403,9 +444,13 @@ class SigmoidCrossEntropy(base_layer.BaseLayer):
   def logits_to_logp(self, logits: jax.Array) -> jax.Array:
     return jax.nn.log_sigmoid(logits.astype(jnp.float32))
 
-  def __call__(self, inputs: jax.Array, class_weights: jax.Array,
-               class_ids: jax.Array | None = None,
-               class_probabilities: jax.Array | None = None) -> NestedMap:
+  def __call__(
+    self,
+    inputs: jax.Array,
+    class_weights: jax.Array,
+    class_ids: jax.Array | None = None,
+    class_probabilities: jax.Array | None = None,
+  ) -> NestedMap:
     """class_weights [..., 1] (per position) or [..., V] (per class); targets as FullSoftmax."""
     if class_ids is None and class_probabilities is None:
       raise ValueError("SigmoidCrossEntropy needs class_ids [..., 1] or class_probabilities.")
@@ -414,10 +459,13 @@ class SigmoidCrossEntropy(base_layer.BaseLayer):
     log_probs = self.logits_to_logp(logits)
     if class_probabilities is None:
       if self.num_classes == 1:
-        raise ValueError("SigmoidCrossEntropy with num_classes=1 cannot one-hot class_ids; "
-                         "pass class_probabilities [..., 1].")
-      class_probabilities = jax.lax.stop_gradient(jax.nn.one_hot(
-          jnp.squeeze(class_ids, -1), self.num_classes, dtype=jnp.float32))
+        raise ValueError(
+          "SigmoidCrossEntropy with num_classes=1 cannot one-hot class_ids; "
+          "pass class_probabilities [..., 1]."
+        )
+      class_probabilities = jax.lax.stop_gradient(
+        jax.nn.one_hot(jnp.squeeze(class_ids, -1), self.num_classes, dtype=jnp.float32)
+      )
     if class_weights.shape[-1] == self.num_classes:
       per_class_weight = class_weights
       per_example_weight = jnp.ones(class_weights.shape[:-1] + (1,))
@@ -425,20 +473,26 @@ class SigmoidCrossEntropy(base_layer.BaseLayer):
       per_class_weight = jnp.ones(class_weights.shape[:-1] + (self.num_classes,))
       per_example_weight = class_weights
     else:
-      raise ValueError(f"class_weights must be [..., 1] or [..., {self.num_classes}], got "
-                       f"{class_weights.shape}.")
+      raise ValueError(
+        f"class_weights must be [..., 1] or [..., {self.num_classes}], got {class_weights.shape}."
+      )
     # max(x, 0) - x * z + log(1 + exp(-|x|)): stable for either sign of x.
-    per_class_xent = (jnp.maximum(logits, 0) - logits * class_probabilities
-                      + jnp.log1p(jnp.exp(-jnp.abs(logits))))
+    per_class_xent = (
+      jnp.maximum(logits, 0) - logits * class_probabilities + jnp.log1p(jnp.exp(-jnp.abs(logits)))
+    )
     per_example_xent = jnp.sum(per_class_xent * per_class_weight, axis=-1, dtype=jnp.float32)
     per_example_argmax = jax.lax.stop_gradient(jnp.argmax(logits.astype(jnp.float32), -1))
     total_xent = jnp.sum(per_example_xent[..., None] * per_example_weight, dtype=jnp.float32)
     total_weight = jnp.sum(class_weights, dtype=jnp.float32)
     return NestedMap(
-        logits=logits.astype(dtype), log_probs=log_probs.astype(dtype),
-        per_example_argmax=per_example_argmax, per_example_xent=per_example_xent.astype(dtype),
-        total_xent=total_xent.astype(dtype), total_weight=total_weight,
-        avg_xent=(total_xent / (total_weight + 1e-6)).astype(dtype))
+      logits=logits.astype(dtype),
+      log_probs=log_probs.astype(dtype),
+      per_example_argmax=per_example_argmax,
+      per_example_xent=per_example_xent.astype(dtype),
+      total_xent=total_xent.astype(dtype),
+      total_weight=total_weight,
+      avg_xent=(total_xent / (total_weight + 1e-6)).astype(dtype),
+    )
 
 
 class GShardSharedEmbeddingSoftmax(base_layer.BaseLayer):
@@ -470,17 +524,25 @@ class GShardSharedEmbeddingSoftmax(base_layer.BaseLayer):
     extend_step_out: SplitDimsMapping = None
 
   def setup(self) -> None:
-    self.create_child("embedding", pax_fiddle.Config(
-        linears.Linear, input_dims=self.num_classes, output_dims=self.input_dims,
-        params_init=base_layer.WeightInit.Gaussian(), weight_axes=("vocab", "embed"),
+    self.create_child(
+      "embedding",
+      pax_fiddle.Config(
+        linears.Linear,
+        input_dims=self.num_classes,
+        output_dims=self.input_dims,
+        params_init=base_layer.WeightInit.Gaussian(),
+        weight_axes=("vocab", "embed"),
         weight_split_dims_mapping=self.weight_split_dims_mapping.clone(),
-        activation_split_dims_mapping=self.activation_split_dims_mapping.clone()))
+        activation_split_dims_mapping=self.activation_split_dims_mapping.clone(),
+      ),
+    )
 
   def emb_lookup(self, ids: jax.Array) -> jax.Array:
     one_hot = jax.nn.one_hot(ids, self.num_classes, dtype=self.fprop_dtype)  # [..., V]
     embs = linears.project_last_dim(one_hot, self.embedding.theta.w)  # [..., D]
-    return base_layer.maybe_shard(embs, self.activation_split_dims_mapping
-                                  .emb_out_split_dims_mapping, self.mesh_axis_names)
+    return base_layer.maybe_shard(
+      embs, self.activation_split_dims_mapping.emb_out_split_dims_mapping, self.mesh_axis_names
+    )
 
   def _out_split(self, ndim: int):
     ap = self.activation_split_dims_mapping
@@ -502,10 +564,14 @@ class GShardSharedEmbeddingSoftmax(base_layer.BaseLayer):
       logits = jnp.clip(logits, -self.logits_abs_max, self.logits_abs_max)
     return logits
 
-  def __call__(self, inputs: jax.Array, class_weights: jax.Array,
-               class_ids: jax.Array | None = None,
-               class_probabilities: jax.Array | None = None,
-               input_ids: jax.Array | None = None) -> NestedMap:
+  def __call__(
+    self,
+    inputs: jax.Array,
+    class_weights: jax.Array,
+    class_ids: jax.Array | None = None,
+    class_probabilities: jax.Array | None = None,
+    input_ids: jax.Array | None = None,
+  ) -> NestedMap:
     """As FullSoftmax; also avg_xent_weight (the loss denominator)."""
     del input_ids
     if class_ids is None and class_probabilities is None:
@@ -514,8 +580,9 @@ class GShardSharedEmbeddingSoftmax(base_layer.BaseLayer):
     logits = self.get_logits(inputs).astype(jnp.float32)
     log_probs = jax.nn.log_softmax(logits)
     if class_probabilities is None:
-      class_probabilities = jax.nn.one_hot(jnp.squeeze(class_ids, -1), self.num_classes,
-                                           dtype=jnp.float32)
+      class_probabilities = jax.nn.one_hot(
+        jnp.squeeze(class_ids, -1), self.num_classes, dtype=jnp.float32
+      )
     unsmoothed = None
     if self.label_smoothing_prob > 0.0 and not self.do_eval:
       unsmoothed = class_probabilities
@@ -531,21 +598,25 @@ class GShardSharedEmbeddingSoftmax(base_layer.BaseLayer):
       denominator = jnp.sum(jnp.ones_like(class_weights), dtype=jnp.float32)
     else:
       denominator = total_weight
-    z_loss = self.z_loss_weight * (
-        jnp.sum(_compute_z_loss(logits) * class_weights) / denominator)
+    z_loss = self.z_loss_weight * (jnp.sum(_compute_z_loss(logits) * class_weights) / denominator)
     self.add_summary("aux_z_loss", z_loss)
     self.add_aux_loss("aux_z_loss", z_loss)
     if unsmoothed is not None:
       plain = -jnp.sum(log_probs * unsmoothed, axis=-1, dtype=jnp.float32)
       plain_total = jnp.sum(plain[..., None] * class_weights, dtype=jnp.float32)
-      self.add_summary("avg_xent_prior_to_label_smoothing",
-                       (plain_total / denominator).astype(dtype))
+      self.add_summary(
+        "avg_xent_prior_to_label_smoothing", (plain_total / denominator).astype(dtype)
+      )
     return NestedMap(
-        logits=logits.astype(dtype), log_probs=log_probs.astype(dtype),
-        per_example_argmax=per_example_argmax,
-        per_example_xent=per_example_xent.astype(jnp.float32),
-        total_xent=total_xent.astype(dtype), avg_xent_weight=denominator,
-        avg_xent=(total_xent / denominator).astype(jnp.float32), total_weight=total_weight)
+      logits=logits.astype(dtype),
+      log_probs=log_probs.astype(dtype),
+      per_example_argmax=per_example_argmax,
+      per_example_xent=per_example_xent.astype(jnp.float32),
+      total_xent=total_xent.astype(dtype),
+      avg_xent_weight=denominator,
+      avg_xent=(total_xent / denominator).astype(jnp.float32),
+      total_weight=total_weight,
+    )
 
   def extend_step(self, ids: jax.Array, *, time_step: jax.Array) -> jax.Array:
     del time_step  # A lookup has no state.

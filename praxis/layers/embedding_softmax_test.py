@@ -27,7 +27,6 @@ def _log_softmax(z):
 
 
 class EmbeddingTest(parameterized.TestCase):
-
   @parameterized.parameters("index", "matmul")
   def test_matches_flax_embed_forward_and_gradient(self, style):
     layer = build(es.Embedding, num_classes=11, input_dims=4, lookup_style=style)
@@ -41,8 +40,9 @@ class EmbeddingTest(parameterized.TestCase):
     cot = jax.random.normal(jax.random.key(1), (2, 4, 4))
     ours = jax.grad(lambda v: jnp.sum(layer.apply(v, ids) * cot))(variables)
     theirs = jax.grad(lambda v: jnp.sum(ref.apply(v, ids) * cot))(ref_vars)
-    np.testing.assert_allclose(ours["params"]["emb_var"], theirs["params"]["embedding"],
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+      ours["params"]["emb_var"], theirs["params"]["embedding"], rtol=1e-5, atol=1e-6
+    )
     # By hand: repeated ids accumulate; unused rows get zero.
     expected = np.zeros((11, 4))
     np.add.at(expected, np.asarray(ids).ravel(), np.asarray(cot).reshape(-1, 4))
@@ -65,8 +65,9 @@ class EmbeddingTest(parameterized.TestCase):
     out = np.asarray(clip.apply(variables, ids))
     self.assertTrue(np.all(np.isfinite(out)))
     # Pax's set_nan_for_oob_id marks ids >= num_classes (a negative id is not caught).
-    nan = build(es.Embedding, num_classes=5, input_dims=2, lookup_style=style,
-                set_nan_for_oob_id=True)
+    nan = build(
+      es.Embedding, num_classes=5, input_dims=2, lookup_style=style, set_nan_for_oob_id=True
+    )
     out = np.asarray(nan.apply(variables, ids))
     self.assertTrue(np.all(np.isfinite(out[0, 0])))
     self.assertTrue(np.all(np.isnan(out[0, 1])))
@@ -74,7 +75,6 @@ class EmbeddingTest(parameterized.TestCase):
 
 
 class FullSoftmaxTest(parameterized.TestCase):
-
   def _numpy_reference(self, x, w, b, ids, weights, cap, z_weight, smoothing):
     """Forward values and d(avg_xent + z_loss)/d(x, w, b), derived by hand."""
     raw = x @ w + b  # [B, T, V]
@@ -87,47 +87,68 @@ class FullSoftmaxTest(parameterized.TestCase):
     xent = -(target * logp).sum(-1)
     total_w = weights.sum()
     lse = np.log(np.exp(logits).sum(-1))
-    out = dict(logits=logits, log_probs=logp, per_example_xent=xent,
-               per_example_argmax=logits.argmax(-1), total_xent=(xent * weights).sum(),
-               total_weight=total_w, avg_xent=(xent * weights).sum() / (total_w + 1e-6),
-               z_loss=z_weight * (lse**2 * weights).sum() / total_w)
+    out = dict(
+      logits=logits,
+      log_probs=logp,
+      per_example_xent=xent,
+      per_example_argmax=logits.argmax(-1),
+      total_xent=(xent * weights).sum(),
+      total_weight=total_w,
+      avg_xent=(xent * weights).sum() / (total_w + 1e-6),
+      z_loss=z_weight * (lse**2 * weights).sum() / total_w,
+    )
     probs = np.exp(logp)
     d_logits = weights[..., None] * (probs - target + z_weight * 2 * lse[..., None] * probs)
     d_logits /= total_w + 1e-6
-    d_raw = d_logits * (1 - np.tanh(raw / cap)**2) if cap else d_logits
+    d_raw = d_logits * (1 - np.tanh(raw / cap) ** 2) if cap else d_logits
     grads = dict(x=d_raw @ w.T, w=np.einsum("btd,btv->dv", x, d_raw), b=d_raw.sum((0, 1)))
     return out, grads
 
   @parameterized.named_parameters(
-      ("plain", 0.0, 0.0, 0.0),
-      ("soft_cap", 2.0, 0.0, 0.0),
-      ("z_loss", 0.0, 0.1, 0.0),
-      ("all_options", 1.5, 0.05, 0.1),
+    ("plain", 0.0, 0.0, 0.0),
+    ("soft_cap", 2.0, 0.0, 0.0),
+    ("z_loss", 0.0, 0.1, 0.0),
+    ("all_options", 1.5, 0.05, 0.1),
   )
   def test_matches_numpy_forward_and_gradient(self, cap, z_weight, smoothing):
-    layer = build(es.FullSoftmax, input_dims=5, num_classes=7, soft_cap_logits=cap,
-                  z_loss_weight=z_weight, label_smoothing_prob=smoothing)
+    layer = build(
+      es.FullSoftmax,
+      input_dims=5,
+      num_classes=7,
+      soft_cap_logits=cap,
+      z_loss_weight=z_weight,
+      label_smoothing_prob=smoothing,
+    )
     x = 2.0 * jax.random.normal(jax.random.key(0), (2, 3, 5))
     ids = jnp.array([[1, 6, 0], [3, 3, 2]])
     weights = jnp.array([[1.0, 1.0, 0.0], [1.0, 0.5, 1.0]])
     # Keep only the params: init also returns what it sowed into "aux_loss".
-    variables = {"params": layer.init(jax.random.key(1), x, weights[..., None],
-                                      ids[..., None])["params"]}
+    variables = {
+      "params": layer.init(jax.random.key(1), x, weights[..., None], ids[..., None])["params"]
+    }
     params = variables["params"]["logits_ffn"]
     params["bias"]["b"] = jnp.linspace(-1.0, 1.0, 7)  # a bias that matters
     w, b = np.asarray(params["linear"]["w"], np.float64), np.asarray(params["bias"]["b"])
-    expected, expected_grads = self._numpy_reference(np.asarray(x, np.float64), w, b,
-                                                     np.asarray(ids), np.asarray(weights), cap,
-                                                     z_weight, smoothing)
-    out, mutated = layer.apply(variables, x, weights[..., None], ids[..., None],
-                               mutable=[base_layer.AUX_LOSS])
+    expected, expected_grads = self._numpy_reference(
+      np.asarray(x, np.float64),
+      w,
+      b,
+      np.asarray(ids),
+      np.asarray(weights),
+      cap,
+      z_weight,
+      smoothing,
+    )
+    out, mutated = layer.apply(
+      variables, x, weights[..., None], ids[..., None], mutable=[base_layer.AUX_LOSS]
+    )
     for key, value in expected.items():
       if key == "z_loss" and not z_weight:
         self.assertNotIn("z_loss", out)  # Pax reports z_loss only when it is on
         continue
       np.testing.assert_allclose(np.asarray(out[key]), value, rtol=2e-5, atol=2e-5, err_msg=key)
     if z_weight:
-      (aux_value, _), = mutated[base_layer.AUX_LOSS]["aux_z_loss"]
+      ((aux_value, _),) = mutated[base_layer.AUX_LOSS]["aux_z_loss"]
       np.testing.assert_allclose(aux_value, expected["z_loss"], rtol=1e-5)
     else:
       self.assertNotIn("aux_z_loss", mutated.get(base_layer.AUX_LOSS, {}))
@@ -148,8 +169,9 @@ class FullSoftmaxTest(parameterized.TestCase):
     ids = jnp.array([[0, 3], [2, 1]])
     variables = layer.init(jax.random.key(1), x, jnp.ones((2, 2, 1)), ids[..., None])
     with_ids = layer.apply(variables, x, jnp.ones((2, 2)), ids)  # [B, T] accepted too
-    with_probs = layer.apply(variables, x, jnp.ones((2, 2, 1)),
-                             class_probabilities=jax.nn.one_hot(ids, 4))
+    with_probs = layer.apply(
+      variables, x, jnp.ones((2, 2, 1)), class_probabilities=jax.nn.one_hot(ids, 4)
+    )
     np.testing.assert_allclose(with_ids.avg_xent, with_probs.avg_xent, rtol=1e-6)
     empty = layer.apply(variables, x, jnp.zeros((2, 2, 1)), ids[..., None])
     self.assertEqual(float(empty.avg_xent), 0.0)
@@ -166,34 +188,43 @@ class FullSoftmaxTest(parameterized.TestCase):
     probs = jax.nn.one_hot(ids[:, 0], 5)
     # Given distributions are used as they are (Pax smooths only class ids).
     np.testing.assert_allclose(
-        layer.apply(variables, x, weights, class_probabilities=probs).per_example_xent,
-        plain.apply(variables, x, weights, class_probabilities=probs).per_example_xent,
-        rtol=1e-6)
+      layer.apply(variables, x, weights, class_probabilities=probs).per_example_xent,
+      plain.apply(variables, x, weights, class_probabilities=probs).per_example_xent,
+      rtol=1e-6,
+    )
     logp = np.asarray(plain.apply(variables, x, weights, ids).log_probs, np.float64)
     target = np.full((2, 5), 0.2 / 4)
     target[[0, 1], [1, 4]] = 0.8
-    np.testing.assert_allclose(layer.apply(variables, x, weights, ids).per_example_xent,
-                               -(target * logp).sum(-1), rtol=1e-5)
+    np.testing.assert_allclose(
+      layer.apply(variables, x, weights, ids).per_example_xent, -(target * logp).sum(-1), rtol=1e-5
+    )
 
   def test_weight_axes(self):
     layer = build(es.FullSoftmax, input_dims=3, num_classes=4)
     x = jnp.ones((1, 2, 3))
-    boxed = base_layer.init_boxed(layer, jax.random.key(0), x, jnp.ones((1, 2, 1)),
-                                  jnp.zeros((1, 2, 1), jnp.int32))
+    boxed = base_layer.init_boxed(
+      layer, jax.random.key(0), x, jnp.ones((1, 2, 1)), jnp.zeros((1, 2, 1), jnp.int32)
+    )
     self.assertEqual(boxed["params"]["logits_ffn"]["linear"]["w"].names, ("embed", "vocab"))
     self.assertEqual(boxed["params"]["logits_ffn"]["bias"]["b"].names, ("vocab",))
 
 
 class SharedEmbeddingSoftmaxTest(absltest.TestCase):
-
   def test_one_weight_embeds_and_projects_and_gets_both_gradients(self):
     ffn = pax_fiddle.Config(es.linears.FeedForward, has_bias=False)
-    layer = build(es.SharedEmbeddingSoftmax, input_dims=4, num_classes=6, scale_sqrt_depth=True,
-                  feed_forward_tpl=ffn)
+    layer = build(
+      es.SharedEmbeddingSoftmax,
+      input_dims=4,
+      num_classes=6,
+      scale_sqrt_depth=True,
+      feed_forward_tpl=ffn,
+    )
     ids = jnp.array([[1, 2, 2], [5, 0, 1]])
     variables = layer.init(jax.random.key(0), ids, method=layer.emb_lookup)
-    self.assertEqual(jax.tree_util.tree_structure(variables["params"]),
-                     jax.tree_util.tree_structure({"logits_ffn": {"linear": {"w": 0}}}))
+    self.assertEqual(
+      jax.tree_util.tree_structure(variables["params"]),
+      jax.tree_util.tree_structure({"logits_ffn": {"linear": {"w": 0}}}),
+    )
     w = np.asarray(variables["params"]["logits_ffn"]["linear"]["w"], np.float64)  # [D, V]
     embs = layer.apply(variables, ids, method=layer.emb_lookup)
     np.testing.assert_allclose(embs, 2.0 * w.T[np.asarray(ids)], rtol=1e-6)  # sqrt(4) = 2
@@ -220,36 +251,39 @@ class SharedEmbeddingSoftmaxTest(absltest.TestCase):
 
 
 class PositionalEmbeddingTest(parameterized.TestCase):
-
   def _numpy_signal(self, positions, dims, min_ts=1.0, max_ts=10_000.0):
     """Pax's formula: frequency_i = min_ts * (max_ts / min_ts) ** (-i / (D/2 - 1))."""
     half = dims // 2
     out = np.zeros(positions.shape + (dims,))
     for i in range(half):
-      freq = min_ts * (max_ts / min_ts)**(-i / (half - 1))
+      freq = min_ts * (max_ts / min_ts) ** (-i / (half - 1))
       out[..., i] = np.sin(positions * freq)
       out[..., half + i] = np.cos(positions * freq)
     return out
 
   @parameterized.parameters((1, 100), (2, 100), (10, 10_000))
   def test_matches_numpy_for_default_and_given_positions(self, min_ts, max_ts):
-    layer = build(es.PositionalEmbedding, embedding_dims=8, min_timescale=min_ts,
-                  max_timescale=max_ts)
+    layer = build(
+      es.PositionalEmbedding, embedding_dims=8, min_timescale=min_ts, max_timescale=max_ts
+    )
     out = layer.apply({}, seq_length=5)
     self.assertEqual(out.shape, (1, 5, 8))
-    np.testing.assert_allclose(out[0], self._numpy_signal(np.arange(5.0), 8, min_ts, max_ts),
-                               atol=2e-5)
+    np.testing.assert_allclose(
+      out[0], self._numpy_signal(np.arange(5.0), 8, min_ts, max_ts), atol=2e-5
+    )
     np.testing.assert_allclose(out[0, 0], [0, 0, 0, 0, 1, 1, 1, 1], atol=1e-7)
     position = jnp.array([[3, 4, 5], [0, 0, 1]])
     out = layer.apply({}, position=position)
-    np.testing.assert_allclose(out, self._numpy_signal(np.asarray(position, np.float64), 8,
-                                                       min_ts, max_ts), atol=2e-5)
+    np.testing.assert_allclose(
+      out, self._numpy_signal(np.asarray(position, np.float64), 8, min_ts, max_ts), atol=2e-5
+    )
 
   def test_min_timescale_multiplies_the_frequencies(self):
     # The silent difference this pins: Pax multiplies by min_timescale (frequency 2 at i = 0),
     # not by 1 / min_timescale (0.5).
-    out = build(es.PositionalEmbedding, embedding_dims=4, min_timescale=2,
-                max_timescale=20).apply({}, seq_length=2)
+    out = build(es.PositionalEmbedding, embedding_dims=4, min_timescale=2, max_timescale=20).apply(
+      {}, seq_length=2
+    )
     np.testing.assert_allclose(out[0, 1, 0], np.sin(2.0), rtol=1e-6)
 
   def test_odd_dims_pad_with_zero(self):
@@ -260,11 +294,10 @@ class PositionalEmbeddingTest(parameterized.TestCase):
 
 
 class RotaryPositionalEmbeddingTest(absltest.TestCase):
-
   def _numpy_rope(self, x, positions):
     """Pairs (i, i + H/2) as complex numbers, multiplied by exp(i * pos * f_i)."""
     h = x.shape[-1] // 2
-    freqs = 1.0 / 10_000.0**(2 * np.arange(h) / (2 * h))
+    freqs = 1.0 / 10_000.0 ** (2 * np.arange(h) / (2 * h))
     z = x[..., :h] + 1j * x[..., h:]
     z = z * np.exp(1j * positions[:, :, None, None] * freqs)
     return np.concatenate([z.real, z.imag], axis=-1)
@@ -274,16 +307,20 @@ class RotaryPositionalEmbeddingTest(absltest.TestCase):
     x = jax.random.normal(jax.random.key(0), (2, 5, 3, 8))
     position = jnp.array([[0, 1, 2, 3, 4], [7, 8, 9, 100, 1000]])
     out = layer.apply({}, x, position)
-    np.testing.assert_allclose(out, self._numpy_rope(np.asarray(x, np.float64),
-                                                     np.asarray(position, np.float64)),
-                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+      out,
+      self._numpy_rope(np.asarray(x, np.float64), np.asarray(position, np.float64)),
+      rtol=1e-4,
+      atol=1e-4,
+    )
     default = layer.apply({}, x)  # positions 0..T-1
     np.testing.assert_allclose(default[0], out[0], rtol=1e-6)
     # The rotation is orthogonal: the gradient of sum(out * cot) is cot rotated back.
     cot = np.asarray(jax.random.normal(jax.random.key(1), x.shape), np.float64)
     grad = jax.grad(lambda v: jnp.sum(layer.apply({}, v, position) * cot))(x)
-    np.testing.assert_allclose(grad, self._numpy_rope(cot, -np.asarray(position, np.float64)),
-                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+      grad, self._numpy_rope(cot, -np.asarray(position, np.float64)), rtol=1e-4, atol=1e-4
+    )
 
   def test_scores_depend_only_on_relative_position(self):
     layer = build(es.RotaryPositionalEmbedding, embedding_dims=16)
@@ -300,17 +337,18 @@ class RotaryPositionalEmbeddingTest(absltest.TestCase):
 
 
 class TrainablePositionalEmbeddingTest(absltest.TestCase):
-
   def test_lookup_and_gradient(self):
-    layer = build(es.TrainablePositionalEmbedding, max_seq_length=6, embedding_dims=3,
-                  lookup_style="index")
+    layer = build(
+      es.TrainablePositionalEmbedding, max_seq_length=6, embedding_dims=3, lookup_style="index"
+    )
     variables = layer.init(jax.random.key(0), seq_length=4)
     table = np.asarray(variables["params"]["emb_var"])
     self.assertEqual(table.shape, (6, 3))
     np.testing.assert_allclose(layer.apply(variables, seq_length=4), table[None, :4], rtol=1e-6)
     position = jnp.array([[2, 2, 5], [0, 1, 2]])
-    np.testing.assert_allclose(layer.apply(variables, position=position),
-                               table[np.asarray(position)], rtol=1e-6)
+    np.testing.assert_allclose(
+      layer.apply(variables, position=position), table[np.asarray(position)], rtol=1e-6
+    )
     cot = np.random.RandomState(0).normal(size=(2, 3, 3))
     grad = jax.grad(lambda v: jnp.sum(layer.apply(v, position=position) * cot))(variables)
     expected = np.zeros((6, 3))

@@ -10,7 +10,6 @@ import functools
 from absl.testing import absltest
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from praxis import base_hyperparams
@@ -45,12 +44,13 @@ class TwoTowers(base_layer.BaseLayer):
 
 
 class HParamsSeedTest(absltest.TestCase):
-
   def test_feedforward_with_templates_builds_and_runs(self):
     cfg = linears.FeedForward.HParams.config(
-        input_dims=3, output_dims=5,
-        linear_tpl=linears.Linear.HParams(),
-        activation_tpl=activations.GELU.HParams(approximate=False))
+      input_dims=3,
+      output_dims=5,
+      linear_tpl=linears.Linear.HParams(),
+      activation_tpl=activations.GELU.HParams(approximate=False),
+    )
     # The templates stay configs on the config and on the built layer.
     self.assertIsInstance(cfg.activation_tpl, base_hyperparams.Config)
     cfg.activation_tpl.approximate = True  # reach into a template before building
@@ -86,22 +86,29 @@ class HParamsSeedTest(absltest.TestCase):
 
   def test_model_config_prints_as_text(self):
     cfg = linears.MLPBlock.HParams.config(
-        num_layers=2, input_dims=8, hidden_dims=16, output_dims=4,
-        ff_tpl=linears.FeedForward.HParams(
-            activation_tpl=activations.GELU.HParams(approximate=False)))
+      num_layers=2,
+      input_dims=8,
+      hidden_dims=16,
+      output_dims=4,
+      ff_tpl=linears.FeedForward.HParams(
+        activation_tpl=activations.GELU.HParams(approximate=False)
+      ),
+    )
     text = base_hyperparams.nested_struct_to_text(cfg)
     lines = text.splitlines()
-    for line in ("(root) : cls/praxis.layers.linears.MLPBlock",
-                 "input_dims : 8",
-                 "hidden_dims : 16",
-                 "num_layers : 2",
-                 "ff_tpl : cls/praxis.layers.linears.FeedForward",
-                 "ff_tpl.activation_tpl : cls/praxis.layers.activations.GELU",
-                 "ff_tpl.activation_tpl.approximate : False",
-                 "ff_tpl.linear_tpl : cls/praxis.layers.linears.Linear",
-                 "ff_tpl.linear_tpl.weight_axes : ('embed', 'mlp')",
-                 "ff_tpl.has_bias : True",
-                 "dtype : float32"):
+    for line in (
+      "(root) : cls/praxis.layers.linears.MLPBlock",
+      "input_dims : 8",
+      "hidden_dims : 16",
+      "num_layers : 2",
+      "ff_tpl : cls/praxis.layers.linears.FeedForward",
+      "ff_tpl.activation_tpl : cls/praxis.layers.activations.GELU",
+      "ff_tpl.activation_tpl.approximate : False",
+      "ff_tpl.linear_tpl : cls/praxis.layers.linears.Linear",
+      "ff_tpl.linear_tpl.weight_axes : ('embed', 'mlp')",
+      "ff_tpl.has_bias : True",
+      "dtype : float32",
+    ):
       self.assertIn(line, lines)
     # One "path : value" line each, no object reprs.
     for line in lines:
@@ -111,16 +118,23 @@ class HParamsSeedTest(absltest.TestCase):
   def test_child_configured_once_and_shared_by_two_parents_has_one_set_of_weights(self):
     x = jax.random.normal(jax.random.key(0), (2, 3))
     shared_ffn = linears.FeedForward.HParams(input_dims=3, output_dims=3)
-    shared = TwoTowers.HParams(left=Tower.HParams(dims=3, ffn=shared_ffn),
-                               right=Tower.HParams(dims=3, ffn=shared_ffn)).Instantiate()
+    shared = TwoTowers.HParams(
+      left=Tower.HParams(dims=3, ffn=shared_ffn), right=Tower.HParams(dims=3, ffn=shared_ffn)
+    ).Instantiate()
     self.assertIs(shared.left.ffn, shared.right.ffn)
     variables = nn.unbox(shared.init(jax.random.key(1), x))
-    ffn_weights = [path for path, _ in jax.tree_util.tree_flatten_with_path(variables)[0]
-                   if "linear" in jax.tree_util.keystr(path)]
+    ffn_weights = [
+      path
+      for path, _ in jax.tree_util.tree_flatten_with_path(variables)[0]
+      if "linear" in jax.tree_util.keystr(path)
+    ]
     self.assertLen(ffn_weights, 1)
     # Each tower still has its own LayerNorm.
-    norms = [path for path, _ in jax.tree_util.tree_flatten_with_path(variables)[0]
-             if "norm" in jax.tree_util.keystr(path) and "scale" in jax.tree_util.keystr(path)]
+    norms = [
+      path
+      for path, _ in jax.tree_util.tree_flatten_with_path(variables)[0]
+      if "norm" in jax.tree_util.keystr(path) and "scale" in jax.tree_util.keystr(path)
+    ]
     self.assertLen(norms, 2)
 
     # The output uses the one weight in both towers: it equals 2 * one tower's output when the
@@ -130,16 +144,20 @@ class HParamsSeedTest(absltest.TestCase):
     w, b = np.asarray(ffn_params["linear"]["w"]), np.asarray(ffn_params["bias"]["b"])
     xn = np.asarray(x)
     normed = (xn - xn.mean(-1, keepdims=True)) / np.sqrt(xn.var(-1, keepdims=True) + 1e-6)
-    np.testing.assert_allclose(shared.apply(variables, x), 2 * np.maximum(normed @ w + b, 0),
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+      shared.apply(variables, x), 2 * np.maximum(normed @ w + b, 0), rtol=1e-5, atol=1e-5
+    )
 
     unshared = TwoTowers.HParams(
-        left=Tower.HParams(dims=3, ffn=linears.FeedForward.HParams(input_dims=3, output_dims=3)),
-        right=Tower.HParams(dims=3, ffn=linears.FeedForward.HParams(input_dims=3, output_dims=3)),
+      left=Tower.HParams(dims=3, ffn=linears.FeedForward.HParams(input_dims=3, output_dims=3)),
+      right=Tower.HParams(dims=3, ffn=linears.FeedForward.HParams(input_dims=3, output_dims=3)),
     ).Instantiate()
     unshared_vars = unshared.init(jax.random.key(1), x)
-    count = [path for path, _ in jax.tree_util.tree_flatten_with_path(unshared_vars)[0]
-             if "linear" in jax.tree_util.keystr(path)]
+    count = [
+      path
+      for path, _ in jax.tree_util.tree_flatten_with_path(unshared_vars)[0]
+      if "linear" in jax.tree_util.keystr(path)
+    ]
     self.assertLen(count, 2)
 
 

@@ -52,13 +52,20 @@ class Linear(base_layer.BaseLayer):
 
   def setup(self):
     if self.input_dims <= 0 or self.output_dims <= 0:
-      raise ValueError(f"Linear needs positive input_dims and output_dims, got "
-                       f"{self.input_dims} and {self.output_dims}; set them on the config.")
-    self.create_variable("w", base_layer.WeightHParams(
-        shape=[self.input_dims, self.output_dims], init=self.weight_init,
+      raise ValueError(
+        f"Linear needs positive input_dims and output_dims, got "
+        f"{self.input_dims} and {self.output_dims}; set them on the config."
+      )
+    self.create_variable(
+      "w",
+      base_layer.WeightHParams(
+        shape=[self.input_dims, self.output_dims],
+        init=self.weight_init,
         mesh_shape=self.mesh_shape,
         tensor_split_dims_mapping=self.weight_split_dims_mapping.wt,
-        logical_axes=tuple(self.weight_axes)))
+        logical_axes=tuple(self.weight_axes),
+      ),
+    )
     self.create_child("einsum", self.einsum_tpl.clone())
 
   def __call__(self, inputs: jax.Array) -> jax.Array:
@@ -93,11 +100,16 @@ class Bias(base_layer.BaseLayer):
   def setup(self):
     if self.dims <= 0:
       raise ValueError(f"Bias needs positive dims, got {self.dims}; set it on the config.")
-    self.create_variable("b", base_layer.WeightHParams(
-        shape=[self.dims], init=base_layer.WeightInit.Constant(self.bias_init),
+    self.create_variable(
+      "b",
+      base_layer.WeightHParams(
+        shape=[self.dims],
+        init=base_layer.WeightInit.Constant(self.bias_init),
         mesh_shape=self.mesh_shape,
         tensor_split_dims_mapping=self.weight_split_dims_mapping.wt,
-        logical_axes=tuple(self.weight_axes)))
+        logical_axes=tuple(self.weight_axes),
+      ),
+    )
 
   def __call__(self, inputs: jax.Array) -> jax.Array:
     if inputs.shape[-1] != self.dims:
@@ -144,16 +156,20 @@ class FeedForward(base_layer.BaseLayer):
   def setup(self):
     wp, ap = self.weight_split_dims_mapping, self.activation_split_dims_mapping
     linear_p = self.linear_tpl.clone().set(
-        input_dims=self.input_dims, output_dims=self.output_dims, weight_init=self.weight_init,
-        weight_axes=self.weight_axes)
+      input_dims=self.input_dims,
+      output_dims=self.output_dims,
+      weight_init=self.weight_init,
+      weight_axes=self.weight_axes,
+    )
     if isinstance(wp, base_hyperparams.Config):
       linear_p.weight_split_dims_mapping.wt = wp.wt
     if isinstance(ap, base_hyperparams.Config):
       linear_p.activation_split_dims_mapping.out = ap.out
     self.create_child("linear", linear_p)
     if self.has_bias:
-      bias_p = self.bias_tpl.clone().set(dims=self.output_dims, bias_init=self.bias_init,
-                                         weight_axes=(self.weight_axes[-1],))
+      bias_p = self.bias_tpl.clone().set(
+        dims=self.output_dims, bias_init=self.bias_init, weight_axes=(self.weight_axes[-1],)
+      )
       if self.mesh_shape is not None and ap.out is not None:
         bias_p.weight_split_dims_mapping.wt = [ap.out[-1]]
       self.create_child("bias", bias_p)
@@ -171,8 +187,10 @@ class FeedForward(base_layer.BaseLayer):
 def project_last_dim(inputs: jax.Array, weight: jax.Array) -> jax.Array:
   """inputs [..., I] @ weight [I, O] -> [..., O] (Pax's helper)."""
   if inputs.shape[-1] != weight.shape[0]:
-    raise ValueError(f"project_last_dim: inputs {inputs.shape} and weight {weight.shape} "
-                     "disagree on the contracted dim.")
+    raise ValueError(
+      f"project_last_dim: inputs {inputs.shape} and weight {weight.shape} "
+      "disagree on the contracted dim."
+    )
   return jnp.einsum("...y,yz->...z", inputs, weight)
 
 

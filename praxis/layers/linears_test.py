@@ -33,7 +33,6 @@ def _np(tree):
 
 
 class LinearTest(absltest.TestCase):
-
   def test_matches_flax_dense_forward_and_gradient(self):
     layer = linears.Linear.HParams(input_dims=3, output_dims=5).Instantiate()
     x = jax.random.normal(jax.random.key(1), (2, 4, 3))
@@ -42,26 +41,31 @@ class LinearTest(absltest.TestCase):
     self.assertEqual(w.shape, (3, 5))  # w[in, out]
     dense = nn.Dense(5, use_bias=False)
     dense_vars = {"params": {"kernel": w}}
-    np.testing.assert_allclose(layer.apply(variables, x), dense.apply(dense_vars, x),
-                               rtol=1e-6, atol=1e-6)
-    np.testing.assert_allclose(layer.apply(variables, x), np.asarray(x) @ np.asarray(w),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+      layer.apply(variables, x), dense.apply(dense_vars, x), rtol=1e-6, atol=1e-6
+    )
+    np.testing.assert_allclose(
+      layer.apply(variables, x), np.asarray(x) @ np.asarray(w), rtol=1e-5, atol=1e-6
+    )
 
     cot = jax.random.normal(jax.random.key(2), (2, 4, 5))
     ours = jax.grad(lambda v, x: jnp.sum(layer.apply(v, x) * cot), argnums=(0, 1))(variables, x)
     ref = jax.grad(lambda v, x: jnp.sum(dense.apply(v, x) * cot), argnums=(0, 1))(dense_vars, x)
-    np.testing.assert_allclose(ours[0]["params"]["w"], ref[0]["params"]["kernel"], rtol=1e-5,
-                               atol=1e-6)
+    np.testing.assert_allclose(
+      ours[0]["params"]["w"], ref[0]["params"]["kernel"], rtol=1e-5, atol=1e-6
+    )
     np.testing.assert_allclose(ours[1], ref[1], rtol=1e-5, atol=1e-6)
     # And by hand: dL/dw = x^T cot, dL/dx = cot w^T.
     xn, cn, wn = np.asarray(x), np.asarray(cot), np.asarray(w)
-    np.testing.assert_allclose(ours[0]["params"]["w"], np.einsum("bti,bto->io", xn, cn),
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+      ours[0]["params"]["w"], np.einsum("bti,bto->io", xn, cn), rtol=1e-5, atol=1e-5
+    )
     np.testing.assert_allclose(ours[1], cn @ wn.T, rtol=1e-5, atol=1e-5)
 
   def test_weight_axes_and_dtypes(self):
-    layer = linears.Linear.HParams(input_dims=4, output_dims=2, weight_axes=("mlp", "embed"),
-                                   fprop_dtype=jnp.bfloat16).Instantiate()
+    layer = linears.Linear.HParams(
+      input_dims=4, output_dims=2, weight_axes=("mlp", "embed"), fprop_dtype=jnp.bfloat16
+    ).Instantiate()
     variables = base_layer.init_boxed(layer, jax.random.key(0), jnp.ones((1, 4)))
     self.assertEqual(variables["params"]["w"].names, ("mlp", "embed"))
     self.assertEqual(variables["params"]["w"].value.dtype, jnp.float32)
@@ -74,42 +78,43 @@ class LinearTest(absltest.TestCase):
 
 
 class BiasTest(absltest.TestCase):
-
   def test_adds_bias_with_init_value_and_gradient_is_sum(self):
     layer = linears.Bias.HParams(dims=3, bias_init=0.5).Instantiate()
     x = jax.random.normal(jax.random.key(0), (2, 4, 3))
     variables = _init(layer, x)
     np.testing.assert_allclose(variables["params"]["b"], [0.5, 0.5, 0.5])
     variables = {"params": {"b": jnp.array([1.0, -2.0, 3.0])}}
-    np.testing.assert_allclose(layer.apply(variables, x), np.asarray(x) + [1.0, -2.0, 3.0],
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+      layer.apply(variables, x), np.asarray(x) + [1.0, -2.0, 3.0], rtol=1e-6
+    )
     cot = jax.random.normal(jax.random.key(1), (2, 4, 3))
     grad = jax.grad(lambda v: jnp.sum(layer.apply(v, x) * cot))(variables)
     np.testing.assert_allclose(grad["params"]["b"], np.asarray(cot).sum((0, 1)), rtol=1e-5)
 
 
 class FeedForwardTest(absltest.TestCase):
-
   def test_gelu_feedforward_matches_numpy_forward_and_gradient(self):
     layer = linears.FeedForward.HParams(
-        input_dims=3, output_dims=4,
-        activation_tpl=activations.GELU.HParams(approximate=False)).Instantiate()
+      input_dims=3, output_dims=4, activation_tpl=activations.GELU.HParams(approximate=False)
+    ).Instantiate()
     x = jax.random.normal(jax.random.key(1), (5, 3))
     variables = _init(layer, x)
     params = variables["params"]
     self.assertEqual(set(params), {"linear", "bias"})
     # A non-zero bias, so a bias added after the activation would be caught.
     params["bias"]["b"] = jnp.array([0.3, -0.7, 1.1, 0.0])
-    w, b, xn = np.asarray(params["linear"]["w"], np.float64), np.asarray(params["bias"]["b"],
-                                                                        np.float64), np.asarray(x)
+    w, b, xn = (
+      np.asarray(params["linear"]["w"], np.float64),
+      np.asarray(params["bias"]["b"], np.float64),
+      np.asarray(x),
+    )
     z = xn @ w + b
     np.testing.assert_allclose(layer.apply(variables, x), _gelu_exact(z), rtol=1e-5, atol=1e-6)
 
     cot = np.random.RandomState(0).normal(size=(5, 4))
     grads = jax.grad(lambda v, x: jnp.sum(layer.apply(v, x) * cot), argnums=(0, 1))(variables, x)
     dz = cot * _gelu_exact_grad(z)
-    np.testing.assert_allclose(grads[0]["params"]["linear"]["w"], xn.T @ dz, rtol=1e-4,
-                               atol=1e-5)
+    np.testing.assert_allclose(grads[0]["params"]["linear"]["w"], xn.T @ dz, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(grads[0]["params"]["bias"]["b"], dz.sum(0), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(grads[1], dz @ w.T, rtol=1e-4, atol=1e-5)
 
@@ -119,24 +124,29 @@ class FeedForwardTest(absltest.TestCase):
     variables = _init(layer, x)
     self.assertEqual(set(variables["params"]), {"linear"})
     w = np.asarray(variables["params"]["linear"]["w"])
-    np.testing.assert_allclose(layer.apply(variables, x), np.maximum(np.asarray(x) @ w, 0),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+      layer.apply(variables, x), np.maximum(np.asarray(x) @ w, 0), rtol=1e-5, atol=1e-6
+    )
 
   def test_weight_axes_reach_both_children(self):
-    layer = linears.FeedForward.HParams(input_dims=3, output_dims=4,
-                                        weight_axes=("mlp", "embed")).Instantiate()
+    layer = linears.FeedForward.HParams(
+      input_dims=3, output_dims=4, weight_axes=("mlp", "embed")
+    ).Instantiate()
     variables = base_layer.init_boxed(layer, jax.random.key(0), jnp.ones((1, 3)))
     self.assertEqual(variables["params"]["linear"]["w"].names, ("mlp", "embed"))
     self.assertEqual(variables["params"]["bias"]["b"].names, ("embed",))
 
 
 class MLPBlockTest(absltest.TestCase):
-
   def test_three_layers_match_numpy_chain_and_gradient(self):
     layer = linears.MLPBlock.HParams(
-        num_layers=3, input_dims=3, hidden_dims=6, output_dims=2,
-        ff_tpl=linears.FeedForward.HParams(activation_tpl=activations.Tanh.HParams()),
-        last_activation_tpl=activations.Identity.HParams()).Instantiate()
+      num_layers=3,
+      input_dims=3,
+      hidden_dims=6,
+      output_dims=2,
+      ff_tpl=linears.FeedForward.HParams(activation_tpl=activations.Tanh.HParams()),
+      last_activation_tpl=activations.Identity.HParams(),
+    ).Instantiate()
     x = jax.random.normal(jax.random.key(1), (4, 3))
     variables = _init(layer, x)
     params = variables["params"]
@@ -168,15 +178,17 @@ class MLPBlockTest(absltest.TestCase):
     np.testing.assert_allclose(grads["layers_0"]["bias"]["b"], d1.sum(0), rtol=1e-4, atol=1e-5)
 
   def test_no_weight_repeats_a_logical_axis(self):
-    layer = linears.MLPBlock.HParams(num_layers=3, input_dims=3, hidden_dims=4,
-                                     output_dims=2).Instantiate()
+    layer = linears.MLPBlock.HParams(
+      num_layers=3, input_dims=3, hidden_dims=4, output_dims=2
+    ).Instantiate()
     variables = base_layer.init_boxed(layer, jax.random.key(0), jnp.ones((1, 3)))
     names = [variables["params"][f"layers_{i}"]["linear"]["w"].names for i in range(3)]
     self.assertEqual(names, [("embed", "mlp"), (None, "mlp"), ("mlp", None)])
 
   def test_pax_default_applies_activation_to_last_layer(self):
-    layer = linears.MLPBlock.HParams(num_layers=2, input_dims=3, hidden_dims=4,
-                                     output_dims=5).Instantiate()
+    layer = linears.MLPBlock.HParams(
+      num_layers=2, input_dims=3, hidden_dims=4, output_dims=5
+    ).Instantiate()
     x = 10 * jax.random.normal(jax.random.key(3), (50, 3))
     variables = layer.init(jax.random.key(0), x)
     self.assertGreaterEqual(float(jnp.min(layer.apply(variables, x))), 0.0)  # ReLU at the end

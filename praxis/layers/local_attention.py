@@ -20,8 +20,9 @@ from praxis.layers import attention_parts
 from praxis.layers.dot_product_attention import DotProductAttention
 
 
-def _padded_slice(x: jax.Array, start_index, slice_size: int, axis: int,
-                  padding_value) -> jax.Array:
+def _padded_slice(
+  x: jax.Array, start_index, slice_size: int, axis: int, padding_value
+) -> jax.Array:
   """x[start : start + size] along axis, `padding_value` where that runs past either end.
 
   `start_index` may be traced and negative.
@@ -56,8 +57,9 @@ class LocalSelfAttention(DotProductAttention):
     if self.block_size is not None:
       return self.block_size
     if self.left_context is None or self.right_context is None:
-      raise ValueError("LocalSelfAttention needs left_context and right_context (or "
-                       "simulated=True).")
+      raise ValueError(
+        "LocalSelfAttention needs left_context and right_context (or simulated=True)."
+      )
     return max(1, self.right_context, self.left_context - 1)
 
   def _atten_logits(self, query: jax.Array, key: jax.Array) -> jax.Array:
@@ -65,17 +67,27 @@ class LocalSelfAttention(DotProductAttention):
       return super()._atten_logits(query, key)
     return jnp.einsum("BUWNH,BUCNH->BNUWC", query, key)
 
-  def _dot_atten(self, query, key, value, atten_mask, relative_bias=None,
-                 deterministic=None):
+  def _dot_atten(self, query, key, value, atten_mask, relative_bias=None, deterministic=None):
     if self.simulated:
       window = attention_masks.limited_context_mask(
-          self.left_context, self.right_context, time_size=query.shape[1],
-          column_time_size=key.shape[1])  # [T, S]
-      return super()._dot_atten(query, key, value, jnp.minimum(atten_mask, window),
-                                relative_bias, deterministic=deterministic)
+        self.left_context,
+        self.right_context,
+        time_size=query.shape[1],
+        column_time_size=key.shape[1],
+      )  # [T, S]
+      return super()._dot_atten(
+        query,
+        key,
+        value,
+        jnp.minimum(atten_mask, window),
+        relative_bias,
+        deterministic=deterministic,
+      )
     if relative_bias is not None:
-      raise NotImplementedError("LocalSelfAttention does not support relative_bias_tpl; use "
-                                "LocalSelfAttentionRelativeBias or simulated=True.")
+      raise NotImplementedError(
+        "LocalSelfAttention does not support relative_bias_tpl; use "
+        "LocalSelfAttentionRelativeBias or simulated=True."
+      )
     w = self._block()
     left, right = self.left_context, self.right_context
     query, key, value = self._shard_blnh(query), self._shard_blnh(key), self._shard_blnh(value)
@@ -92,15 +104,14 @@ class LocalSelfAttention(DotProductAttention):
     atten_mask = atten_mask.astype(mask_dtype)
     if atten_mask.shape[2] == 1:  # [B|1, 1, 1, S]: the same keys hidden for every query
       key_mask = attention_masks.extract_block_context(
-          atten_mask[:, 0, 0, :], w, left, right, padding_val=minus_inf)  # [B|1, U, C]
-      mask = jnp.broadcast_to(key_mask[:, None, :, None, :],
-                              (key_mask.shape[0], n, u, w, c))
+        atten_mask[:, 0, 0, :], w, left, right, padding_val=minus_inf
+      )  # [B|1, U, C]
+      mask = jnp.broadcast_to(key_mask[:, None, :, None, :], (key_mask.shape[0], n, u, w, c))
     else:  # [B|1, 1, T, S]: each query row has its own keys
       rows = attention_masks.convert_to_block(atten_mask[:, 0], w, padding_val=minus_inf)
       mb = rows.shape[0]
       rows = rows.reshape(mb * u * w, s)
-      context = attention_masks.extract_block_context(rows, w, left, right,
-                                                      padding_val=minus_inf)
+      context = attention_masks.extract_block_context(rows, w, left, right, padding_val=minus_inf)
       context = context.reshape(mb, u, w, u, c)
       # Row block i's context lives in column block i.
       mask = jnp.einsum("BUWUC->BUWC", context)[:, None]  # [B|1, 1, U, W, C]
@@ -121,8 +132,9 @@ class LocalSelfAttention(DotProductAttention):
     encoded = checkpoint_name(encoded, "context")
     return self._shard_blnh(encoded), probs
 
-  def _dot_atten_one_step(self, query, key_state_name, value_state_name, atten_mask,
-                          relative_bias=None, time_step=None):
+  def _dot_atten_one_step(
+    self, query, key_state_name, value_state_name, atten_mask, relative_bias=None, time_step=None
+  ):
     """query [B, N, H] over the window of the cache ending right_context after time_step."""
     cache_batch = self.get_decode_state(key_state_name).shape[0]
     key, value = self._cached_kv(key_state_name, value_state_name, query.shape[0])
@@ -164,8 +176,10 @@ class LocalSelfAttentionRelativeBias(LocalSelfAttention):
       raise ValueError("LocalSelfAttentionRelativeBias needs block_size.")
     w = self.block_size
     c = w + self.left_context + self.right_context - 1
-    self.create_variable("pos_emb_compressed", attention_parts.weight_hparams(
-        self, [self.num_heads, c + w - 1], ("heads", None)))
+    self.create_variable(
+      "pos_emb_compressed",
+      attention_parts.weight_hparams(self, [self.num_heads, c + w - 1], ("heads", None)),
+    )
 
   def _atten_logits(self, query, key):
     if query.ndim == 4:
@@ -176,8 +190,7 @@ class LocalSelfAttentionRelativeBias(LocalSelfAttention):
     self.add_summary("pos_emb_compressed", jnp.sum(table))
     # Tiling the table and cutting rows one element shorter than a period rotates row j by j,
     # so the bias of (query j, key c) depends only on the offset c - j (a Toeplitz matrix).
-    tiled = jnp.tile(table, [1, w])[:, :w * (w + c - 2)]
-    bias = tiled.reshape(n, w, w + c - 2)[..., w - 2:]  # [N, W, C]
+    tiled = jnp.tile(table, [1, w])[:, : w * (w + c - 2)]
+    bias = tiled.reshape(n, w, w + c - 2)[..., w - 2 :]  # [N, W, C]
     logits = jnp.einsum("BUWNH,BUCNH->BNUWC", query, key)
     return logits + bias[None, :, None]
-

@@ -46,8 +46,9 @@ class DotProductAttentionWithLPB(DotProductAttention):
     return self.get_variable(PREFIX_DECODE_CACHE, f"{name}_{i}_pfx")
 
   def _broadcast_prefix_length(self) -> int:
-    return sum(self._prefix("key_state", i).shape[i + 1]
-               for i in range(self._broadcast_prefixes_count))
+    return sum(
+      self._prefix("key_state", i).shape[i + 1] for i in range(self._broadcast_prefixes_count)
+    )
 
   def decoding_state_sequence_length(self) -> int:
     count = self._broadcast_prefixes_count
@@ -66,8 +67,9 @@ class DotProductAttentionWithLPB(DotProductAttention):
     count = self._broadcast_prefixes_count
     for name, state in list(self.variables[DECODE_CACHE].items()):
       self.put_variable(PREFIX_DECODE_CACHE, f"{name}_{count}_pfx", state)
-      shape = state.shape[:count + 1] + (num_suffix_samples, suffix_length) + state.shape[
-          count + 2:]
+      shape = (
+        state.shape[: count + 1] + (num_suffix_samples, suffix_length) + state.shape[count + 2 :]
+      )
       self.update_decode_state(name, jnp.zeros(shape, state.dtype))
 
   def _left_concat_decode_state(self, state_name: str, max_prefix_size: int) -> jax.Array:
@@ -77,7 +79,7 @@ class DotProductAttentionWithLPB(DotProductAttention):
     count = self._broadcast_prefixes_count
     if count == 0:
       return state
-    batch_dims = state.shape[:1 + count]
+    batch_dims = state.shape[: 1 + count]
     windows = [state]
     remaining = max_prefix_size
     for chunk_id in reversed(range(count)):
@@ -88,8 +90,8 @@ class DotProductAttentionWithLPB(DotProductAttention):
       take = min(length, remaining)
       remaining -= take
       prefix = jax.lax.slice_in_dim(prefix, length - take, length, axis=chunk_id + 1)
-      tail = prefix.shape[chunk_id + 1:]  # (take, ...)
-      prefix = prefix.reshape(batch_dims[:chunk_id + 1] + (1,) * (count - chunk_id) + tail)
+      tail = prefix.shape[chunk_id + 1 :]  # (take, ...)
+      prefix = prefix.reshape(batch_dims[: chunk_id + 1] + (1,) * (count - chunk_id) + tail)
       windows.insert(0, jnp.broadcast_to(prefix, batch_dims + tail))
     return jnp.concatenate(windows, axis=count + 1)
 
@@ -102,19 +104,21 @@ class DotProductAttentionWithLPB(DotProductAttention):
         continue
       joined = self._left_concat_decode_state(name, max_prefix_size)
       shape = joined.shape
-      flat = joined.reshape((math.prod(shape[:count + 1]),) + shape[count + 1:])
+      flat = joined.reshape((math.prod(shape[: count + 1]),) + shape[count + 1 :])
       self.update_decode_state(name, right_align_fn(flat, 0, 1).reshape(shape))
       for i in range(count):
         prefix = self._prefix(name, i)
         empty_shape = list(prefix.shape)
         empty_shape[i + 1] = 0
-        self.put_variable(PREFIX_DECODE_CACHE, f"{name}_{i}_pfx",
-                          jnp.zeros(empty_shape, prefix.dtype))
+        self.put_variable(
+          PREFIX_DECODE_CACHE, f"{name}_{i}_pfx", jnp.zeros(empty_shape, prefix.dtype)
+        )
 
   # -- attention over prefixes + current state --------------------------------------------------
 
-  def _dot_atten_one_step(self, query, key_state_name, value_state_name, atten_mask,
-                          relative_bias=None, time_step=None):
+  def _dot_atten_one_step(
+    self, query, key_state_name, value_state_name, atten_mask, relative_bias=None, time_step=None
+  ):
     """query [B', N, H] (one step) or [B', T, N, H] (n steps), B' = B * samples."""
     del time_step
     count = self._broadcast_prefixes_count
@@ -122,8 +126,8 @@ class DotProductAttentionWithLPB(DotProductAttention):
     key = self._left_concat_decode_state(key_state_name, everything)
     value = self._left_concat_decode_state(value_state_name, everything)
     s = key.shape[count + 1]
-    key = key.reshape((-1,) + key.shape[count + 1:])  # [B', S, N, H]
-    value = value.reshape((-1,) + value.shape[count + 1:])
+    key = key.reshape((-1,) + key.shape[count + 1 :])  # [B', S, N, H]
+    value = value.reshape((-1,) + value.shape[count + 1 :])
     # A mask (or bias) may cover more positions than the state holds yet.
     atten_mask = atten_mask[..., :s]
     one_step = query.ndim == 3
@@ -145,14 +149,20 @@ class DotProductAttentionWithLPB(DotProductAttention):
       return encoded[:, 0], probs[:, :, 0]
     return encoded, probs
 
-  def extend_step(self, query_vec: jax.Array, *, atten_mask: jax.Array, time_step: jax.Array,
-                  segment_pos: jax.Array | None = None,
-                  is_cross_attention: bool = False) -> jax.Array:
+  def extend_step(
+    self,
+    query_vec: jax.Array,
+    *,
+    atten_mask: jax.Array,
+    time_step: jax.Array,
+    segment_pos: jax.Array | None = None,
+    is_cross_attention: bool = False,
+  ) -> jax.Array:
     """One step (query_vec [B', D]) or n steps (query_vec [B', T, D]) over prefixes + state."""
     if is_cross_attention:
       raise NotImplementedError("DotProductAttentionWithLPB.extend_step is for self-attention.")
     count = self._broadcast_prefixes_count
-    batch_dims = self.get_decode_state("key_state").shape[:1 + count]
+    batch_dims = self.get_decode_state("key_state").shape[: 1 + count]
     one_step = query_vec.ndim == 2
     time_step = jnp.asarray(time_step)
     prefix_length = self._broadcast_prefix_length()
@@ -161,11 +171,12 @@ class DotProductAttentionWithLPB(DotProductAttention):
       return x.reshape(batch_dims + x.shape[1:])
 
     def flatten(x):
-      return x.reshape((-1,) + x.shape[len(batch_dims):])
+      return x.reshape((-1,) + x.shape[len(batch_dims) :])
 
     def extend(name, value):
-      return self.extend_decode_state(name, unflatten(value), time_step - prefix_length,
-                                      time_dim=1 + count)
+      return self.extend_decode_state(
+        name, unflatten(value), time_step - prefix_length, time_dim=1 + count
+      )
 
     if self.combine_qkv:
       query_proj, key_proj, value_proj = self.combined_qkv(query_vec)
@@ -186,8 +197,12 @@ class DotProductAttentionWithLPB(DotProductAttention):
       step = time_step - prefix_length + window
 
       def conv(layer, name):
-        return layer.extend_step(flatten(self._left_concat_decode_state(name, window)), axis=1,
-                                 step=step, segment_pos=segment_pos)
+        return layer.extend_step(
+          flatten(self._left_concat_decode_state(name, window)),
+          axis=1,
+          step=step,
+          segment_pos=segment_pos,
+        )
 
       query_proj = conv(self.dconv_q, "query_state")
       key_proj = conv(self.dconv_k, "key_state")
@@ -213,11 +228,14 @@ class DotProductAttentionWithLPB(DotProductAttention):
     relative_bias = None
     if self.relative_bias_tpl is not None:
       if not one_step:
-        raise NotImplementedError("DotProductAttentionWithLPB: extending n steps with "
-                                  "relative bias.")
+        raise NotImplementedError(
+          "DotProductAttentionWithLPB: extending n steps with relative bias."
+        )
       relative_bias = self.relative_bias.extend_step(
-          seq_length=self.decoding_state_sequence_length(), time_step=time_step)
-    encoded, _ = self._dot_atten_one_step(query_proj, key_name, value_name, atten_mask,
-                                          relative_bias)
+        seq_length=self.decoding_state_sequence_length(), time_step=time_step
+      )
+    encoded, _ = self._dot_atten_one_step(
+      query_proj, key_name, value_name, atten_mask, relative_bias
+    )
     encoded = self.post(encoded)
     return self._shard_bd(encoded) if one_step else self._shard_bld(encoded)

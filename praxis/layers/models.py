@@ -45,9 +45,14 @@ WeightedScalars = pytypes.WeightedScalars
 template_field = base_hyperparams.template_field
 
 
-def lm_metrics(per_example_xent: jax.Array, per_example_argmax: jax.Array, labels: jax.Array,
-               weights: jax.Array, aux_loss: jax.Array | float = 0.0,
-               aux_loss_weight: jax.Array | float = 1.0) -> WeightedScalars:
+def lm_metrics(
+  per_example_xent: jax.Array,
+  per_example_argmax: jax.Array,
+  labels: jax.Array,
+  weights: jax.Array,
+  aux_loss: jax.Array | float = 0.0,
+  aux_loss_weight: jax.Array | float = 1.0,
+) -> WeightedScalars:
   """Pax's LM metrics from per-token cross-entropies and predictions, all [B, T].
 
   avg_xent = sum(xent * w) / sum(w); log_pplx is the same number (the log of the perplexity);
@@ -62,12 +67,12 @@ def lm_metrics(per_example_xent: jax.Array, per_example_argmax: jax.Array, label
   accuracy = jnp.sum(correct * weights) / safe
   aux_loss = jnp.asarray(aux_loss, jnp.float32)
   return {
-      "total_loss": (avg_xent + aux_loss, num_preds),
-      "avg_xent": (avg_xent, num_preds),
-      "aux_loss": (aux_loss, jnp.asarray(aux_loss_weight, jnp.float32)),
-      "log_pplx": (avg_xent, num_preds),
-      "fraction_of_correct_next_step_preds": (accuracy, num_preds),
-      "num_predictions": (num_preds, jnp.ones((), jnp.float32)),
+    "total_loss": (avg_xent + aux_loss, num_preds),
+    "avg_xent": (avg_xent, num_preds),
+    "aux_loss": (aux_loss, jnp.asarray(aux_loss_weight, jnp.float32)),
+    "log_pplx": (avg_xent, num_preds),
+    "fraction_of_correct_next_step_preds": (accuracy, num_preds),
+    "num_predictions": (num_preds, jnp.ones((), jnp.float32)),
   }
 
 
@@ -85,7 +90,7 @@ def _sum_new_aux_losses(before: dict, after: dict) -> jax.Array:
   """
   total = jnp.zeros((), jnp.float32)
   for path, entries in after.items():
-    for value, _ in entries[len(before.get(path, ())):]:
+    for value, _ in entries[len(before.get(path, ())) :]:
       total = total + jnp.asarray(value, jnp.float32)
   return total
 
@@ -112,8 +117,9 @@ class LanguageModel(base_layer.BaseLayer):
     weights = input_batch.get("weights")
     return 1.0 - paddings if weights is None else weights.astype(jnp.float32) * (1.0 - paddings)
 
-  def compute_predictions(self, input_batch: NestedMap,
-                          deterministic: bool | None = None) -> NestedMap:
+  def compute_predictions(
+    self, input_batch: NestedMap, deterministic: bool | None = None
+  ) -> NestedMap:
     """Runs the LM on the batch; returns the softmax output (logits, per_example_xent, ...).
 
     `deterministic=None` means dropout runs exactly when a "dropout" rng was given.
@@ -121,25 +127,37 @@ class LanguageModel(base_layer.BaseLayer):
     if deterministic is None:
       deterministic = not self.has_rng("dropout")
     labels = NestedMap(class_ids=input_batch.labels, class_weights=self._weights(input_batch))
-    return self.lm(input_batch.ids, input_batch.paddings, labels=labels,
-                   segment_ids=input_batch.get("segment_ids"),
-                   segment_pos=input_batch.get("segment_pos"), deterministic=deterministic)
+    return self.lm(
+      input_batch.ids,
+      input_batch.paddings,
+      labels=labels,
+      segment_ids=input_batch.get("segment_ids"),
+      segment_pos=input_batch.get("segment_pos"),
+      deterministic=deterministic,
+    )
 
-  def compute_loss(self, predictions: NestedMap, input_batch: NestedMap,
-                   aux_loss: jax.Array | float = 0.0) -> tuple[WeightedScalars, NestedMap]:
+  def compute_loss(
+    self, predictions: NestedMap, input_batch: NestedMap, aux_loss: jax.Array | float = 0.0
+  ) -> tuple[WeightedScalars, NestedMap]:
     """Pax's metrics (see `lm_metrics`) and per-sequence outputs from the predictions."""
     weights = self._weights(input_batch)  # [B, T]
-    metrics = lm_metrics(predictions.per_example_xent, predictions.per_example_argmax,
-                         input_batch.labels, weights, aux_loss)
+    metrics = lm_metrics(
+      predictions.per_example_xent,
+      predictions.per_example_argmax,
+      input_batch.labels,
+      weights,
+      aux_loss,
+    )
     per_example_out = NestedMap(
-        labels=input_batch.labels,
-        per_sequence_xent=jnp.sum(predictions.per_example_xent * weights, axis=-1),  # [B]
-        num_predictions=jnp.sum(weights, axis=-1),  # [B]
+      labels=input_batch.labels,
+      per_sequence_xent=jnp.sum(predictions.per_example_xent * weights, axis=-1),  # [B]
+      num_predictions=jnp.sum(weights, axis=-1),  # [B]
     )
     return metrics, per_example_out
 
-  def __call__(self, input_batch: NestedMap,
-               deterministic: bool | None = None) -> tuple[WeightedScalars, NestedMap]:
+  def __call__(
+    self, input_batch: NestedMap, deterministic: bool | None = None
+  ) -> tuple[WeightedScalars, NestedMap]:
     collect = self.is_mutable_collection(base_layer.AUX_LOSS)
     before = _sown_aux_losses(self.variables) if collect else {}
     predictions = self.compute_predictions(input_batch, deterministic)
@@ -166,13 +184,17 @@ class LanguageModel(base_layer.BaseLayer):
     """
     hp = self.decoder_tpl
     if hp is None:
-      raise ValueError("LanguageModel.decode needs decoder_tpl; set it to "
-                       "sample_decode.DecoderHParams(seqlen=..., ...) in the model config.")
+      raise ValueError(
+        "LanguageModel.decode needs decoder_tpl; set it to "
+        "sample_decode.DecoderHParams(seqlen=..., ...) in the model config."
+      )
     ids = input_batch.ids
     batch, length = ids.shape
     if length > hp.seqlen:
-      raise ValueError(f"LanguageModel.decode: the batch's ids have length {length}, longer than "
-                       f"decoder_tpl.seqlen {hp.seqlen}; raise seqlen or shorten the prompts.")
+      raise ValueError(
+        f"LanguageModel.decode: the batch's ids have length {length}, longer than "
+        f"decoder_tpl.seqlen {hp.seqlen}; raise seqlen or shorten the prompts."
+      )
     prefix_lengths = input_batch.get("prefix_lengths")
     if prefix_lengths is None:
       prefix_lengths = jnp.sum(1 - input_batch.paddings.astype(jnp.int32), axis=-1)  # [B]
@@ -181,8 +203,10 @@ class LanguageModel(base_layer.BaseLayer):
     rng = None
     if hp.temperature > 0.0:
       if not self.has_rng("random"):
-        raise ValueError("LanguageModel.decode samples (temperature > 0) and needs a 'random' "
-                         "rng: apply(..., method='decode', rngs={'random': key}).")
+        raise ValueError(
+          "LanguageModel.decode samples (temperature > 0) and needs a 'random' "
+          "rng: apply(..., method='decode', rngs={'random': key})."
+        )
       rng = self.make_rng("random")
 
     # The loop carries the cache as a plain pytree, so the LM runs as a pure function: an unbound
@@ -190,27 +214,35 @@ class LanguageModel(base_layer.BaseLayer):
     # Unpacked: each row is one prompt, and the prefill passes no segment ids (packing changes
     # the masks only, not the weights).
     lm = self.lm.clone(parent=None, packed_input=False)
-    lm_variables = {k: v for k, v in self.lm.variables.items()
-                    if k not in (attentions.DECODER_CACHE, base_layer.AUX_LOSS,
-                                 base_layer.SUMMARIES)}
+    lm_variables = {
+      k: v
+      for k, v in self.lm.variables.items()
+      if k not in (attentions.DECODER_CACHE, base_layer.AUX_LOSS, base_layer.SUMMARIES)
+    }
     # Prefill without paddings: positions after a prompt hold junk whose cache entries are
     # rewritten by extend_step before any later position reads them (attention is causal).
-    _, prefill = lm.apply(lm_variables, buffer, jnp.zeros(buffer.shape, jnp.float32),
-                          mutable=[attentions.DECODER_CACHE])
+    _, prefill = lm.apply(
+      lm_variables, buffer, jnp.zeros(buffer.shape, jnp.float32), mutable=[attentions.DECODER_CACHE]
+    )
 
     def extend_fn(cache, step_ids, time_step):
-      logits, updated = lm.apply({**lm_variables, attentions.DECODER_CACHE: cache}, step_ids,
-                                 time_step=time_step, method="extend_step",
-                                 mutable=[attentions.DECODER_CACHE])
+      logits, updated = lm.apply(
+        {**lm_variables, attentions.DECODER_CACHE: cache},
+        step_ids,
+        time_step=time_step,
+        method="extend_step",
+        mutable=[attentions.DECODER_CACHE],
+      )
       return updated[attentions.DECODER_CACHE], logits
 
-    decode_out = sample_decode.sample_decode(extend_fn, prefill[attentions.DECODER_CACHE],
-                                             buffer, prefix_lengths, hp, rng)
+    decode_out = sample_decode.sample_decode(
+      extend_fn, prefill[attentions.DECODER_CACHE], buffer, prefix_lengths, hp, rng
+    )
     decode_out.ids = ids
     generated = (decode_out.decode_lengths - decode_out.prefix_lengths).astype(jnp.float32)
     metrics = {
-        "num_decoded": (jnp.asarray(batch, jnp.float32), jnp.ones((), jnp.float32)),
-        "decode_length": (jnp.mean(generated), jnp.asarray(batch, jnp.float32)),
+      "num_decoded": (jnp.asarray(batch, jnp.float32), jnp.ones((), jnp.float32)),
+      "decode_length": (jnp.mean(generated), jnp.asarray(batch, jnp.float32)),
     }
     return metrics, decode_out
 
@@ -241,28 +273,40 @@ class ClassificationModel(base_layer.BaseLayer):
 
   def setup(self):
     if self.input_dims <= 0 or self.num_classes <= 0:
-      raise ValueError(f"ClassificationModel needs positive input_dims and num_classes, got "
-                       f"{self.input_dims} and {self.num_classes}; set them on the config.")
+      raise ValueError(
+        f"ClassificationModel needs positive input_dims and num_classes, got "
+        f"{self.input_dims} and {self.num_classes}; set them on the config."
+      )
     features = self.input_dims
     if self.num_hidden_layers > 0:
-      self.mlp = self.create_child(self.mlp_tpl, num_layers=self.num_hidden_layers,
-                                   input_dims=self.input_dims, hidden_dims=self.hidden_dims,
-                                   output_dims=self.hidden_dims)
+      self.mlp = self.create_child(
+        self.mlp_tpl,
+        num_layers=self.num_hidden_layers,
+        input_dims=self.input_dims,
+        hidden_dims=self.hidden_dims,
+        output_dims=self.hidden_dims,
+      )
       features = self.hidden_dims
     self.softmax = self.create_child(
-        self.softmax_tpl, input_dims=features, num_classes=self.num_classes,
-        weight_axes=("mlp" if self.num_hidden_layers > 0 else None, "classes"))
+      self.softmax_tpl,
+      input_dims=features,
+      num_classes=self.num_classes,
+      weight_axes=("mlp" if self.num_hidden_layers > 0 else None, "classes"),
+    )
 
   def compute_predictions(self, input_batch: NestedMap) -> NestedMap:
     """Flattens `inputs` to [B, input_dims], applies the MLP; returns the softmax output."""
     inputs = input_batch.inputs
     flat = inputs.reshape(inputs.shape[0], -1)  # [B, I]
     if flat.shape[-1] != self.input_dims:
-      raise ValueError(f"ClassificationModel(input_dims={self.input_dims}) got inputs "
-                       f"{inputs.shape}, which flatten to {flat.shape[-1]} features.")
+      raise ValueError(
+        f"ClassificationModel(input_dims={self.input_dims}) got inputs "
+        f"{inputs.shape}, which flatten to {flat.shape[-1]} features."
+      )
     hidden = self.mlp(flat) if self.num_hidden_layers > 0 else flat  # [B, H]
-    return self.softmax(hidden, class_weights=self._weights(input_batch),
-                        class_ids=input_batch.labels)
+    return self.softmax(
+      hidden, class_weights=self._weights(input_batch), class_ids=input_batch.labels
+    )
 
   @staticmethod
   def _weights(input_batch: NestedMap) -> jax.Array:
@@ -271,8 +315,9 @@ class ClassificationModel(base_layer.BaseLayer):
       return jnp.ones(input_batch.labels.shape, jnp.float32)
     return weights.astype(jnp.float32)
 
-  def compute_loss(self, predictions: NestedMap,
-                   input_batch: NestedMap) -> tuple[WeightedScalars, NestedMap]:
+  def compute_loss(
+    self, predictions: NestedMap, input_batch: NestedMap
+  ) -> tuple[WeightedScalars, NestedMap]:
     """Metrics: loss (= total_loss = avg_xent + z-loss), avg_xent, accuracy, error, ..."""
     weights = self._weights(input_batch)  # [B]
     num = predictions.total_weight
@@ -280,16 +325,18 @@ class ClassificationModel(base_layer.BaseLayer):
     accuracy = jnp.sum(correct * weights) / jnp.maximum(num, 1e-8)
     loss = predictions.avg_xent + predictions.get("z_loss", 0.0)
     metrics = {
-        "loss": (loss, num),
-        "total_loss": (loss, num),
-        "avg_xent": (predictions.avg_xent, num),
-        "accuracy": (accuracy, num),
-        "error": (1.0 - accuracy, num),
-        "num_predictions": (num, jnp.ones((), jnp.float32)),
+      "loss": (loss, num),
+      "total_loss": (loss, num),
+      "avg_xent": (predictions.avg_xent, num),
+      "accuracy": (accuracy, num),
+      "error": (1.0 - accuracy, num),
+      "num_predictions": (num, jnp.ones((), jnp.float32)),
     }
-    per_example_out = NestedMap(labels=input_batch.labels,
-                                predictions=predictions.per_example_argmax,
-                                xent=predictions.per_example_xent)
+    per_example_out = NestedMap(
+      labels=input_batch.labels,
+      predictions=predictions.per_example_argmax,
+      xent=predictions.per_example_xent,
+    )
     return metrics, per_example_out
 
   def __call__(self, input_batch: NestedMap) -> tuple[WeightedScalars, NestedMap]:

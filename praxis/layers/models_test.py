@@ -29,12 +29,14 @@ def np_lm_metrics(logits, labels, weights):
   log_probs = np_log_softmax(logits.astype(np.float64))
   xent = -np.take_along_axis(log_probs, labels[..., None], -1)[..., 0]
   num = weights.sum()
-  return dict(avg_xent=(xent * weights).sum() / num,
-              accuracy=((logits.argmax(-1) == labels) * weights).sum() / num, num=num)
+  return dict(
+    avg_xent=(xent * weights).sum() / num,
+    accuracy=((logits.argmax(-1) == labels) * weights).sum() / num,
+    num=num,
+  )
 
 
 class LmMetricsTest(absltest.TestCase):
-
   def test_metrics_match_numpy_with_weights(self):
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(3, 5, 7)).astype(np.float32) * 2
@@ -43,13 +45,17 @@ class LmMetricsTest(absltest.TestCase):
     weights = (rng.random((3, 5)) > 0.3).astype(np.float32)
     log_probs = jax.nn.log_softmax(logits)
     xent = -jnp.take_along_axis(log_probs, labels[..., None], -1)[..., 0]
-    metrics = models.lm_metrics(xent, jnp.argmax(logits, -1), labels, weights,
-                                aux_loss=0.25, aux_loss_weight=2.0)
+    metrics = models.lm_metrics(
+      xent, jnp.argmax(logits, -1), labels, weights, aux_loss=0.25, aux_loss_weight=2.0
+    )
     ref = np_lm_metrics(logits, labels, weights)
     self.assertGreater(ref["accuracy"], 0.0)
-    for name, value in [("avg_xent", ref["avg_xent"]), ("log_pplx", ref["avg_xent"]),
-                        ("total_loss", ref["avg_xent"] + 0.25),
-                        ("fraction_of_correct_next_step_preds", ref["accuracy"])]:
+    for name, value in [
+      ("avg_xent", ref["avg_xent"]),
+      ("log_pplx", ref["avg_xent"]),
+      ("total_loss", ref["avg_xent"] + 0.25),
+      ("fraction_of_correct_next_step_preds", ref["accuracy"]),
+    ]:
       np.testing.assert_allclose(metrics[name][0], value, rtol=1e-5, err_msg=name)
       np.testing.assert_allclose(metrics[name][1], ref["num"], err_msg=name)
     np.testing.assert_allclose(metrics["num_predictions"][0], ref["num"])
@@ -61,13 +67,14 @@ class LmMetricsTest(absltest.TestCase):
 
 
 class ClassificationModelTest(absltest.TestCase):
-
   def setUp(self):
     super().setUp()
     rng = np.random.default_rng(1)
-    self.batch = NestedMap(inputs=rng.normal(size=(6, 2, 3)).astype(np.float32),
-                           labels=rng.integers(0, 4, size=(6,)).astype(np.int32),
-                           weights=np.array([1, 1, 0, 1, 1, 1], np.float32))
+    self.batch = NestedMap(
+      inputs=rng.normal(size=(6, 2, 3)).astype(np.float32),
+      labels=rng.integers(0, 4, size=(6,)).astype(np.int32),
+      weights=np.array([1, 1, 0, 1, 1, 1], np.float32),
+    )
 
   def np_forward_and_grads(self, p):
     """numpy forward and hand-derived backward of relu(x W0 + b0) W1 + b1 with softmax xent."""
@@ -91,10 +98,14 @@ class ClassificationModelTest(absltest.TestCase):
 
   def test_loss_accuracy_and_gradient_match_numpy(self):
     model = models.ClassificationModel.HParams(
-        input_dims=6, hidden_dims=5, num_hidden_layers=1, num_classes=4,
-        mlp_tpl=linears.MLPBlock.HParams(
-            ff_tpl=linears.FeedForward.HParams(
-                activation_tpl=activations.ReLU.HParams()))).Instantiate()
+      input_dims=6,
+      hidden_dims=5,
+      num_hidden_layers=1,
+      num_classes=4,
+      mlp_tpl=linears.MLPBlock.HParams(
+        ff_tpl=linears.FeedForward.HParams(activation_tpl=activations.ReLU.HParams())
+      ),
+    ).Instantiate()
     variables = model.init(jax.random.key(0), self.batch)
     params = flax.core.unfreeze(flax.linen.meta.unbox(variables["params"]))
     # A non-zero bias so that a dropped bias would show.
@@ -111,19 +122,23 @@ class ClassificationModelTest(absltest.TestCase):
     np.testing.assert_allclose(metrics["accuracy"][0], ref_acc, rtol=1e-6)
     np.testing.assert_allclose(metrics["accuracy"][1], 5.0)  # the weights, not the batch size
     np.testing.assert_allclose(metrics["error"][0], 1 - ref_acc, rtol=1e-6)
-    for name, got in [("w1", grads["softmax"]["logits_ffn"]["linear"]["w"]),
-                      ("b1", grads["softmax"]["logits_ffn"]["bias"]["b"]),
-                      ("w0", grads["mlp"]["layers_0"]["linear"]["w"]),
-                      ("b0", grads["mlp"]["layers_0"]["bias"]["b"])]:
+    for name, got in [
+      ("w1", grads["softmax"]["logits_ffn"]["linear"]["w"]),
+      ("b1", grads["softmax"]["logits_ffn"]["bias"]["b"]),
+      ("w0", grads["mlp"]["layers_0"]["linear"]["w"]),
+      ("b0", grads["mlp"]["layers_0"]["bias"]["b"]),
+    ]:
       np.testing.assert_allclose(got, ref_grads[name], rtol=1e-4, atol=1e-6, err_msg=name)
 
   def test_linear_classifier_and_wrong_input_size(self):
-    model = models.ClassificationModel.HParams(input_dims=6, num_hidden_layers=0,
-                                               num_classes=4).Instantiate()
+    model = models.ClassificationModel.HParams(
+      input_dims=6, num_hidden_layers=0, num_classes=4
+    ).Instantiate()
     variables = base_layer.init_boxed(model, jax.random.key(0), self.batch)
     self.assertEqual(set(variables["params"]), {"softmax"})
-    self.assertEqual(variables["params"]["softmax"]["logits_ffn"]["linear"]["w"].names,
-                     (None, "classes"))
+    self.assertEqual(
+      variables["params"]["softmax"]["logits_ffn"]["linear"]["w"].names, (None, "classes")
+    )
     bad = models.ClassificationModel.HParams(input_dims=5, num_classes=4).Instantiate()
     with self.assertRaisesRegex(ValueError, "flatten to 6 features"):
       bad.init(jax.random.key(0), self.batch)
@@ -134,9 +149,12 @@ V = 11
 
 def lm_model_config(seqlen=10, z_loss_weight=0.0, **decoder_kwargs):
   lm = transformer_models.TransformerLm.HParams(
-      model_dims=16, vocab_size=V,
-      stacked_transformer_tpl=transformers.StackedTransformer.HParams(
-          num_layers=2, hidden_dims=32, num_heads=2, dim_per_head=8))
+    model_dims=16,
+    vocab_size=V,
+    stacked_transformer_tpl=transformers.StackedTransformer.HParams(
+      num_layers=2, hidden_dims=32, num_heads=2, dim_per_head=8
+    ),
+  )
   lm.softmax_tpl.z_loss_weight = z_loss_weight
   decoder = sample_decode.DecoderHParams(seqlen=seqlen, **decoder_kwargs)
   return models.LanguageModel.HParams(lm_tpl=lm, decoder_tpl=decoder)
@@ -157,7 +175,6 @@ def lm_logits(model, variables, ids, paddings):
 
 
 class LanguageModelTest(absltest.TestCase):
-
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
@@ -167,13 +184,15 @@ class LanguageModelTest(absltest.TestCase):
     # mutable=True: Pax's init returns only params and non_trainable unless asked for more.
     cls.variables = cls.model.init(jax.random.key(0), cls.batch, mutable=True)  # with aux loss
     cls.params_only = {"params": cls.variables["params"]}
-    cls.full = staticmethod(jax.jit(lambda ids: lm_logits(cls.model, cls.params_only, ids,
-                                                          jnp.zeros(ids.shape))))  # [B, T, V]
+    cls.full = staticmethod(
+      jax.jit(lambda ids: lm_logits(cls.model, cls.params_only, ids, jnp.zeros(ids.shape)))
+    )  # [B, T, V]
 
   def test_metrics_and_z_loss_match_numpy_on_the_models_logits(self):
     batch = self.batch
-    logits = np.asarray(lm_logits(self.model, self.params_only, batch.ids, batch.paddings),
-                        np.float64)
+    logits = np.asarray(
+      lm_logits(self.model, self.params_only, batch.ids, batch.paddings), np.float64
+    )
     weights = batch.weights * (1.0 - batch.paddings)  # padded positions never count
     ref = np_lm_metrics(logits, batch.labels, weights)
     self.assertEqual(ref["num"], 3 * 8 - 3 - 1)
@@ -181,20 +200,24 @@ class LanguageModelTest(absltest.TestCase):
     expected_aux = 0.1 * (log_z**2 * weights).sum() / weights.sum()
     self.assertIn(base_layer.AUX_LOSS, self.variables)
     apply = jax.jit(self.model.apply, static_argnames="mutable")
-    for name, variables, mutable in [("collected", self.params_only, True),
-                                     ("collected, init's aux loss passed in", self.variables, True),
-                                     ("not mutable", self.params_only, False)]:
+    for name, variables, mutable in [
+      ("collected", self.params_only, True),
+      ("collected, init's aux loss passed in", self.variables, True),
+      ("not mutable", self.params_only, False),
+    ]:
       if mutable:
         (metrics, per_example), _ = apply(variables, batch, mutable=(base_layer.AUX_LOSS,))
       else:
         metrics, per_example = apply(variables, batch)
       np.testing.assert_allclose(metrics["aux_loss"][0], expected_aux, rtol=1e-4, err_msg=name)
-      np.testing.assert_allclose(metrics["total_loss"][0], ref["avg_xent"] + expected_aux,
-                                 rtol=1e-4, err_msg=name)
+      np.testing.assert_allclose(
+        metrics["total_loss"][0], ref["avg_xent"] + expected_aux, rtol=1e-4, err_msg=name
+      )
     np.testing.assert_allclose(metrics["avg_xent"][0], ref["avg_xent"], rtol=1e-5)
     np.testing.assert_allclose(metrics["log_pplx"][0], ref["avg_xent"], rtol=1e-5)
-    np.testing.assert_allclose(metrics["fraction_of_correct_next_step_preds"][0],
-                               ref["accuracy"], rtol=1e-6)
+    np.testing.assert_allclose(
+      metrics["fraction_of_correct_next_step_preds"][0], ref["accuracy"], rtol=1e-6
+    )
     np.testing.assert_allclose(metrics["num_predictions"][0], ref["num"])
     np.testing.assert_allclose(metrics["avg_xent"][1], ref["num"])
     np.testing.assert_allclose(per_example.num_predictions, weights.sum(-1))
@@ -221,18 +244,19 @@ class LanguageModelTest(absltest.TestCase):
     model = self.model.clone(decoder_tpl=hp)
     batch = lm_batch(seed=3)
     batch.prefix_lengths = np.array([4, 2, 6], np.int32)
-    metrics, out = jax.jit(lambda v, b: model.apply(v, b, method="decode"))(self.params_only,
-                                                                             batch)
-    ref = self.reference_greedy(batch.ids, batch.prefix_lengths, 10, eos_id,
-                                max_new=max_decode_steps or 100)
+    metrics, out = jax.jit(lambda v, b: model.apply(v, b, method="decode"))(self.params_only, batch)
+    ref = self.reference_greedy(
+      batch.ids, batch.prefix_lengths, 10, eos_id, max_new=max_decode_steps or 100
+    )
     log_probs = jax.nn.log_softmax(self.full(np.asarray(out.output_ids)), -1)  # [B, S, V]
     for b, seq in enumerate(ref):
       self.assertEqual(int(out.decode_lengths[b]), len(seq), f"row {b}")
-      np.testing.assert_array_equal(out.output_ids[b, :len(seq)], seq, err_msg=f"row {b}")
-      np.testing.assert_array_equal(out.output_ids[b, len(seq):], 0)
+      np.testing.assert_array_equal(out.output_ids[b, : len(seq)], seq, err_msg=f"row {b}")
+      np.testing.assert_array_equal(out.output_ids[b, len(seq) :], 0)
       for pos in range(batch.prefix_lengths[b], len(seq)):
-        self.assertAlmostEqual(float(out.logprobs[b, pos]),
-                               float(log_probs[b, pos - 1, seq[pos]]), places=4)
+        self.assertAlmostEqual(
+          float(out.logprobs[b, pos]), float(log_probs[b, pos - 1, seq[pos]]), places=4
+        )
     np.testing.assert_allclose(metrics["num_decoded"][0], 3)
     return out, ref
 
@@ -249,8 +273,9 @@ class LanguageModelTest(absltest.TestCase):
     np.testing.assert_array_equal(out.decode_lengths, np.array([4, 2, 6]) + 2)
 
   def test_prompt_lengths_default_to_the_unpadded_ids(self):
-    model = self.model.clone(decoder_tpl=sample_decode.DecoderHParams(seqlen=10, eos_id=None,
-                                                                       max_decode_steps=1))
+    model = self.model.clone(
+      decoder_tpl=sample_decode.DecoderHParams(seqlen=10, eos_id=None, max_decode_steps=1)
+    )
     batch = lm_batch()  # row 1 has 3 padded positions
     _, out = model.apply(self.params_only, batch, method="decode")
     np.testing.assert_array_equal(out.prefix_lengths, [8, 5, 8])
@@ -258,16 +283,23 @@ class LanguageModelTest(absltest.TestCase):
     np.testing.assert_array_equal(out.output_ids[1, :5], batch.ids[1, :5])
 
   def test_sampling_needs_a_random_rng_and_uses_it(self):
-    model = self.model.clone(decoder_tpl=sample_decode.DecoderHParams(
-        seqlen=10, temperature=1.0, eos_id=None))
+    model = self.model.clone(
+      decoder_tpl=sample_decode.DecoderHParams(seqlen=10, temperature=1.0, eos_id=None)
+    )
     batch = lm_batch()
     batch.prefix_lengths = np.array([1, 1, 1], np.int32)
     with self.assertRaisesRegex(ValueError, "needs a 'random' rng"):
       model.apply(self.params_only, batch, method="decode")
-    decode = jax.jit(lambda key: model.apply(self.params_only, batch, method="decode",
-                                             rngs={"random": key})[1].output_ids)
-    first, second, again = decode(jax.random.key(0)), decode(jax.random.key(1)), decode(
-        jax.random.key(0))
+    decode = jax.jit(
+      lambda key: (
+        model.apply(self.params_only, batch, method="decode", rngs={"random": key})[1].output_ids
+      )
+    )
+    first, second, again = (
+      decode(jax.random.key(0)),
+      decode(jax.random.key(1)),
+      decode(jax.random.key(0)),
+    )
     self.assertFalse(np.array_equal(first, second))
     np.testing.assert_array_equal(first, again)
 
@@ -275,8 +307,9 @@ class LanguageModelTest(absltest.TestCase):
     cfg = lm_model_config()
     cfg.lm_tpl.stacked_transformer_tpl.dropout_prob = 0.5
     model = cfg.Instantiate()
-    apply = jax.jit(lambda rngs: model.apply(self.params_only, self.batch, rngs=rngs)[0][
-        "avg_xent"][0])
+    apply = jax.jit(
+      lambda rngs: model.apply(self.params_only, self.batch, rngs=rngs)[0]["avg_xent"][0]
+    )
     plain, _ = self.model.apply(self.params_only, self.batch)  # the same weights, no dropout
     np.testing.assert_allclose(apply({}), plain["avg_xent"][0], rtol=1e-6)
     with_dropout = [float(apply({"dropout": jax.random.key(k)})) for k in (0, 1)]
@@ -287,8 +320,12 @@ class LanguageModelTest(absltest.TestCase):
     period, t, b = 5, 12, 8
     rng = np.random.default_rng(0)
     seqs = (rng.integers(0, period, size=(b, 1)) + np.arange(t + 1)) % period + 3  # [B, T + 1]
-    batch = NestedMap(ids=seqs[:, :-1].astype(np.int32), labels=seqs[:, 1:].astype(np.int32),
-                      paddings=np.zeros((b, t), np.float32), weights=np.ones((b, t), np.float32))
+    batch = NestedMap(
+      ids=seqs[:, :-1].astype(np.int32),
+      labels=seqs[:, 1:].astype(np.int32),
+      paddings=np.zeros((b, t), np.float32),
+      weights=np.ones((b, t), np.float32),
+    )
     model = lm_model_config(seqlen=t, eos_id=None).Instantiate()
     params = model.init(jax.random.key(0), batch)["params"]
     opt = optax.adam(1e-2)
@@ -299,6 +336,7 @@ class LanguageModelTest(absltest.TestCase):
       def loss_fn(p):
         metrics, _ = model.apply({"params": p}, batch)
         return metrics["total_loss"][0], metrics
+
       (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
       updates, opt_state = opt.update(grads, opt_state, params)
       return optax.apply_updates(params, updates), opt_state, loss, metrics
@@ -311,8 +349,9 @@ class LanguageModelTest(absltest.TestCase):
     self.assertLess(losses[-1], 0.1 * losses[0], losses)
     self.assertGreater(float(metrics["fraction_of_correct_next_step_preds"][0]), 0.95)
     # Greedy decoding now continues the pattern from a two-token prompt.
-    prompt = NestedMap(ids=batch.ids, paddings=batch.paddings,
-                       prefix_lengths=np.full((b,), 2, np.int32))
+    prompt = NestedMap(
+      ids=batch.ids, paddings=batch.paddings, prefix_lengths=np.full((b,), 2, np.int32)
+    )
     _, out = model.apply({"params": params}, prompt, method="decode")
     np.testing.assert_array_equal(out.output_ids, seqs[:, :-1])
 

@@ -28,17 +28,22 @@ WeightHParams = base_layer.WeightHParams
 _SKIP_LP = base_layer.WeightHParamsCollection.SKIP_LP_REGULARIZATION
 
 
-def compute_moments(inputs: jax.Array, padding: jax.Array, reduce_over_dims: list[int],
-                    cumulative_axis: int | None = None,
-                    keepdims: bool = False) -> tuple[jax.Array, jax.Array]:
+def compute_moments(
+  inputs: jax.Array,
+  padding: jax.Array,
+  reduce_over_dims: list[int],
+  cumulative_axis: int | None = None,
+  keepdims: bool = False,
+) -> tuple[jax.Array, jax.Array]:
   """(mean, variance) of `inputs` over `reduce_over_dims`, leaving out padded positions.
 
   `padding` has the rank of `inputs` (1 = padded) and broadcasts to it. With `cumulative_axis`,
   the statistics at step t cover steps <= t along that axis.
   """
   if inputs.ndim != padding.ndim:
-    raise ValueError(f"compute_moments: inputs {inputs.shape} and padding {padding.shape} must "
-                     "have the same rank.")
+    raise ValueError(
+      f"compute_moments: inputs {inputs.shape} and padding {padding.shape} must have the same rank."
+    )
   mask = 1.0 - padding
   sum_v = jnp.sum(inputs * mask, axis=reduce_over_dims, keepdims=keepdims)
   count = jnp.sum(jnp.ones_like(inputs) * mask, axis=reduce_over_dims, keepdims=keepdims)
@@ -47,8 +52,9 @@ def compute_moments(inputs: jax.Array, padding: jax.Array, reduce_over_dims: lis
     count = jnp.cumsum(count, axis=cumulative_axis)
   count = jnp.maximum(count, 1.0)
   mean = sum_v / count
-  sum_vv = jnp.sum((inputs - mean) * (inputs - mean) * mask, axis=reduce_over_dims,
-                   keepdims=keepdims)
+  sum_vv = jnp.sum(
+    (inputs - mean) * (inputs - mean) * mask, axis=reduce_over_dims, keepdims=keepdims
+  )
   if cumulative_axis is not None:
     sum_vv = jnp.cumsum(sum_vv, axis=cumulative_axis)
   return mean, sum_vv / count
@@ -73,9 +79,14 @@ class BaseNormalization(base_layer.BaseLayer):
     if self.mesh_shape is not None and wp_scale is None:
       wp_scale = [-1]
     del trainable_name
-    return WeightHParams(shape=[self.dim], init=WeightInit.Constant(init_value),
-                         mesh_shape=self.mesh_shape, tensor_split_dims_mapping=wp_scale,
-                         collections=list(collections), logical_axes=tuple(self.weight_axes))
+    return WeightHParams(
+      shape=[self.dim],
+      init=WeightInit.Constant(init_value),
+      mesh_shape=self.mesh_shape,
+      tensor_split_dims_mapping=wp_scale,
+      collections=list(collections),
+      logical_axes=tuple(self.weight_axes),
+    )
 
 
 class IdentityNorm(BaseNormalization):
@@ -200,32 +211,47 @@ class BatchNorm(BaseNormalization):
     if self.dim <= 0:
       raise ValueError(f"BatchNorm needs a positive dim, got {self.dim}; set it on the config.")
     axes = tuple(self.weight_axes)
-    self.create_variable("beta", WeightHParams(shape=[self.dim], init=WeightInit.Constant(0.0),
-                                               logical_axes=axes))
-    self.create_variable("gamma", WeightHParams(shape=[self.dim], init=self.gamma_init,
-                                                logical_axes=axes))
+    self.create_variable(
+      "beta", WeightHParams(shape=[self.dim], init=WeightInit.Constant(0.0), logical_axes=axes)
+    )
+    self.create_variable(
+      "gamma", WeightHParams(shape=[self.dim], init=self.gamma_init, logical_axes=axes)
+    )
     sync = [base_layer.WeightHParamsCollection.REQUIRES_MEAN_SYNC]
-    self.create_variable("moving_mean", WeightHParams(
-        shape=[self.dim], init=WeightInit.Constant(0.0), collections=sync, logical_axes=axes),
-                         trainable=False)
-    self.create_variable("moving_variance", WeightHParams(
-        shape=[self.dim], init=WeightInit.Constant(1.0), collections=sync, logical_axes=axes),
-                         trainable=False)
+    self.create_variable(
+      "moving_mean",
+      WeightHParams(
+        shape=[self.dim], init=WeightInit.Constant(0.0), collections=sync, logical_axes=axes
+      ),
+      trainable=False,
+    )
+    self.create_variable(
+      "moving_variance",
+      WeightHParams(
+        shape=[self.dim], init=WeightInit.Constant(1.0), collections=sync, logical_axes=axes
+      ),
+      trainable=False,
+    )
 
-  def compute_and_update_moments(self, inputs: jax.Array, paddings: jax.Array
-                                 ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+  def compute_and_update_moments(
+    self, inputs: jax.Array, paddings: jax.Array
+  ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """(mean, variance, beta, gamma) to normalise with; updates the moving averages in training."""
     if self.do_eval or self.force_eval_mode:
       mean, variance = self.get_var("moving_mean"), self.get_var("moving_variance")
       self.add_summary("moving_mean", mean, verbosity=4)
       self.add_summary("moving_variance", variance, verbosity=4)
     else:
-      batch_mean, batch_variance = compute_moments(inputs, paddings,
-                                                   list(range(inputs.ndim - 1)))  # [D]
-      self.update_var("moving_mean", self.get_var("moving_mean") * self.decay +
-                      batch_mean * (1.0 - self.decay))
-      self.update_var("moving_variance", self.get_var("moving_variance") * self.decay +
-                      batch_variance * (1.0 - self.decay))
+      batch_mean, batch_variance = compute_moments(
+        inputs, paddings, list(range(inputs.ndim - 1))
+      )  # [D]
+      self.update_var(
+        "moving_mean", self.get_var("moving_mean") * self.decay + batch_mean * (1.0 - self.decay)
+      )
+      self.update_var(
+        "moving_variance",
+        self.get_var("moving_variance") * self.decay + batch_variance * (1.0 - self.decay),
+      )
       self.add_summary("mean", batch_mean, verbosity=4)
       self.add_summary("variance", batch_variance, verbosity=4)
       self.add_summary("moving_mean", self.get_var("moving_mean"), verbosity=4)
@@ -285,22 +311,35 @@ class GroupNorm(BaseNormalization):
 
   def setup(self):
     if self.num_groups <= 0 or self.min_group_size <= 0 or self.min_group_size > self.dim:
-      raise ValueError(f"GroupNorm needs num_groups > 0 and 0 < min_group_size <= dim; got "
-                       f"{self.num_groups}, {self.min_group_size}, dim {self.dim}.")
-    if self.dim % self.min_group_size or (self.dim >= self.num_groups and
-                                          self.dim % self.num_groups):
-      raise ValueError(f"GroupNorm: dim {self.dim} is not divisible by num_groups "
-                       f"{self.num_groups} (or min_group_size {self.min_group_size}).")
+      raise ValueError(
+        f"GroupNorm needs num_groups > 0 and 0 < min_group_size <= dim; got "
+        f"{self.num_groups}, {self.min_group_size}, dim {self.dim}."
+      )
+    if self.dim % self.min_group_size or (
+      self.dim >= self.num_groups and self.dim % self.num_groups
+    ):
+      raise ValueError(
+        f"GroupNorm: dim {self.dim} is not divisible by num_groups "
+        f"{self.num_groups} (or min_group_size {self.min_group_size})."
+      )
     if self.input_rank not in (3, 4, 5):
       raise ValueError(f"GroupNorm input_rank must be 3, 4 or 5, got {self.input_rank}.")
     shape = [1] * (self.input_rank - 1) + [self.dim]
     axes = (None,) * (self.input_rank - 1) + tuple(self.weight_axes)
     if self.use_bias:
-      self.create_variable("beta", WeightHParams(shape, init=WeightInit.Constant(0.0),
-                                                 collections=[_SKIP_LP], logical_axes=axes))
+      self.create_variable(
+        "beta",
+        WeightHParams(
+          shape, init=WeightInit.Constant(0.0), collections=[_SKIP_LP], logical_axes=axes
+        ),
+      )
     if self.use_scale:
-      self.create_variable("gamma", WeightHParams(shape, init=WeightInit.Constant(0.0),
-                                                  collections=[_SKIP_LP], logical_axes=axes))
+      self.create_variable(
+        "gamma",
+        WeightHParams(
+          shape, init=WeightInit.Constant(0.0), collections=[_SKIP_LP], logical_axes=axes
+        ),
+      )
 
   @property
   def _group_size(self) -> int:
@@ -324,13 +363,14 @@ class GroupNorm(BaseNormalization):
       reduce_dims = dims[2:-2] + dims[-1:]
     if paddings is None and not self.cumulative:
       mean = jnp.mean(x, axis=reduce_dims, keepdims=True)
-      variance = jnp.mean(jnp.square(x - jax.lax.stop_gradient(mean)), axis=reduce_dims,
-                          keepdims=True)
+      variance = jnp.mean(
+        jnp.square(x - jax.lax.stop_gradient(mean)), axis=reduce_dims, keepdims=True
+      )
     else:
       expanded = jnp.reshape(paddings, inputs.shape[:2] + (1,) * (rank - 2))
-      mean, variance = compute_moments(x, expanded, reduce_dims,
-                                       cumulative_axis=1 if self.cumulative else None,
-                                       keepdims=True)
+      mean, variance = compute_moments(
+        x, expanded, reduce_dims, cumulative_axis=1 if self.cumulative else None, keepdims=True
+      )
     x = (x - mean) * jax.lax.rsqrt(variance + self.epsilon)
     out = jnp.reshape(x, x.shape[:-2] + (-1,))  # [B, T, ..., D]
     if self.use_scale:
@@ -346,8 +386,9 @@ class WeightNormL2(BaseNormalization):
   """Weight normalization (arXiv:1602.07868): w / ||w||_2 over all but the last axis, * (1 + g)."""
 
   def setup(self):
-    self.create_variable("g", WeightHParams(shape=[self.dim], init=WeightInit.Constant(0.0),
-                                            dtype=self.dtype))
+    self.create_variable(
+      "g", WeightHParams(shape=[self.dim], init=WeightInit.Constant(0.0), dtype=self.dtype)
+    )
 
   def __call__(self, inputs: jax.Array, paddings: jax.Array | None = None) -> jax.Array:
     del paddings
@@ -366,9 +407,16 @@ class SpectralNorm(BaseNormalization):
   n_power_iteration: int = 1
 
   def setup(self):
-    self.create_variable("u", WeightHParams(
-        shape=[self.dim], init=WeightInit.Gaussian(), dtype=self.dtype,
-        collections=[base_layer.WeightHParamsCollection.REQUIRES_MEAN_SYNC]), trainable=False)
+    self.create_variable(
+      "u",
+      WeightHParams(
+        shape=[self.dim],
+        init=WeightInit.Gaussian(),
+        dtype=self.dtype,
+        collections=[base_layer.WeightHParamsCollection.REQUIRES_MEAN_SYNC],
+      ),
+      trainable=False,
+    )
 
   def __call__(self, inputs: jax.Array, paddings: jax.Array | None = None) -> jax.Array:
     del paddings

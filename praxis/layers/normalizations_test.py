@@ -16,7 +16,6 @@ def _grads(fn, params, x, cot):
 
 
 class LayerNormTest(absltest.TestCase):
-
   def setUp(self):
     super().setUp()
     # A non-zero mean and a non-unit spread per row, so a missing centering or scaling shows.
@@ -32,13 +31,15 @@ class LayerNormTest(absltest.TestCase):
     np.testing.assert_allclose(variables["params"]["bias"], np.zeros(6))
     params = {"params": {"scale": self.scale, "bias": self.bias}}
     ref = nn.LayerNorm(epsilon=1e-5)
-    np.testing.assert_allclose(layer.apply(params, self.x), ref.apply(params, self.x), rtol=1e-5,
-                               atol=1e-5)
+    np.testing.assert_allclose(
+      layer.apply(params, self.x), ref.apply(params, self.x), rtol=1e-5, atol=1e-5
+    )
     ours = _grads(layer.apply, params, self.x, self.cot)
     theirs = _grads(ref.apply, params, self.x, self.cot)
     for name in ("scale", "bias"):
-      np.testing.assert_allclose(ours[0]["params"][name], theirs[0]["params"][name], rtol=1e-4,
-                                 atol=1e-5)
+      np.testing.assert_allclose(
+        ours[0]["params"][name], theirs[0]["params"][name], rtol=1e-4, atol=1e-5
+      )
     np.testing.assert_allclose(ours[1], theirs[1], rtol=1e-4, atol=1e-5)
 
   def test_matches_numpy_and_options(self):
@@ -46,13 +47,15 @@ class LayerNormTest(absltest.TestCase):
     normed = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-6)
     scale, bias = np.asarray(self.scale), np.asarray(self.bias)
     cases = {
-        # Pax's default: direct_scale=False, y * (1 + scale).
-        "default_one_plus_scale": (dict(), {"scale": scale, "bias": bias},
-                                   normed * (1 + scale) + bias),
-        "direct": (dict(direct_scale=True), {"scale": scale, "bias": bias},
-                   normed * scale + bias),
-        "no_bias": (dict(use_bias=False), {"scale": scale}, normed * (1 + scale)),
-        "neither": (dict(use_scale=False, use_bias=False), {}, normed),
+      # Pax's default: direct_scale=False, y * (1 + scale).
+      "default_one_plus_scale": (
+        dict(),
+        {"scale": scale, "bias": bias},
+        normed * (1 + scale) + bias,
+      ),
+      "direct": (dict(direct_scale=True), {"scale": scale, "bias": bias}, normed * scale + bias),
+      "no_bias": (dict(use_bias=False), {"scale": scale}, normed * (1 + scale)),
+      "neither": (dict(use_scale=False, use_bias=False), {}, normed),
     }
     for name, (kwargs, params, expected) in cases.items():
       with self.subTest(name):
@@ -63,8 +66,9 @@ class LayerNormTest(absltest.TestCase):
         np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
 
   def test_bfloat16_activations_float32_statistics(self):
-    layer = normalizations.LayerNorm.HParams(dim=6, fprop_dtype=jnp.bfloat16,
-                                             reductions_in_fp32=True).Instantiate()
+    layer = normalizations.LayerNorm.HParams(
+      dim=6, fprop_dtype=jnp.bfloat16, reductions_in_fp32=True
+    ).Instantiate()
     x = (1000.0 + self.x).astype(jnp.bfloat16)  # large offset: bf16 statistics would be poor
     variables = layer.init(jax.random.key(0), x)
     out = layer.apply(variables, x)
@@ -75,21 +79,22 @@ class LayerNormTest(absltest.TestCase):
 
 
 class RmsNormTest(absltest.TestCase):
-
   def test_matches_flax_rms_norm_forward_and_gradient(self):
     x = 1.0 + jax.random.normal(jax.random.key(0), (4, 5, 8))
     cot = jax.random.normal(jax.random.key(1), (4, 5, 8))
     layer = normalizations.RmsNorm.HParams(dim=8, epsilon=1e-6).Instantiate()
     variables = layer.init(jax.random.key(0), x)
     np.testing.assert_allclose(variables["params"]["scale"], np.ones(8))
-    params = {"params": {"scale": jax.random.uniform(jax.random.key(2), (8,), minval=0.5,
-                                                      maxval=2.0)}}
+    params = {
+      "params": {"scale": jax.random.uniform(jax.random.key(2), (8,), minval=0.5, maxval=2.0)}
+    }
     ref = nn.RMSNorm(epsilon=1e-6)
     np.testing.assert_allclose(layer.apply(params, x), ref.apply(params, x), rtol=1e-5, atol=1e-5)
     ours = _grads(layer.apply, params, x, cot)
     theirs = _grads(ref.apply, params, x, cot)
-    np.testing.assert_allclose(ours[0]["params"]["scale"], theirs[0]["params"]["scale"],
-                               rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+      ours[0]["params"]["scale"], theirs[0]["params"]["scale"], rtol=1e-4, atol=1e-5
+    )
     np.testing.assert_allclose(ours[1], theirs[1], rtol=1e-4, atol=1e-5)
     # And numpy, with the 1 + scale variant.
     layer = normalizations.RmsNorm.HParams(dim=8, direct_scale=False).Instantiate()
@@ -102,12 +107,12 @@ class RmsNormTest(absltest.TestCase):
     x = 1.0 + jax.random.normal(jax.random.key(0), (2, 8))
     self.assertEqual(layer.init(jax.random.key(0), x), {})
     xn = np.asarray(x, np.float64)
-    np.testing.assert_allclose(layer.apply({}, x),
-                               xn / np.sqrt(np.mean(xn**2, -1, keepdims=True) + 1e-6), rtol=1e-5)
+    np.testing.assert_allclose(
+      layer.apply({}, x), xn / np.sqrt(np.mean(xn**2, -1, keepdims=True) + 1e-6), rtol=1e-5
+    )
 
 
 class BatchNormTest(absltest.TestCase):
-
   def test_training_matches_flax_batch_norm_and_updates_moving_stats(self):
     x = 2.0 + 3.0 * jax.random.normal(jax.random.key(0), (4, 5, 3))
     cot = jax.random.normal(jax.random.key(1), (4, 5, 3))
@@ -121,22 +126,29 @@ class BatchNormTest(absltest.TestCase):
     ref = nn.BatchNorm(use_running_average=False, momentum=0.9, epsilon=1e-3)
     ref_params = {"scale": 1.0 + params["gamma"], "bias": params["beta"]}
     ref_stats = {"mean": stats["moving_mean"], "var": stats["moving_variance"]}
-    ours_out, ours_new = layer.apply({"params": params, "non_trainable": stats}, x,
-                                     mutable=["non_trainable"])
-    ref_out, ref_new = ref.apply({"params": ref_params, "batch_stats": ref_stats}, x,
-                                 mutable=["batch_stats"])
+    ours_out, ours_new = layer.apply(
+      {"params": params, "non_trainable": stats}, x, mutable=["non_trainable"]
+    )
+    ref_out, ref_new = ref.apply(
+      {"params": ref_params, "batch_stats": ref_stats}, x, mutable=["batch_stats"]
+    )
     np.testing.assert_allclose(ours_out, ref_out, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(ours_new["non_trainable"]["moving_mean"],
-                               ref_new["batch_stats"]["mean"], rtol=1e-5)
-    np.testing.assert_allclose(ours_new["non_trainable"]["moving_variance"],
-                               ref_new["batch_stats"]["var"], rtol=1e-5)
+    np.testing.assert_allclose(
+      ours_new["non_trainable"]["moving_mean"], ref_new["batch_stats"]["mean"], rtol=1e-5
+    )
+    np.testing.assert_allclose(
+      ours_new["non_trainable"]["moving_variance"], ref_new["batch_stats"]["var"], rtol=1e-5
+    )
 
     def ours_fn(p, v):
       return layer.apply({"params": p, "non_trainable": stats}, v)
 
     def ref_fn(p, v):
-      return ref.apply({"params": {"scale": 1.0 + p["gamma"], "bias": p["beta"]},
-                        "batch_stats": ref_stats}, v, mutable=["batch_stats"])[0]
+      return ref.apply(
+        {"params": {"scale": 1.0 + p["gamma"], "bias": p["beta"]}, "batch_stats": ref_stats},
+        v,
+        mutable=["batch_stats"],
+      )[0]
 
     ours_g, ref_g = _grads(ours_fn, params, x, cot), _grads(ref_fn, params, x, cot)
     for name in ("gamma", "beta"):
@@ -147,8 +159,9 @@ class BatchNormTest(absltest.TestCase):
     new_vars = {"params": params, "non_trainable": ours_new["non_trainable"]}
     mean = np.asarray(ours_new["non_trainable"]["moving_mean"])
     var = np.asarray(ours_new["non_trainable"]["moving_variance"])
-    expected = (np.asarray(x) - mean) / np.sqrt(var + 1e-3) * (1 + np.asarray(params["gamma"])) \
-        + np.asarray(params["beta"])
+    expected = (np.asarray(x) - mean) / np.sqrt(var + 1e-3) * (
+      1 + np.asarray(params["gamma"])
+    ) + np.asarray(params["beta"])
     with base_layer.JaxContext.new_context(hparams=base_layer.JaxContext.HParams(do_eval=True)):
       np.testing.assert_allclose(layer.apply(new_vars, x), expected, rtol=1e-5, atol=1e-5)
 
@@ -167,12 +180,12 @@ class BatchNormTest(absltest.TestCase):
 
 
 class GroupNormTest(absltest.TestCase):
-
   def test_matches_numpy_with_paddings(self):
     x = jax.random.normal(jax.random.key(0), (2, 5, 8)) * 2.0 + 1.0
     paddings = jnp.array([[0, 0, 0, 1, 1], [0, 0, 0, 0, 0]], jnp.float32)
-    layer = normalizations.GroupNorm.HParams(name="gn", dim=8, num_groups=2,
-                                             input_rank=3).Instantiate()
+    layer = normalizations.GroupNorm.HParams(
+      name="gn", dim=8, num_groups=2, input_rank=3
+    ).Instantiate()
     variables = layer.init(jax.random.key(0), x, paddings)
     self.assertEqual(variables["params"]["gamma"].shape, (1, 1, 8))
     gamma = jnp.linspace(-0.5, 0.5, 8).reshape(1, 1, 8)
@@ -182,11 +195,14 @@ class GroupNormTest(absltest.TestCase):
     for b in range(2):
       valid = xn[b][pad[b] == 0]  # [T', 8]
       for g in range(2):
-        group = valid[:, 4 * g:4 * g + 4]
+        group = valid[:, 4 * g : 4 * g + 4]
         normed = (group - group.mean()) / np.sqrt(group.var() + 1e-3)
-        np.testing.assert_allclose(out[b][pad[b] == 0][:, 4 * g:4 * g + 4],
-                                   normed * (1 + np.asarray(gamma)[0, 0, 4 * g:4 * g + 4]),
-                                   rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(
+          out[b][pad[b] == 0][:, 4 * g : 4 * g + 4],
+          normed * (1 + np.asarray(gamma)[0, 0, 4 * g : 4 * g + 4]),
+          rtol=1e-4,
+          atol=1e-4,
+        )
       np.testing.assert_allclose(out[b][pad[b] == 1], 0.0)
 
 

@@ -33,8 +33,11 @@ SplitDimsMapping = pytypes.SplitDimsMapping
 
 def _emb_weight(layer: base_layer.BaseLayer, shape, logical_axes) -> WeightHParams:
   """WeightHParams with the layer's mesh split and (when supported) our logical axis names."""
-  kwargs = dict(shape=list(shape), mesh_shape=layer.mesh_shape,
-                tensor_split_dims_mapping=layer.weight_split_dims_mapping.wt)
+  kwargs = dict(
+    shape=list(shape),
+    mesh_shape=layer.mesh_shape,
+    tensor_split_dims_mapping=layer.weight_split_dims_mapping.wt,
+  )
   if "logical_axes" in {f.name for f in dataclasses.fields(WeightHParams)}:
     kwargs["logical_axes"] = tuple(logical_axes)
   return WeightHParams(**kwargs)
@@ -53,8 +56,7 @@ class PositionalEmbedding(base_layer.BaseLayer):
   max_timescale: int = 10_000
   embedding_dims: int = 0
 
-  def __call__(self, seq_length: int | None = None,
-               position: jax.Array | None = None) -> jax.Array:
+  def __call__(self, seq_length: int | None = None, position: jax.Array | None = None) -> jax.Array:
     """[1, seq_length, D] for positions 0..T-1, or [B, T, D] for `position` [B, T]."""
     if position is None:
       if seq_length is None:
@@ -63,10 +65,12 @@ class PositionalEmbedding(base_layer.BaseLayer):
     elif position.ndim != 2:
       raise ValueError(f"position must be [B, T], got {position.shape}.")
     num_timescales = self.embedding_dims // 2
-    log_increment = (math.log(float(self.max_timescale) / float(self.min_timescale))
-                     / max(num_timescales - 1, 1))
+    log_increment = math.log(float(self.max_timescale) / float(self.min_timescale)) / max(
+      num_timescales - 1, 1
+    )
     inv_timescales = self.min_timescale * jnp.exp(
-        jnp.arange(num_timescales, dtype=jnp.float32) * -log_increment)  # [D/2]
+      jnp.arange(num_timescales, dtype=jnp.float32) * -log_increment
+    )  # [D/2]
     scaled_time = position[:, :, None] * inv_timescales[None, None, :]  # [B, T, D/2]
     signal = jnp.concatenate([jnp.sin(scaled_time), jnp.cos(scaled_time)], axis=2)
     signal = signal.astype(self.fprop_dtype)
@@ -98,23 +102,29 @@ class PositionalEmbedding2D(base_layer.BaseLayer):
   @staticmethod
   def _sincos(position: jax.Array, dims: int) -> jax.Array:
     half = dims // 2
-    inv_freq = 1.0 / (10000**(jnp.arange(half, dtype=jnp.float32) / half))
+    inv_freq = 1.0 / (10000 ** (jnp.arange(half, dtype=jnp.float32) / half))
     angles = position.astype(jnp.float32)[:, None] * inv_freq[None, :]
     return jnp.concatenate([jnp.sin(angles), jnp.cos(angles)], axis=-1)
 
-  def __call__(self, seq_length: int | None = None,
-               position: jax.Array | None = None) -> jax.Array:
+  def __call__(self, seq_length: int | None = None, position: jax.Array | None = None) -> jax.Array:
     """[1, prepend + h * w + append, D] (arguments only mirror PositionalEmbedding's)."""
     del seq_length, position
     dims = self.embedding_dims
     rows = self._sincos(jnp.arange(-self.h / 2, self.h / 2), dims // 2)  # [h, D/2]
     cols = self._sincos(jnp.arange(-self.w / 2, self.w / 2), dims // 2)  # [w, D/2]
-    grid = jnp.concatenate([jnp.broadcast_to(rows[:, None], (self.h, self.w, rows.shape[-1])),
-                            jnp.broadcast_to(cols[None], (self.h, self.w, cols.shape[-1]))],
-                           axis=-1)
+    grid = jnp.concatenate(
+      [
+        jnp.broadcast_to(rows[:, None], (self.h, self.w, rows.shape[-1])),
+        jnp.broadcast_to(cols[None], (self.h, self.w, cols.shape[-1])),
+      ],
+      axis=-1,
+    )
     emb = grid.reshape(self.h * self.w, dims)
-    parts = [jnp.zeros([self.num_prepend_cls_tokens, dims]), emb,
-             jnp.zeros([self.num_append_cls_tokens, dims])]
+    parts = [
+      jnp.zeros([self.num_prepend_cls_tokens, dims]),
+      emb,
+      jnp.zeros([self.num_append_cls_tokens, dims]),
+    ]
     return jnp.concatenate(parts, axis=0)[None]
 
 
@@ -129,20 +139,24 @@ class RotaryPositionalEmbedding(PositionalEmbedding):
 
   def setup(self) -> None:
     if self.embedding_dims % 2:
-      raise ValueError(f"RotaryPositionalEmbedding needs an even embedding_dims, got "
-                       f"{self.embedding_dims}.")
+      raise ValueError(
+        f"RotaryPositionalEmbedding needs an even embedding_dims, got {self.embedding_dims}."
+      )
 
   def __call__(self, inputs: jax.Array, position: jax.Array | None = None) -> jax.Array:
     """inputs [B, S, N, H] or [B, S, H]; position [B, S] (default 0..S-1)."""
     if inputs.shape[-1] != self.embedding_dims:
-      raise ValueError(f"RotaryPositionalEmbedding: embedding_dims {self.embedding_dims} must "
-                       f"equal the inputs' last dim, got {inputs.shape}.")
+      raise ValueError(
+        f"RotaryPositionalEmbedding: embedding_dims {self.embedding_dims} must "
+        f"equal the inputs' last dim, got {inputs.shape}."
+      )
     if inputs.ndim not in (3, 4):
-      raise ValueError(f"RotaryPositionalEmbedding takes inputs of rank 3 or 4, got "
-                       f"{inputs.shape}.")
+      raise ValueError(
+        f"RotaryPositionalEmbedding takes inputs of rank 3 or 4, got {inputs.shape}."
+      )
     half = self.embedding_dims // 2
     fraction = 2 * jnp.arange(half) / self.embedding_dims
-    timescale = self.min_timescale * (self.max_timescale / self.min_timescale)**fraction
+    timescale = self.min_timescale * (self.max_timescale / self.min_timescale) ** fraction
     if position is None:
       position = jnp.arange(inputs.shape[1], dtype=jnp.float32)[None, :]
     extra = (None,) * (inputs.ndim - 2)
@@ -192,21 +206,23 @@ class TrainablePositionalEmbedding(PositionalEmbedding):
     emb_out_split_dims_mapping: SplitDimsMapping = None
 
   def setup(self) -> None:
-    self.create_variable("emb_var", _emb_weight(
-        self, [self.max_seq_length, self.embedding_dims], (None, "embed")))
+    self.create_variable(
+      "emb_var", _emb_weight(self, [self.max_seq_length, self.embedding_dims], (None, "embed"))
+    )
     self.create_child("array_lookup", self.array_lookup_tpl.clone())
     self.create_child("einsum", self.einsum_tpl.clone())
 
-  def __call__(self, seq_length: int | None = None,
-               position: jax.Array | None = None) -> jax.Array:
+  def __call__(self, seq_length: int | None = None, position: jax.Array | None = None) -> jax.Array:
     """[1, seq_length, D] for positions 0..T-1, or [B, T, D] for `position` [B, T]."""
     if position is None:
       if seq_length is None:
         raise ValueError("TrainablePositionalEmbedding needs seq_length or position [B, T].")
       position = jnp.arange(seq_length, dtype=jnp.int32)[None, :]
     if seq_length is not None and seq_length > self.max_seq_length:
-      raise ValueError(f"seq_length {seq_length} exceeds max_seq_length {self.max_seq_length}; "
-                       f"raise max_seq_length in the config.")
+      raise ValueError(
+        f"seq_length {seq_length} exceeds max_seq_length {self.max_seq_length}; "
+        f"raise max_seq_length in the config."
+      )
     # Deliberate difference: with `position` alone, Pax's 'matmul' lookup one-hots over
     # position.shape[1] classes, which zeroes any position >= T (a decode step: T = 1). The
     # whole table gives the same rows wherever Pax's is right, and the right rows elsewhere.
@@ -218,6 +234,6 @@ class TrainablePositionalEmbedding(PositionalEmbedding):
       embs = self.einsum("...y,yz->...z", one_hot, table)
     else:
       raise ValueError(f"lookup_style must be 'index' or 'matmul', got {self.lookup_style!r}.")
-    return base_layer.maybe_shard(embs, self.activation_split_dims_mapping
-                                  .emb_out_split_dims_mapping, self.mesh_axis_names)
-
+    return base_layer.maybe_shard(
+      embs, self.activation_split_dims_mapping.emb_out_split_dims_mapping, self.mesh_axis_names
+    )

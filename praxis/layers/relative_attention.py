@@ -29,19 +29,29 @@ WeightInit = attention_parts.WeightInit
 def create_relative_positional_embedding(layer) -> None:
   """Adds `pos_emb`, `pos_proj` (and `u`, `v` with use_bias) to an XL layer, in its setup."""
   if layer.rel_pos_emb_dim <= 0:
-    raise ValueError(f"{type(layer).__name__} needs rel_pos_emb_dim > 0, got "
-                     f"{layer.rel_pos_emb_dim}.")
-  layer.create_child("pos_emb", pax_fiddle.Config(position_embeddings.PositionalEmbedding,
-                                                  embedding_dims=layer.rel_pos_emb_dim))
+    raise ValueError(
+      f"{type(layer).__name__} needs rel_pos_emb_dim > 0, got {layer.rel_pos_emb_dim}."
+    )
+  layer.create_child(
+    "pos_emb",
+    pax_fiddle.Config(
+      position_embeddings.PositionalEmbedding, embedding_dims=layer.rel_pos_emb_dim
+    ),
+  )
   h = layer._dim_per_head  # pylint: disable=protected-access
-  proj = layer.proj_tpl.clone().set(input_dim=layer.rel_pos_emb_dim, num_heads=layer.num_heads,
-                                    dim_per_head=h, use_bias=False)
+  proj = layer.proj_tpl.clone().set(
+    input_dim=layer.rel_pos_emb_dim, num_heads=layer.num_heads, dim_per_head=h, use_bias=False
+  )
   proj.weight_split_dims_mapping.wt = layer.weight_split_dims_mapping.proj
   layer.create_child("pos_proj", proj)
   if layer.use_bias:
     for name in ("u", "v"):
-      layer.create_variable(name, attention_parts.weight_hparams(
-          layer, [layer.num_heads, h], ("heads", "kv"), init=WeightInit.Constant(0.0)))
+      layer.create_variable(
+        name,
+        attention_parts.weight_hparams(
+          layer, [layer.num_heads, h], ("heads", "kv"), init=WeightInit.Constant(0.0)
+        ),
+      )
 
 
 def _distance_embeddings(layer, distances: jax.Array) -> jax.Array:
@@ -78,16 +88,18 @@ class DotProductAttentionXL(DotProductAttention):
   def _atten_logits(self, query, key):
     b, t, n, h = query.shape
     if key.shape != (b, t, n, h):
-      raise ValueError(f"DotProductAttentionXL is self-attention only: query {query.shape} and "
-                       f"key {key.shape} must match.")
+      raise ValueError(
+        f"DotProductAttentionXL is self-attention only: query {query.shape} and "
+        f"key {key.shape} must match."
+      )
     # Distances i - j from -(T-1) to T-1.
     pos = _distance_embeddings(self, jnp.arange(-(t - 1), t))  # [2T-1, N, H]
     content, position = self._content_and_position(query)
-    return (jnp.einsum("BTNH,BSNH->BNTS", content, key)
-            + self._rel_position_bias(position, pos))
+    return jnp.einsum("BTNH,BSNH->BNTS", content, key) + self._rel_position_bias(position, pos)
 
-  def _dot_atten_one_step(self, query, key_state_name, value_state_name, atten_mask,
-                          relative_bias=None, time_step=None):
+  def _dot_atten_one_step(
+    self, query, key_state_name, value_state_name, atten_mask, relative_bias=None, time_step=None
+  ):
     cache_batch = self.get_decode_state(key_state_name).shape[0]
     key, value = self._cached_kv(key_state_name, value_state_name, query.shape[0])
     atten_mask = self._repeat_mask(atten_mask, query.shape[0], cache_batch)
@@ -95,13 +107,11 @@ class DotProductAttentionXL(DotProductAttention):
     s = key.shape[1]
     pos = _distance_embeddings(self, time_step - jnp.arange(s))  # [S, N, H]: distance t - s
     content, position = self._content_and_position(query)
-    logits = (jnp.einsum("BNH,BSNH->BNS", content, key)
-              + jnp.einsum("BNH,SNH->BNS", position, pos))
+    logits = jnp.einsum("BNH,BSNH->BNS", content, key) + jnp.einsum("BNH,SNH->BNS", position, pos)
     if relative_bias is not None:
       logits = logits + jnp.squeeze(relative_bias, axis=2)
     logits = self._cap_logits(logits).astype(jnp.float32)
-    probs = self._softmax(attention_masks.apply_mask_to_logits(
-        logits, atten_mask), key.dtype)
+    probs = self._softmax(attention_masks.apply_mask_to_logits(logits, atten_mask), key.dtype)
     encoded = jnp.einsum("BNS,BSNH->BNH", probs, value)
     return self._shard_bnh(encoded), probs
 
@@ -143,17 +153,18 @@ class LocalSelfAttentionXL(LocalSelfAttention):
     term_bd = jnp.where(inside, term_bd, 0.0)
     return term_ac + term_bd
 
-  def extend_step(self, query_vec, *, atten_mask, time_step, segment_pos=None,
-                  is_cross_attention=False):
+  def extend_step(
+    self, query_vec, *, atten_mask, time_step, segment_pos=None, is_cross_attention=False
+  ):
     raise NotImplementedError("LocalSelfAttentionXL has no extend_step (as in Pax).")
 
 
 def _alibi_slopes(num_heads: int) -> jax.Array:
   """ALiBi's geometric head slopes: 2^(-8/n), 2^(-16/n), ... for the largest power of two n
   <= N, then the odd multiples of 2^(-4/n) for the remaining heads."""
-  n = 2**int(math.floor(math.log2(num_heads)))
-  slopes = [2.0**(-8.0 / n * (i + 1)) for i in range(n)]
-  slopes += [2.0**(-4.0 / n * (2 * i + 1)) for i in range(num_heads - n)]
+  n = 2 ** int(math.floor(math.log2(num_heads)))
+  slopes = [2.0 ** (-8.0 / n * (i + 1)) for i in range(n)]
+  slopes += [2.0 ** (-4.0 / n * (2 * i + 1)) for i in range(num_heads - n)]
   return jnp.asarray(slopes[:num_heads], jnp.float32)
 
 

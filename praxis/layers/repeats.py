@@ -31,8 +31,13 @@ from praxis import base_layer
 from praxis.layers import checkpoint_policy as cp
 
 # Collections that are stacked along the repeat dim (one slice per iteration).
-_STACKED_COLLECTIONS = ("params", "decoder_cache", base_layer.SUMMARIES, base_layer.AUX_LOSS,
-                        "intermediates")
+_STACKED_COLLECTIONS = (
+  "params",
+  "decoder_cache",
+  base_layer.SUMMARIES,
+  base_layer.AUX_LOSS,
+  "intermediates",
+)
 
 
 class _Iteration(base_layer.BaseLayer):
@@ -50,13 +55,15 @@ class _Iteration(base_layer.BaseLayer):
     # not `repeat.sub.sub.<...>`.
     nn.share_scope(self, self.sub)
 
-  def __call__(self, carry: jax.Array, args: tuple[Any, ...],
-               deterministic: bool) -> tuple[jax.Array, None]:
+  def __call__(
+    self, carry: jax.Array, args: tuple[Any, ...], deterministic: bool
+  ) -> tuple[jax.Array, None]:
     carry = checkpoint_name(carry, "iteration_input")
     return self.sub(carry, *args, deterministic=deterministic), None
 
-  def extend_step(self, carry: jax.Array, kwargs: dict[str, Any],
-                  unused_flag: bool) -> tuple[jax.Array, None]:
+  def extend_step(
+    self, carry: jax.Array, kwargs: dict[str, Any], unused_flag: bool
+  ) -> tuple[jax.Array, None]:
     del unused_flag
     return self.sub.extend_step(carry, **kwargs), None
 
@@ -86,17 +93,22 @@ class Repeat(base_layer.BaseLayer):
       raise ValueError("Repeat needs sub_tpl, the template of the layer to repeat.")
     # Argument 3 of _Iteration.__call__ (self is 0) is the Python bool `deterministic`: static,
     # so dropout is traced in or out rather than switched at run time.
-    rematted = nn.remat(_Iteration, policy=cp.custom_policy(self.checkpoint_policy),
-                        prevent_cse=False, static_argnums=(3,))
+    rematted = nn.remat(
+      _Iteration,
+      policy=cp.custom_policy(self.checkpoint_policy),
+      prevent_cse=False,
+      static_argnums=(3,),
+    )
     scanned = nn.scan(
-        rematted,
-        variable_axes={name: 0 for name in _STACKED_COLLECTIONS},
-        split_rngs={"params": True, "dropout": True},
-        in_axes=(nn.broadcast, nn.broadcast),
-        length=self.x_times,
-        unroll=self.unroll,
-        metadata_params={nn.PARTITION_NAME: "layers"},
-        methods=["__call__", "extend_step"])
+      rematted,
+      variable_axes={name: 0 for name in _STACKED_COLLECTIONS},
+      split_rngs={"params": True, "dropout": True},
+      in_axes=(nn.broadcast, nn.broadcast),
+      length=self.x_times,
+      unroll=self.unroll,
+      metadata_params={nn.PARTITION_NAME: "layers"},
+      methods=["__call__", "extend_step"],
+    )
     sub_tpl = self.sub_tpl.clone()
     if issubclass(sub_tpl.__fn_or_cls__, base_layer.BaseLayer):
       sub_tpl.dtype, sub_tpl.fprop_dtype = self.dtype, self.fprop_dtype

@@ -20,14 +20,14 @@ X_TIMES, BLOCK_LAYERS = 2, 2
 
 def block_config(block_layers=BLOCK_LAYERS, **overrides):
   return transformers.StackedTransformer.HParams(
-      num_layers=block_layers, model_dims=D, hidden_dims=F, num_heads=N, dim_per_head=H,
-      **overrides)
+    num_layers=block_layers, model_dims=D, hidden_dims=F, num_heads=N, dim_per_head=H, **overrides
+  )
 
 
-def repeated(policy=cp.AutodiffCheckpointType.SAVE_NOTHING, block_layers=BLOCK_LAYERS,
-             **overrides):
+def repeated(policy=cp.AutodiffCheckpointType.SAVE_NOTHING, block_layers=BLOCK_LAYERS, **overrides):
   return transformers.StackedTransformerRepeated.HParams(
-      block=block_config(block_layers, **overrides), x_times=X_TIMES, checkpoint_policy=policy).Instantiate()
+    block=block_config(block_layers, **overrides), x_times=X_TIMES, checkpoint_policy=policy
+  ).Instantiate()
 
 
 def unrolled(block_layers=BLOCK_LAYERS, **overrides):
@@ -35,8 +35,9 @@ def unrolled(block_layers=BLOCK_LAYERS, **overrides):
 
 
 def unbox(tree):
-  return jax.tree.map(lambda a: a.value if hasattr(a, "value") else a, tree,
-                      is_leaf=lambda a: hasattr(a, "value"))
+  return jax.tree.map(
+    lambda a: a.value if hasattr(a, "value") else a, tree, is_leaf=lambda a: hasattr(a, "value")
+  )
 
 
 def to_unrolled(rep_params, block_layers=BLOCK_LAYERS):
@@ -45,8 +46,7 @@ def to_unrolled(rep_params, block_layers=BLOCK_LAYERS):
   out = {}
   for i in range(X_TIMES):
     for j in range(block_layers):
-      out[f"x_layers_{i * block_layers + j}"] = jax.tree.map(lambda a: a[i],
-                                                            sub[f"x_layers_{j}"])
+      out[f"x_layers_{i * block_layers + j}"] = jax.tree.map(lambda a: a[i], sub[f"x_layers_{j}"])
   return out
 
 
@@ -62,12 +62,12 @@ def randomized_params(layer, x, pad):
   params = unbox(layer.init(jax.random.key(0), x, pad)["params"])
   leaves, treedef = jax.tree.flatten(params)
   rng = np.random.default_rng(1)
-  return jax.tree.unflatten(treedef, [jnp.asarray(rng.normal(size=l.shape) * 0.5, l.dtype)
-                                      for l in leaves])
+  return jax.tree.unflatten(
+    treedef, [jnp.asarray(rng.normal(size=l.shape) * 0.5, l.dtype) for l in leaves]
+  )
 
 
 class RepeatTest(parameterized.TestCase):
-
   def test_weights_carry_the_layers_axis(self):
     x, pad, _ = inputs()
     boxed = base_layer.init_boxed(repeated(), jax.random.key(0), x, pad)["params"]
@@ -82,17 +82,27 @@ class RepeatTest(parameterized.TestCase):
     rep, unr = repeated(), unrolled()
     params = randomized_params(rep, x, pad)
     unr_params = to_unrolled(params)
-    self.assertEqual(jax.tree.map(jnp.shape, unr_params),
-                     jax.tree.map(jnp.shape, randomized_params(unr, x, pad)))
-    np.testing.assert_allclose(rep.apply({"params": params}, x, pad),
-                               unr.apply({"params": unr_params}, x, pad), rtol=1e-5, atol=1e-5)
-    g_rep = jax.grad(lambda p, x: jnp.sum(rep.apply({"params": p}, x, pad) * ct),
-                     argnums=(0, 1))(params, x)
-    g_unr = jax.grad(lambda p, x: jnp.sum(unr.apply({"params": p}, x, pad) * ct),
-                     argnums=(0, 1))(unr_params, x)
+    self.assertEqual(
+      jax.tree.map(jnp.shape, unr_params), jax.tree.map(jnp.shape, randomized_params(unr, x, pad))
+    )
+    np.testing.assert_allclose(
+      rep.apply({"params": params}, x, pad),
+      unr.apply({"params": unr_params}, x, pad),
+      rtol=1e-5,
+      atol=1e-5,
+    )
+    g_rep = jax.grad(lambda p, x: jnp.sum(rep.apply({"params": p}, x, pad) * ct), argnums=(0, 1))(
+      params, x
+    )
+    g_unr = jax.grad(lambda p, x: jnp.sum(unr.apply({"params": p}, x, pad) * ct), argnums=(0, 1))(
+      unr_params, x
+    )
     np.testing.assert_allclose(g_rep[1], g_unr[1], rtol=1e-4, atol=1e-5)
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5),
-                 to_unrolled(g_rep[0]), g_unr[0])
+    jax.tree.map(
+      lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5),
+      to_unrolled(g_rep[0]),
+      g_unr[0],
+    )
 
   def test_dropout_runs_per_iteration_only_when_not_deterministic(self):
     x, pad, _ = inputs()
@@ -100,8 +110,9 @@ class RepeatTest(parameterized.TestCase):
     params = randomized_params(rep, x, pad)
     eval_a = rep.apply({"params": params}, x, pad)
     np.testing.assert_array_equal(eval_a, rep.apply({"params": params}, x, pad))
-    train = rep.apply({"params": params}, x, pad, deterministic=False,
-                      rngs={"dropout": jax.random.key(3)})
+    train = rep.apply(
+      {"params": params}, x, pad, deterministic=False, rngs={"dropout": jax.random.key(3)}
+    )
     self.assertGreater(float(jnp.max(jnp.abs(train - eval_a))), 1e-2)
 
 

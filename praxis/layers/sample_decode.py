@@ -62,21 +62,26 @@ class DecoderHParams(base_hyperparams.HParamsMixin):
 
   def __post_init__(self):
     if self.seqlen <= 0:
-      raise ValueError(f"DecoderHParams.seqlen must be positive (prompt + generated length), "
-                       f"got {self.seqlen}.")
+      raise ValueError(
+        f"DecoderHParams.seqlen must be positive (prompt + generated length), got {self.seqlen}."
+      )
     if self.max_decode_steps is not None and self.max_decode_steps < 0:
-      raise ValueError(f"DecoderHParams.max_decode_steps must be >= 0 or None, "
-                       f"got {self.max_decode_steps}.")
+      raise ValueError(
+        f"DecoderHParams.max_decode_steps must be >= 0 or None, got {self.max_decode_steps}."
+      )
     if self.temperature < 0:
-      raise ValueError(f"DecoderHParams.temperature must be >= 0 (0 = greedy), "
-                       f"got {self.temperature}.")
+      raise ValueError(
+        f"DecoderHParams.temperature must be >= 0 (0 = greedy), got {self.temperature}."
+      )
     if self.top_k < 0:
-      raise ValueError(f"DecoderHParams.top_k must be >= 0 (0 = whole vocabulary), "
-                       f"got {self.top_k}.")
+      raise ValueError(
+        f"DecoderHParams.top_k must be >= 0 (0 = whole vocabulary), got {self.top_k}."
+      )
 
 
-def pick_next_token(logits: jax.Array, rng: jax.Array | None, *, temperature: float,
-                    top_k: int) -> jax.Array:
+def pick_next_token(
+  logits: jax.Array, rng: jax.Array | None, *, temperature: float, top_k: int
+) -> jax.Array:
   """Chooses one token per row from `logits [B, V]`; returns ids [B] (int32).
 
   temperature == 0 is greedy (argmax; `rng` is not used). Otherwise the token is drawn from
@@ -97,8 +102,14 @@ def pick_next_token(logits: jax.Array, rng: jax.Array | None, *, temperature: fl
   return jax.random.categorical(rng, logits / temperature, axis=-1).astype(jnp.int32)
 
 
-def sample_decode(extend_fn: ExtendFn, state: Any, ids: jax.Array, prefix_lengths: jax.Array,
-                  hparams: DecoderHParams, rng: jax.Array | None = None) -> NestedMap:
+def sample_decode(
+  extend_fn: ExtendFn,
+  state: Any,
+  ids: jax.Array,
+  prefix_lengths: jax.Array,
+  hparams: DecoderHParams,
+  rng: jax.Array | None = None,
+) -> NestedMap:
   """Runs the decode loop (see the module docstring).
 
   Args:
@@ -120,8 +131,10 @@ def sample_decode(extend_fn: ExtendFn, state: Any, ids: jax.Array, prefix_length
   """
   batch, seqlen = ids.shape
   if seqlen != hparams.seqlen:
-    raise ValueError(f"sample_decode: the ids buffer has length {seqlen} but "
-                     f"DecoderHParams.seqlen is {hparams.seqlen}; pad or cut the batch to seqlen.")
+    raise ValueError(
+      f"sample_decode: the ids buffer has length {seqlen} but "
+      f"DecoderHParams.seqlen is {hparams.seqlen}; pad or cut the batch to seqlen."
+    )
   prefix_lengths = jnp.clip(prefix_lengths.astype(jnp.int32), 1, seqlen)  # [B]
   positions = jnp.arange(seqlen, dtype=jnp.int32)[None, :]  # [1, S]
   in_prompt = positions < prefix_lengths[:, None]  # [B, S]
@@ -139,8 +152,9 @@ def sample_decode(extend_fn: ExtendFn, state: Any, ids: jax.Array, prefix_length
     state, logits = extend_fn(state, output_ids[:, t], t)  # logits [B, V] for position t + 1
     log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)  # [B, V]
     step_rng = None if rng is None else jax.random.fold_in(rng, t)
-    sampled = pick_next_token(logits, step_rng, temperature=hparams.temperature,
-                              top_k=hparams.top_k)  # [B]
+    sampled = pick_next_token(
+      logits, step_rng, temperature=hparams.temperature, top_k=hparams.top_k
+    )  # [B]
     pos = t + 1
     prompt_token = output_ids[:, pos]  # [B]
     still_prompt = pos < prefix_lengths  # [B]
@@ -159,13 +173,19 @@ def sample_decode(extend_fn: ExtendFn, state: Any, ids: jax.Array, prefix_length
   # Start at the last prompt position of the shortest prompt: the first position whose next token
   # some row has to choose.
   start = jnp.min(prefix_lengths) - 1
-  carry = (start, output_ids, jnp.zeros((batch, seqlen), jnp.float32), done,
-           jnp.zeros((batch,), jnp.int32), state)
+  carry = (
+    start,
+    output_ids,
+    jnp.zeros((batch, seqlen), jnp.float32),
+    done,
+    jnp.zeros((batch,), jnp.int32),
+    state,
+  )
   _, output_ids, logprobs, _, num_new, _ = jax.lax.while_loop(cond, body, carry)
   return NestedMap(
-      output_ids=output_ids,
-      prefix_lengths=prefix_lengths,
-      decode_lengths=prefix_lengths + num_new,
-      logprobs=logprobs,
-      scores=jnp.sum(logprobs, axis=-1),
+    output_ids=output_ids,
+    prefix_lengths=prefix_lengths,
+    decode_lengths=prefix_lengths + num_new,
+    logprobs=logprobs,
+    scores=jnp.sum(logprobs, axis=-1),
   )

@@ -19,8 +19,10 @@ MOD = 7
 
 def _tables(seed=0):
   rng = np.random.default_rng(seed)
-  return (rng.normal(size=(VOCAB, VOCAB)).astype(np.float32) * 3,
-          rng.normal(size=(MOD, VOCAB)).astype(np.float32) * 3)
+  return (
+    rng.normal(size=(VOCAB, VOCAB)).astype(np.float32) * 3,
+    rng.normal(size=(MOD, VOCAB)).astype(np.float32) * 3,
+  )
 
 
 def full_model(ids, tables):
@@ -64,13 +66,13 @@ def run_decode(ids, prefix_lengths, tables, hparams, rng=None):
   # The "prefill": the history holds the prompt and junk after it, which the loop must overwrite
   # before it is seen.
   history = jnp.where(np.arange(ids.shape[1]) < np.asarray(prefix_lengths)[:, None], ids, 5)
-  fn = jax.jit(lambda h, i, p, r: sample_decode.sample_decode(
-      make_extend_fn(tables), h, i, p, hparams, r))
+  fn = jax.jit(
+    lambda h, i, p, r: sample_decode.sample_decode(make_extend_fn(tables), h, i, p, hparams, r)
+  )
   return jax.tree.map(np.asarray, fn(history, jnp.asarray(ids), jnp.asarray(prefix_lengths), rng))
 
 
 class SampleDecodeTest(absltest.TestCase):
-
   def setUp(self):
     super().setUp()
     self.tables = _tables()
@@ -80,9 +82,14 @@ class SampleDecodeTest(absltest.TestCase):
 
   def check_against_reference(self, hparams, max_new):
     out = run_decode(self.ids, self.prefix_lengths, self.tables, hparams)
-    ref_ids, ref_lps = reference_greedy(self.ids, self.prefix_lengths, self.tables,
-                                        seqlen=hparams.seqlen, max_new=max_new,
-                                        eos_id=hparams.eos_id)
+    ref_ids, ref_lps = reference_greedy(
+      self.ids,
+      self.prefix_lengths,
+      self.tables,
+      seqlen=hparams.seqlen,
+      max_new=max_new,
+      eos_id=hparams.eos_id,
+    )
     for b in range(len(self.ids)):
       n = len(ref_ids[b])
       self.assertEqual(out.decode_lengths[b], n, f"row {b}")
@@ -103,7 +110,7 @@ class SampleDecodeTest(absltest.TestCase):
     # Pick as EOS a token that greedy decoding emits mid-way in some row but not in all.
     hp_no_eos = sample_decode.DecoderHParams(seqlen=12, eos_id=None)
     out = run_decode(self.ids, self.prefix_lengths, self.tables, hp_no_eos)
-    generated = [set(out.output_ids[b, self.prefix_lengths[b]:-1]) for b in range(4)]
+    generated = [set(out.output_ids[b, self.prefix_lengths[b] : -1]) for b in range(4)]
     eos = next(t for t in range(VOCAB) if any(t in g for g in generated))
     hp = sample_decode.DecoderHParams(seqlen=12, eos_id=eos, pad_id=0)
     out, ref = self.check_against_reference(hp, max_new=100)
@@ -118,10 +125,16 @@ class SampleDecodeTest(absltest.TestCase):
     np.testing.assert_array_equal(out.decode_lengths, self.prefix_lengths + 3)
 
   def test_top_k_one_and_tiny_temperature_equal_greedy(self):
-    greedy = run_decode(self.ids, self.prefix_lengths, self.tables,
-                        sample_decode.DecoderHParams(seqlen=12, eos_id=None))
-    for hp in (sample_decode.DecoderHParams(seqlen=12, eos_id=None, temperature=1.0, top_k=1),
-               sample_decode.DecoderHParams(seqlen=12, eos_id=None, temperature=1e-4)):
+    greedy = run_decode(
+      self.ids,
+      self.prefix_lengths,
+      self.tables,
+      sample_decode.DecoderHParams(seqlen=12, eos_id=None),
+    )
+    for hp in (
+      sample_decode.DecoderHParams(seqlen=12, eos_id=None, temperature=1.0, top_k=1),
+      sample_decode.DecoderHParams(seqlen=12, eos_id=None, temperature=1e-4),
+    ):
       out = run_decode(self.ids, self.prefix_lengths, self.tables, hp, jax.random.key(3))
       np.testing.assert_array_equal(out.output_ids, greedy.output_ids, err_msg=str(hp))
       np.testing.assert_allclose(out.logprobs, greedy.logprobs, rtol=1e-5, atol=1e-6)
@@ -133,8 +146,9 @@ class SampleDecodeTest(absltest.TestCase):
     log_probs = jax.nn.log_softmax(logits, axis=-1)
     outside_greedy = 0
     for b in range(4):
-      np.testing.assert_array_equal(out.output_ids[b, :self.prefix_lengths[b]],
-                                    self.ids[b, :self.prefix_lengths[b]])
+      np.testing.assert_array_equal(
+        out.output_ids[b, : self.prefix_lengths[b]], self.ids[b, : self.prefix_lengths[b]]
+      )
       for pos in range(self.prefix_lengths[b], 12):
         token = out.output_ids[b, pos]
         top3 = np.argsort(logits[b, pos - 1])[-3:]
@@ -146,30 +160,32 @@ class SampleDecodeTest(absltest.TestCase):
   def test_temperature_sampling_follows_softmax_of_scaled_logits(self):
     logits = jnp.array([[2.0, 1.0, 0.0, -1.0]])
     n = 20000
-    draws = sample_decode.pick_next_token(jnp.tile(logits, (n, 1)), jax.random.key(0),
-                                          temperature=2.0, top_k=0)
+    draws = sample_decode.pick_next_token(
+      jnp.tile(logits, (n, 1)), jax.random.key(0), temperature=2.0, top_k=0
+    )
     freq = np.bincount(np.asarray(draws), minlength=4) / n
     expected = np.exp(np.array([2.0, 1.0, 0.0, -1.0]) / 2.0)
     expected /= expected.sum()
     np.testing.assert_allclose(freq, expected, atol=0.015)  # ~4 standard errors
-    draws = sample_decode.pick_next_token(jnp.tile(logits, (n, 1)), jax.random.key(1),
-                                          temperature=2.0, top_k=2)
+    draws = sample_decode.pick_next_token(
+      jnp.tile(logits, (n, 1)), jax.random.key(1), temperature=2.0, top_k=2
+    )
     freq = np.bincount(np.asarray(draws), minlength=4) / n
     expected = np.array([np.exp(1.0), np.exp(0.5), 0, 0]) / (np.exp(1.0) + np.exp(0.5))
     np.testing.assert_allclose(freq, expected, atol=0.015)
 
   def test_full_prompt_row_is_left_alone_and_bad_hparams_are_reported(self):
     prefix = np.array([12, 2, 12, 4], np.int32)
-    out = run_decode(self.ids, prefix, self.tables,
-                     sample_decode.DecoderHParams(seqlen=12, eos_id=None))
+    out = run_decode(
+      self.ids, prefix, self.tables, sample_decode.DecoderHParams(seqlen=12, eos_id=None)
+    )
     np.testing.assert_array_equal(out.output_ids[0], self.ids[0])
     np.testing.assert_array_equal(out.decode_lengths[[0, 2]], 12)
     np.testing.assert_array_equal(out.logprobs[0], 0.0)
     with self.assertRaisesRegex(ValueError, "seqlen must be positive"):
       sample_decode.DecoderHParams()
     with self.assertRaisesRegex(ValueError, "buffer has length 12 but DecoderHParams.seqlen is 8"):
-      run_decode(self.ids, self.prefix_lengths, self.tables,
-                 sample_decode.DecoderHParams(seqlen=8))
+      run_decode(self.ids, self.prefix_lengths, self.tables, sample_decode.DecoderHParams(seqlen=8))
     cfg = sample_decode.DecoderHParams.HParams.config(seqlen=4)
     with self.assertRaises(AttributeError):
       cfg.max_decode_stepz = 3

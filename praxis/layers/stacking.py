@@ -36,12 +36,16 @@ class StackingOverTime(base_layer.BaseLayer):
 
   def setup(self) -> None:
     if self.left_context < 0 or self.right_context < 0 or self.stride < 1:
-      raise ValueError(f"StackingOverTime needs left_context, right_context >= 0 and "
-                       f"stride >= 1; got {self.left_context}, {self.right_context}, "
-                       f"{self.stride}.")
+      raise ValueError(
+        f"StackingOverTime needs left_context, right_context >= 0 and "
+        f"stride >= 1; got {self.left_context}, {self.right_context}, "
+        f"{self.stride}."
+      )
     if self.padding_reduce_option not in ("reduce_min", "reduce_max"):
-      raise ValueError("padding_reduce_option must be 'reduce_min' or 'reduce_max', got "
-                       f"{self.padding_reduce_option!r}.")
+      raise ValueError(
+        "padding_reduce_option must be 'reduce_min' or 'reduce_max', got "
+        f"{self.padding_reduce_option!r}."
+      )
 
   @property
   def window_size(self) -> int:
@@ -64,11 +68,12 @@ class StackingOverTime(base_layer.BaseLayer):
     """[B, T', D] (already padded) -> [B, ceil((T' - W + 1) / stride), W * D]."""
     if self.window_size > 1:
       width = x.shape[1] - self.window_size + 1
-      x = jnp.concatenate([x[:, i:i + width] for i in range(self.window_size)], axis=2)
-    return x[:, ::self.stride] if self.stride > 1 else x
+      x = jnp.concatenate([x[:, i : i + width] for i in range(self.window_size)], axis=2)
+    return x[:, :: self.stride] if self.stride > 1 else x
 
-  def __call__(self, inputs: jax.Array,
-               paddings: jax.Array | None = None) -> tuple[jax.Array, jax.Array | None]:
+  def __call__(
+    self, inputs: jax.Array, paddings: jax.Array | None = None
+  ) -> tuple[jax.Array, jax.Array | None]:
     """Returns (outputs [B, T / stride, W * D], out_paddings [B, T / stride, 1])."""
     if self.left_context == 0 and self.right_context == 0 and self.stride == 1:
       return inputs, paddings
@@ -90,16 +95,23 @@ class StackingOverTime(base_layer.BaseLayer):
     if self.left_context == 0 and self.right_context == 0 and self.stride == 1:
       return stacked
     if self.stride > self.window_size:
-      raise ValueError(f"Can't invert StackingOverTime with stride ({self.stride}) > "
-                       f"window_size ({self.window_size}).")
+      raise ValueError(
+        f"Can't invert StackingOverTime with stride ({self.stride}) > "
+        f"window_size ({self.window_size})."
+      )
     batch, length, _ = stacked.shape
     frames = jnp.reshape(stacked, (batch, length, self.window_size, -1))  # [B, S, W, D]
     steps = jnp.arange((length - 1) * self.stride)
     offset = steps % self.stride
     # Offsets past right_context come from the next window's left context.
     next_window = (offset > self.right_context).astype(jnp.int32)
-    window = jnp.concatenate([steps // self.stride + next_window,
-                              jnp.full((self.right_context + 1,), length - 1)])
-    frame = jnp.concatenate([self.left_context + offset - self.stride * next_window,
-                             self.left_context + jnp.arange(self.right_context + 1)])
+    window = jnp.concatenate(
+      [steps // self.stride + next_window, jnp.full((self.right_context + 1,), length - 1)]
+    )
+    frame = jnp.concatenate(
+      [
+        self.left_context + offset - self.stride * next_window,
+        self.left_context + jnp.arange(self.right_context + 1),
+      ]
+    )
     return frames[:, window, frame]  # [B, (S-1)*stride + R + 1, D]

@@ -36,5 +36,6 @@ class Dropout(base_layer.BaseLayer):
     keep = jax.random.bernoulli(self.make_rng("dropout"), self.keep_prob, noise_shape)
     keep = jnp.broadcast_to(keep, inputs.shape)
     # Divide in the input's dtype: a bf16 activation stays bf16.
-    return jnp.where(keep, inputs / jnp.asarray(self.keep_prob, inputs.dtype),
-                     jnp.zeros_like(inputs))
+    return jnp.where(
+      keep, inputs / jnp.asarray(self.keep_prob, inputs.dtype), jnp.zeros_like(inputs)
+    )

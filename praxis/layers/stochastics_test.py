@@ -9,7 +9,6 @@ from praxis.layers import stochastics
 
 
 class DropoutTest(absltest.TestCase):
-
   def test_deterministic_and_keep_prob_one_are_identity(self):
     x = jax.random.normal(jax.random.key(0), (4, 8))
     layer = stochastics.Dropout.HParams(keep_prob=0.5).Instantiate()
@@ -17,7 +16,8 @@ class DropoutTest(absltest.TestCase):
     np.testing.assert_array_equal(layer.apply({}, x, deterministic=True), x)
     keep_all = stochastics.Dropout.HParams(keep_prob=1.0).Instantiate()
     np.testing.assert_array_equal(
-        keep_all.apply({}, x, deterministic=False, rngs={"dropout": jax.random.key(1)}), x)
+      keep_all.apply({}, x, deterministic=False, rngs={"dropout": jax.random.key(1)}), x
+    )
 
   def test_training_drops_at_the_right_rate_and_rescales(self):
     keep_prob = 0.7
@@ -30,8 +30,11 @@ class DropoutTest(absltest.TestCase):
     self.assertLess(abs(kept.mean() - keep_prob), 5 * np.sqrt(keep_prob * (1 - keep_prob) / n))
     np.testing.assert_allclose(out[kept], np.asarray(x)[kept] / keep_prob, rtol=1e-6)
     # The gradient is the same mask, scaled: d out / d x = keep / keep_prob.
-    grad = jax.grad(lambda v: jnp.sum(layer.apply(
-        {}, v, deterministic=False, rngs={"dropout": jax.random.key(1)})))(x)
+    grad = jax.grad(
+      lambda v: jnp.sum(
+        layer.apply({}, v, deterministic=False, rngs={"dropout": jax.random.key(1)})
+      )
+    )(x)
     np.testing.assert_allclose(np.asarray(grad), kept / keep_prob, rtol=1e-6)
 
   def test_rng_decides_the_mask(self):
@@ -45,7 +48,9 @@ class DropoutTest(absltest.TestCase):
 
   def test_broadcast_dims_share_the_mask(self):
     x = jnp.ones((3, 10, 32))
-    layer = stochastics.Dropout.HParams(keep_prob=0.5, noise_shape_broadcast_dims=(1,)).Instantiate()
+    layer = stochastics.Dropout.HParams(
+      keep_prob=0.5, noise_shape_broadcast_dims=(1,)
+    ).Instantiate()
     out = np.asarray(layer.apply({}, x, deterministic=False, rngs={"dropout": jax.random.key(0)}))
     for t in range(1, 10):
       np.testing.assert_array_equal(out[:, t], out[:, 0])

@@ -82,20 +82,25 @@ class TransformerLm(base_layer.BaseLayer):
 
   def setup(self):
     if self.model_dims <= 0 or self.vocab_size <= 0:
-      raise ValueError(f"TransformerLm needs positive model_dims and vocab_size, got "
-                       f"{self.model_dims} and {self.vocab_size}; set them on the config.")
-    self.softmax = self.create_child(self.softmax_tpl, input_dims=self.model_dims,
-                                     num_classes=self.vocab_size)
+      raise ValueError(
+        f"TransformerLm needs positive model_dims and vocab_size, got "
+        f"{self.model_dims} and {self.vocab_size}; set them on the config."
+      )
+    self.softmax = self.create_child(
+      self.softmax_tpl, input_dims=self.model_dims, num_classes=self.vocab_size
+    )
     if not self.tied:
-      self.embedding = self.create_child(self.separate_embedding_tpl,
-                                         num_classes=self.vocab_size, input_dims=self.model_dims)
+      self.embedding = self.create_child(
+        self.separate_embedding_tpl, num_classes=self.vocab_size, input_dims=self.model_dims
+      )
     elif not hasattr(self.softmax, "emb_lookup"):
-      raise ValueError(f"TransformerLm: softmax_tpl {type(self.softmax).__name__} cannot embed "
-                       "ids (no emb_lookup); use SharedEmbeddingSoftmax, or set "
-                       "separate_embedding_tpl to an Embedding (see TransformerLm.untied_config).")
+      raise ValueError(
+        f"TransformerLm: softmax_tpl {type(self.softmax).__name__} cannot embed "
+        "ids (no emb_lookup); use SharedEmbeddingSoftmax, or set "
+        "separate_embedding_tpl to an Embedding (see TransformerLm.untied_config)."
+      )
     if self.position_emb_tpl is not None:
-      self.position_emb = self.create_child(self.position_emb_tpl,
-                                            embedding_dims=self.model_dims)
+      self.position_emb = self.create_child(self.position_emb_tpl, embedding_dims=self.model_dims)
     self.transformer = self.create_child(self._stack_template())
     if self.final_ln_tpl is not None:
       self.final_ln = self.create_child(self.final_ln_tpl, dim=self.model_dims)
@@ -125,9 +130,15 @@ class TransformerLm(base_layer.BaseLayer):
 
   # -- forward -----------------------------------------------------------------------------------
 
-  def __call__(self, inputs: jax.Array, paddings: jax.Array, labels: NestedMap | None = None,
-               segment_ids: jax.Array | None = None, segment_pos: jax.Array | None = None,
-               deterministic: bool = True) -> NestedMap:
+  def __call__(
+    self,
+    inputs: jax.Array,
+    paddings: jax.Array,
+    labels: NestedMap | None = None,
+    segment_ids: jax.Array | None = None,
+    segment_pos: jax.Array | None = None,
+    deterministic: bool = True,
+  ) -> NestedMap:
     """Runs the model on ids `inputs` [B, T] with `paddings` [B, T] (1 = padded).
 
     Args:
@@ -145,22 +156,33 @@ class TransformerLm(base_layer.BaseLayer):
     """
     batch, length = inputs.shape
     if self.packed_input and (segment_ids is None or segment_pos is None):
-      raise ValueError("TransformerLm(packed_input=True) needs segment_ids and segment_pos; "
-                       "pass them from the batch or set packed_input=False.")
+      raise ValueError(
+        "TransformerLm(packed_input=True) needs segment_ids and segment_pos; "
+        "pass them from the batch or set packed_input=False."
+      )
     if segment_pos is None:
       segment_pos = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), (batch, length))
     emb = self._embed(inputs, segment_pos)  # [B, T, D]
     # segment_pos also feeds rotary attention, when the stack's attention uses it.
-    output = self.transformer(emb, paddings, segment_ids=segment_ids if self.packed_input else None,
-                              segment_pos=segment_pos, deterministic=deterministic)  # [B, T, D]
+    output = self.transformer(
+      emb,
+      paddings,
+      segment_ids=segment_ids if self.packed_input else None,
+      segment_pos=segment_pos,
+      deterministic=deterministic,
+    )  # [B, T, D]
     output = self._final_norm(output)
     if labels is None:
       return NestedMap(logits=self.softmax.get_logits(output))
-    return self.softmax(output, class_weights=labels.class_weights[..., None].astype(jnp.float32),
-                        class_ids=labels.class_ids[..., None])
+    return self.softmax(
+      output,
+      class_weights=labels.class_weights[..., None].astype(jnp.float32),
+      class_ids=labels.class_ids[..., None],
+    )
 
-  def extend_step(self, ids: jax.Array, *, time_step: jax.Array,
-                  segment_pos: jax.Array | None = None) -> jax.Array:
+  def extend_step(
+    self, ids: jax.Array, *, time_step: jax.Array, segment_pos: jax.Array | None = None
+  ) -> jax.Array:
     """Feeds `ids` [B] at position `time_step` using the decoder cache; returns logits [B, V].
 
     Apply with `mutable=["decoder_cache"]` after a prefill (`__call__` with the same mutable).
@@ -171,8 +193,9 @@ class TransformerLm(base_layer.BaseLayer):
     if segment_pos is None:
       segment_pos = jnp.full((batch,), time_step, jnp.int32)
     emb = self._embed(ids[:, None], segment_pos[:, None])[:, 0]  # [B, D]
-    output = self.transformer.extend_step(emb, time_step=time_step,
-                                          segment_pos=segment_pos)  # [B, D]
+    output = self.transformer.extend_step(
+      emb, time_step=time_step, segment_pos=segment_pos
+    )  # [B, D]
     output = self._final_norm(output)
     return self.softmax.get_logits(output[:, None])[:, 0]  # [B, V]
 

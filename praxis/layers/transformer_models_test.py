@@ -18,8 +18,9 @@ B, T, D, V = 2, 7, 16, 13
 
 
 def stack_config(**kwargs):
-  cfg = transformers.StackedTransformer.HParams(num_layers=2, hidden_dims=32, num_heads=2,
-                                                dim_per_head=8)
+  cfg = transformers.StackedTransformer.HParams(
+    num_layers=2, hidden_dims=32, num_heads=2, dim_per_head=8
+  )
   return cfg.set(**kwargs)
 
 
@@ -31,14 +32,14 @@ def lm_config(kind="tied", **kwargs):
     cfg = transformer_models.TransformerLm.HParams(model_dims=D, vocab_size=V)
   cfg.stacked_transformer_tpl = stack_config()
   if kind == "trainable":
-    cfg.position_emb_tpl = embedding_softmax.TrainablePositionalEmbedding.HParams(
-        max_seq_length=T)
+    cfg.position_emb_tpl = embedding_softmax.TrainablePositionalEmbedding.HParams(max_seq_length=T)
   elif kind == "rotary":
     cfg.position_emb_tpl = None
     cfg.stacked_transformer_tpl = rotary_stack_config()
   elif kind == "repeated":
     cfg.stacked_transformer_tpl = transformers.StackedTransformerRepeated.HParams(
-        block=stack_config(num_layers=1), x_times=2)
+      block=stack_config(num_layers=1), x_times=2
+    )
   return cfg.set(**kwargs)
 
 
@@ -54,7 +55,7 @@ def unbox(tree):
 
 def np_layer_norm(x, scale, bias, eps=1e-6):
   mean = x.mean(-1, keepdims=True)
-  var = ((x - mean)**2).mean(-1, keepdims=True)
+  var = ((x - mean) ** 2).mean(-1, keepdims=True)
   return (x - mean) / np.sqrt(var + eps) * (1 + scale) + bias  # Pax's LayerNorm: 1 + scale
 
 
@@ -66,7 +67,6 @@ def np_sinusoid(positions, dims):
 
 
 class TransformerLmTest(parameterized.TestCase):
-
   def setUp(self):
     super().setUp()
     rng = np.random.default_rng(0)
@@ -81,8 +81,9 @@ class TransformerLmTest(parameterized.TestCase):
     params = unbox(variables["params"])
     # Non-trivial LN and bias values so that a skipped piece shows.
     rng = np.random.default_rng(1)
-    params["final_ln"] = jax.tree.map(lambda a: rng.normal(size=a.shape).astype(np.float32) * 0.3,
-                                      params["final_ln"])
+    params["final_ln"] = jax.tree.map(
+      lambda a: rng.normal(size=a.shape).astype(np.float32) * 0.3, params["final_ln"]
+    )
     params["softmax"]["logits_ffn"]["bias"]["b"] = rng.normal(size=V).astype(np.float32)
     logits = model.apply({"params": params}, self.ids, self.paddings).logits  # [B, T, V]
 
@@ -95,8 +96,9 @@ class TransformerLmTest(parameterized.TestCase):
       self.assertEqual(params["embedding"]["emb_var"].shape, (V, D))
     emb = emb + np_sinusoid(np.arange(T, dtype=np.float64)[None], D)
     stack = stack_config(model_dims=D).Instantiate()
-    hidden = np.asarray(stack.apply({"params": params["transformer"]}, jnp.asarray(emb, jnp.float32),
-                                    self.paddings))
+    hidden = np.asarray(
+      stack.apply({"params": params["transformer"]}, jnp.asarray(emb, jnp.float32), self.paddings)
+    )
     ln = params["final_ln"]
     normed = np_layer_norm(hidden, np.asarray(ln["scale"]), np.asarray(ln["bias"]))
     expected = normed @ w + np.asarray(params["softmax"]["logits_ffn"]["bias"]["b"])
@@ -105,8 +107,7 @@ class TransformerLmTest(parameterized.TestCase):
   def test_tied_weight_gets_the_gradient_of_both_uses(self):
     model = lm_config("tied").Instantiate()
     params = unbox(model.init(jax.random.key(0), self.ids, self.paddings)["params"])
-    labels = NestedMap(class_ids=jnp.roll(self.ids, -1, axis=1),
-                       class_weights=1.0 - self.paddings)
+    labels = NestedMap(class_ids=jnp.roll(self.ids, -1, axis=1), class_weights=1.0 - self.paddings)
 
     def loss(p):
       return model.apply({"params": p}, self.ids, self.paddings, labels=labels).avg_xent
@@ -118,8 +119,9 @@ class TransformerLmTest(parameterized.TestCase):
     def untied_loss(emb_var, w):
       p = {k: v for k, v in params.items()}
       p["embedding"] = {"emb_var": emb_var}
-      p["softmax"] = {"logits_ffn": {"linear": {"w": w},
-                                     "bias": params["softmax"]["logits_ffn"]["bias"]}}
+      p["softmax"] = {
+        "logits_ffn": {"linear": {"w": w}, "bias": params["softmax"]["logits_ffn"]["bias"]}
+      }
       return untied.apply({"params": p}, self.ids, self.paddings, labels=labels).avg_xent
 
     w = params["softmax"]["logits_ffn"]["linear"]["w"]
@@ -136,15 +138,20 @@ class TransformerLmTest(parameterized.TestCase):
     # Prefill on a buffer whose positions >= 3 are junk; extend_step rewrites them in order.
     prefix = 3
     buffer = np.where(np.arange(T) < prefix, self.ids, (self.ids + 5) % V)
-    _, state = model.apply(variables, buffer, np.zeros_like(self.paddings),
-                           mutable=[attentions.DECODER_CACHE])
+    _, state = model.apply(
+      variables, buffer, np.zeros_like(self.paddings), mutable=[attentions.DECODER_CACHE]
+    )
     self.assertIn(attentions.DECODER_CACHE, state)
-    extend = jax.jit(lambda v, ids, t: model.apply(v, ids, time_step=t, method="extend_step",
-                                                   mutable=[attentions.DECODER_CACHE]))
+    extend = jax.jit(
+      lambda v, ids, t: model.apply(
+        v, ids, time_step=t, method="extend_step", mutable=[attentions.DECODER_CACHE]
+      )
+    )
     for t in range(prefix - 1, T):
       logits, state = extend({**variables, **state}, self.ids[:, t], t)
-      np.testing.assert_allclose(logits, full_logits[:, t], rtol=1e-4, atol=1e-4,
-                                 err_msg=f"{kind} step {t}")
+      np.testing.assert_allclose(
+        logits, full_logits[:, t], rtol=1e-4, atol=1e-4, err_msg=f"{kind} step {t}"
+      )
     self.assertGreater(float(jnp.abs(full_logits[:, 3] - full_logits[:, 4]).max()), 1e-3)
 
   def test_packed_segments_give_the_logits_of_each_segment_alone(self):
@@ -153,10 +160,12 @@ class TransformerLmTest(parameterized.TestCase):
     segment_ids = np.array([[1, 1, 1, 2, 2, 2, 2]] * B, np.int32)
     segment_pos = np.array([[0, 1, 2, 0, 1, 2, 3]] * B, np.int32)
     no_pad = np.zeros((B, T), np.float32)
-    variables = packed.init(jax.random.key(0), self.ids, no_pad, segment_ids=segment_ids,
-                            segment_pos=segment_pos)
-    logits = packed.apply(variables, self.ids, no_pad, segment_ids=segment_ids,
-                          segment_pos=segment_pos).logits  # [B, T, V]
+    variables = packed.init(
+      jax.random.key(0), self.ids, no_pad, segment_ids=segment_ids, segment_pos=segment_pos
+    )
+    logits = packed.apply(
+      variables, self.ids, no_pad, segment_ids=segment_ids, segment_pos=segment_pos
+    ).logits  # [B, T, V]
     first = alone.apply(variables, self.ids[:, :3], no_pad[:, :3]).logits
     second = alone.apply(variables, self.ids[:, 3:], no_pad[:, 3:]).logits
     np.testing.assert_allclose(logits[:, :3], first, rtol=1e-4, atol=1e-5)
@@ -168,7 +177,8 @@ class TransformerLmTest(parameterized.TestCase):
   def test_bad_configs_are_reported(self):
     with self.assertRaisesRegex(ValueError, "positive model_dims and vocab_size"):
       transformer_models.TransformerLm.HParams().Instantiate().init(
-          jax.random.key(0), self.ids, self.paddings)
+        jax.random.key(0), self.ids, self.paddings
+      )
     cfg = lm_config("tied", packed_input=True)
     with self.assertRaisesRegex(ValueError, "needs segment_ids and segment_pos"):
       cfg.Instantiate().init(jax.random.key(0), self.ids, self.paddings)

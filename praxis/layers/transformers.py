@@ -98,31 +98,45 @@ class TransformerFeedForward(base_layer.BaseLayer):
   def setup(self):
     _check_norm_policy("TransformerFeedForward", self.norm_policy)
     if self.add_skip_connection and self.out_dims != self.input_dims:
-      raise ValueError(f"TransformerFeedForward: a skip connection needs output_dims == "
-                       f"input_dims, got {self.out_dims} and {self.input_dims}.")
+      raise ValueError(
+        f"TransformerFeedForward: a skip connection needs output_dims == "
+        f"input_dims, got {self.out_dims} and {self.input_dims}."
+      )
     # Pre-norm normalises the input, post-norm the residual sum: both have D features.
     self.layer_norm = self.create_child(self.ln_tpl, dim=self.input_dims)
     if self.norm_policy == "primer_hybrid":
       self.post_layer_norm = self.create_child(self.ln_tpl, dim=self.out_dims)
     identity = activations.Identity.HParams()
     self.ffn_layer1 = self.create_child(
-        linears.FeedForward.HParams(activation_tpl=self.activation_tpl),
-        input_dims=self.input_dims, output_dims=self.hidden_dims, has_bias=self.has_bias,
-        weight_axes=("embed", "mlp"))
+      linears.FeedForward.HParams(activation_tpl=self.activation_tpl),
+      input_dims=self.input_dims,
+      output_dims=self.hidden_dims,
+      has_bias=self.has_bias,
+      weight_axes=("embed", "mlp"),
+    )
     if self.use_gated_activation:
       self.ffn_layer1_gate = self.create_child(
-          linears.FeedForward.HParams(activation_tpl=identity), input_dims=self.input_dims,
-          output_dims=self.hidden_dims, has_bias=self.has_bias, weight_axes=("embed", "mlp"))
+        linears.FeedForward.HParams(activation_tpl=identity),
+        input_dims=self.input_dims,
+        output_dims=self.hidden_dims,
+        has_bias=self.has_bias,
+        weight_axes=("embed", "mlp"),
+      )
     self.ffn_layer2 = self.create_child(
-        linears.FeedForward.HParams(activation_tpl=identity), input_dims=self.hidden_dims,
-        output_dims=self.out_dims, has_bias=self.has_bias, weight_axes=("mlp", "embed"))
-    self.relu_dropout = self.create_child(self.dropout_tpl,
-                                          keep_prob=1.0 - self.relu_dropout_prob)
-    self.residual_dropout = self.create_child(self.dropout_tpl,
-                                              keep_prob=1.0 - self.residual_dropout_prob)
+      linears.FeedForward.HParams(activation_tpl=identity),
+      input_dims=self.hidden_dims,
+      output_dims=self.out_dims,
+      has_bias=self.has_bias,
+      weight_axes=("mlp", "embed"),
+    )
+    self.relu_dropout = self.create_child(self.dropout_tpl, keep_prob=1.0 - self.relu_dropout_prob)
+    self.residual_dropout = self.create_child(
+      self.dropout_tpl, keep_prob=1.0 - self.residual_dropout_prob
+    )
 
-  def __call__(self, inputs: jax.Array, paddings: jax.Array | None = None,
-               deterministic: bool = True) -> jax.Array:
+  def __call__(
+    self, inputs: jax.Array, paddings: jax.Array | None = None, deterministic: bool = True
+  ) -> jax.Array:
     """inputs [B, T, D] (or [B, D] in a decoding step), paddings [B, T] (1 = padded)."""
     x = self.layer_norm(inputs) if self.norm_policy in ("pre", "primer_hybrid") else inputs
     hidden = self.ffn_layer1(x)  # [B, T, F]
@@ -131,7 +145,7 @@ class TransformerFeedForward(base_layer.BaseLayer):
     if paddings is not None:
       hidden = hidden * (1.0 - paddings[..., None]).astype(hidden.dtype)
     hidden = checkpoint_name(hidden, "ffn1")
-    hidden = self.maybe_shard(hidden, ("batch", "length", "mlp")[-hidden.ndim:])
+    hidden = self.maybe_shard(hidden, ("batch", "length", "mlp")[-hidden.ndim :])
     hidden = self.relu_dropout(hidden, deterministic=deterministic)
     out = checkpoint_name(self.ffn_layer2(hidden), "ffn2")  # [B, T, D]
     if self.norm_policy == "primer_hybrid":
@@ -188,16 +202,27 @@ class Transformer(base_layer.BaseLayer):
     if self.norm_policy == "primer_hybrid":
       self.post_layer_norm = self.create_child(self.ln_tpl, dim=self.input_dims)
     self.self_attention = self.create_child(
-        self.tr_atten_tpl, input_dim=self.input_dims, hidden_dim=self.num_heads * dim_per_head,
-        num_heads=self.num_heads, dim_per_head=dim_per_head, num_kv_heads=self.num_kv_heads,
-        atten_dropout_prob=self.atten_dropout_prob)
-    self.residual_dropout = self.create_child(self.dropout_tpl,
-                                              keep_prob=1.0 - self.residual_dropout_prob)
+      self.tr_atten_tpl,
+      input_dim=self.input_dims,
+      hidden_dim=self.num_heads * dim_per_head,
+      num_heads=self.num_heads,
+      dim_per_head=dim_per_head,
+      num_kv_heads=self.num_kv_heads,
+      atten_dropout_prob=self.atten_dropout_prob,
+    )
+    self.residual_dropout = self.create_child(
+      self.dropout_tpl, keep_prob=1.0 - self.residual_dropout_prob
+    )
     self.ff_layer = self.create_child(
-        self.tr_fflayer_tpl, input_dims=self.input_dims, hidden_dims=self.hidden_dims,
-        output_dims=self.input_dims, norm_policy=self.norm_policy, ln_tpl=self.ln_tpl,
-        residual_dropout_prob=self.residual_dropout_prob,
-        relu_dropout_prob=self.relu_dropout_prob)
+      self.tr_fflayer_tpl,
+      input_dims=self.input_dims,
+      hidden_dims=self.hidden_dims,
+      output_dims=self.input_dims,
+      norm_policy=self.norm_policy,
+      ln_tpl=self.ln_tpl,
+      residual_dropout_prob=self.residual_dropout_prob,
+      relu_dropout_prob=self.relu_dropout_prob,
+    )
 
   def _attention_residual(self, inputs, attend):
     """inputs + attention sub-layer under the norm policy; `attend(x)` runs the attention."""
@@ -207,27 +232,54 @@ class Transformer(base_layer.BaseLayer):
       out = self.post_layer_norm(out)
     return out, probs
 
-  def __call__(self, inputs: jax.Array, paddings: jax.Array, attention_mask: jax.Array,
-               segment_pos: jax.Array | None = None,
-               deterministic: bool = True) -> tuple[jax.Array, jax.Array]:
+  def __call__(
+    self,
+    inputs: jax.Array,
+    paddings: jax.Array,
+    attention_mask: jax.Array,
+    segment_pos: jax.Array | None = None,
+    deterministic: bool = True,
+  ) -> tuple[jax.Array, jax.Array]:
     """inputs [B, T, D], paddings [B, T], attention_mask [B|1, 1|N, T, T] additive.
 
     Returns (outputs [B, T, D], attention probabilities [B, N, T, T]).
     """
-    out, probs = self._attention_residual(inputs, lambda x: self.self_attention(
-        x, x, x, attention_mask, query_segment_pos=segment_pos, key_segment_pos=segment_pos,
-        deterministic=deterministic))
+    out, probs = self._attention_residual(
+      inputs,
+      lambda x: self.self_attention(
+        x,
+        x,
+        x,
+        attention_mask,
+        query_segment_pos=segment_pos,
+        key_segment_pos=segment_pos,
+        deterministic=deterministic,
+      ),
+    )
     out = inputs + self.residual_dropout(out, deterministic=deterministic)  # [B, T, D]
     if self.norm_policy == "post":
       out = self.layer_norm(out)
     out = self.ff_layer(out, paddings, deterministic=deterministic)
     return checkpoint_name(out, "transformer_layer_out"), probs
 
-  def extend_step(self, inputs: jax.Array, *, time_step: jax.Array, attention_mask: jax.Array,
-                  segment_pos: jax.Array | None = None) -> jax.Array:
+  def extend_step(
+    self,
+    inputs: jax.Array,
+    *,
+    time_step: jax.Array,
+    attention_mask: jax.Array,
+    segment_pos: jax.Array | None = None,
+  ) -> jax.Array:
     """One decoding step: inputs [B, D] at time_step, attention_mask [B|1, 1|N, S] -> [B, D]."""
-    out, _ = self._attention_residual(inputs, lambda x: (self.self_attention.extend_step(
-        x, atten_mask=attention_mask, time_step=time_step, segment_pos=segment_pos), None))
+    out, _ = self._attention_residual(
+      inputs,
+      lambda x: (
+        self.self_attention.extend_step(
+          x, atten_mask=attention_mask, time_step=time_step, segment_pos=segment_pos
+        ),
+        None,
+      ),
+    )
     out = inputs + out
     if self.norm_policy == "post":
       out = self.layer_norm(out)
@@ -281,38 +333,54 @@ class StackedTransformer(base_layer.BaseLayer):
 
   def setup(self):
     if self.num_layers <= 0 or self.model_dims <= 0 or self.num_heads <= 0:
-      raise ValueError(f"StackedTransformer needs positive num_layers, model_dims and num_heads, "
-                       f"got {self.num_layers}, {self.model_dims}, {self.num_heads}.")
+      raise ValueError(
+        f"StackedTransformer needs positive num_layers, model_dims and num_heads, "
+        f"got {self.num_layers}, {self.model_dims}, {self.num_heads}."
+      )
 
     def prob(value):
       return self.dropout_prob if value is None else value
 
     self.x_layers = [
-        self.create_child(
-            self.transformer_layer_params_tpl, input_dims=self.model_dims,
-            hidden_dims=self.hidden_dims, num_heads=self.num_heads,
-            dim_per_head=self.dim_per_head, num_kv_heads=self.num_kv_heads,
-            atten_dropout_prob=prob(self.atten_dropout_prob),
-            residual_dropout_prob=prob(self.residual_dropout_prob),
-            relu_dropout_prob=prob(self.relu_dropout_prob))
-        for _ in range(self.num_layers)]
-    self.input_dropout = self.create_child(self.dropout_tpl,
-                                           keep_prob=1.0 - self.input_dropout_prob)
+      self.create_child(
+        self.transformer_layer_params_tpl,
+        input_dims=self.model_dims,
+        hidden_dims=self.hidden_dims,
+        num_heads=self.num_heads,
+        dim_per_head=self.dim_per_head,
+        num_kv_heads=self.num_kv_heads,
+        atten_dropout_prob=prob(self.atten_dropout_prob),
+        residual_dropout_prob=prob(self.residual_dropout_prob),
+        relu_dropout_prob=prob(self.relu_dropout_prob),
+      )
+      for _ in range(self.num_layers)
+    ]
+    self.input_dropout = self.create_child(
+      self.dropout_tpl, keep_prob=1.0 - self.input_dropout_prob
+    )
 
-  def attention_mask(self, paddings: jax.Array,
-                     segment_ids: jax.Array | None = None) -> jax.Array:
+  def attention_mask(self, paddings: jax.Array, segment_ids: jax.Array | None = None) -> jax.Array:
     """[B, 1, T, T] additive mask from paddings [B, T] and segment_ids [B, T]."""
     mask = attentions.convert_paddings_to_mask(paddings, jnp.float32)  # [B, 1, 1, T]
     if segment_ids is not None:
-      seg_mask = (attentions.causal_segment_mask(segment_ids, jnp.float32)
-                  if self.mask_self_attention else attentions.segment_mask(segment_ids))
+      seg_mask = (
+        attentions.causal_segment_mask(segment_ids, jnp.float32)
+        if self.mask_self_attention
+        else attentions.segment_mask(segment_ids)
+      )
       mask = attentions.merge_masks(mask, seg_mask)
     elif self.mask_self_attention:
       mask = attentions.merge_masks(mask, attentions.causal_mask(paddings, jnp.float32))
     return mask
 
-  def __call__(self, inputs: jax.Array, paddings: jax.Array, segment_ids: jax.Array | None = None,
-               segment_pos: jax.Array | None = None, deterministic: bool = True) -> jax.Array:
+  def __call__(
+    self,
+    inputs: jax.Array,
+    paddings: jax.Array,
+    segment_ids: jax.Array | None = None,
+    segment_pos: jax.Array | None = None,
+    deterministic: bool = True,
+  ) -> jax.Array:
     """inputs [B, T, D], paddings [B, T] (1 = padded) -> [B, T, D].
 
     Args:
@@ -323,10 +391,13 @@ class StackedTransformer(base_layer.BaseLayer):
       deterministic: False enables dropout (needs a "dropout" rng).
     """
     if self.packed_input and segment_ids is None:
-      raise ValueError("StackedTransformer(packed_input=True) needs segment_ids [B, T]; pass "
-                       "them or set packed_input=False.")
-    if (self.is_mutable_collection(attentions.DECODER_CACHE)
-        and not self.is_initializing()):  # init creates weights, not a cache
+      raise ValueError(
+        "StackedTransformer(packed_input=True) needs segment_ids [B, T]; pass "
+        "them or set packed_input=False."
+      )
+    if (
+      self.is_mutable_collection(attentions.DECODER_CACHE) and not self.is_initializing()
+    ):  # init creates weights, not a cache
       self.put_variable(attentions.DECODER_CACHE, "paddings", paddings.astype(jnp.float32))
     mask = self.attention_mask(paddings, segment_ids)
     x = self.input_dropout(inputs, deterministic=deterministic)
@@ -335,8 +406,9 @@ class StackedTransformer(base_layer.BaseLayer):
       x, _ = layer(x, paddings, mask, segment_pos=segment_pos, deterministic=deterministic)
     return x
 
-  def extend_step(self, step_inputs: jax.Array, *, time_step: jax.Array,
-                  segment_pos: jax.Array | None = None) -> jax.Array:
+  def extend_step(
+    self, step_inputs: jax.Array, *, time_step: jax.Array, segment_pos: jax.Array | None = None
+  ) -> jax.Array:
     """One decoding step (apply with mutable=["decoder_cache"] after a prefill).
 
     Args:
@@ -349,20 +421,26 @@ class StackedTransformer(base_layer.BaseLayer):
       [B, D], what __call__ gives at position time_step.
     """
     if not self.mask_self_attention:
-      raise ValueError("StackedTransformer.extend_step needs causal attention "
-                       "(mask_self_attention=True): a bidirectional stack cannot decode.")
+      raise ValueError(
+        "StackedTransformer.extend_step needs causal attention "
+        "(mask_self_attention=True): a bidirectional stack cannot decode."
+      )
     if not self.has_variable(attentions.DECODER_CACHE, "paddings"):
-      raise ValueError("StackedTransformer.extend_step found no decoder_cache: first apply the "
-                       "stack to the [B, S, D] prefix (S = cache length) with "
-                       "mutable=['decoder_cache'].")
+      raise ValueError(
+        "StackedTransformer.extend_step found no decoder_cache: first apply the "
+        "stack to the [B, S, D] prefix (S = cache length) with "
+        "mutable=['decoder_cache']."
+      )
     paddings = self.get_variable(attentions.DECODER_CACHE, "paddings")  # [B, S]
     # This step's position is real input from now on.
     paddings = jax.lax.dynamic_update_slice_in_dim(
-        paddings, jnp.zeros((paddings.shape[0], 1), paddings.dtype), time_step, axis=1)
+      paddings, jnp.zeros((paddings.shape[0], 1), paddings.dtype), time_step, axis=1
+    )
     self.put_variable(attentions.DECODER_CACHE, "paddings", paddings)
     mask = attentions.merge_masks(
-        attentions.extend_step_causal_mask(time_step, paddings.shape[1], jnp.float32),
-        attentions.convert_paddings_to_mask(paddings, jnp.float32)[:, :, 0, :])  # [B, 1, S]
+      attentions.extend_step_causal_mask(time_step, paddings.shape[1], jnp.float32),
+      attentions.convert_paddings_to_mask(paddings, jnp.float32)[:, :, 0, :],
+    )  # [B, 1, S]
     x = step_inputs
     for layer in self.x_layers:
       x = layer.extend_step(x, time_step=time_step, attention_mask=mask, segment_pos=segment_pos)
@@ -386,18 +464,29 @@ class StackedTransformerRepeated(base_layer.BaseLayer):
   block: Config = template_field(StackedTransformer)
   x_times: int = 0
   checkpoint_policy: checkpoint_policy.AutodiffCheckpointType = (
-      checkpoint_policy.AutodiffCheckpointType.SAVE_NOTHING)
+    checkpoint_policy.AutodiffCheckpointType.SAVE_NOTHING
+  )
 
   def setup(self):
-    self.repeat = self.create_child(repeats.Repeat.HParams(
-        sub_tpl=self.block, x_times=self.x_times, checkpoint_policy=self.checkpoint_policy))
+    self.repeat = self.create_child(
+      repeats.Repeat.HParams(
+        sub_tpl=self.block, x_times=self.x_times, checkpoint_policy=self.checkpoint_policy
+      )
+    )
 
-  def __call__(self, inputs: jax.Array, paddings: jax.Array, segment_ids: jax.Array | None = None,
-               segment_pos: jax.Array | None = None, deterministic: bool = True) -> jax.Array:
+  def __call__(
+    self,
+    inputs: jax.Array,
+    paddings: jax.Array,
+    segment_ids: jax.Array | None = None,
+    segment_pos: jax.Array | None = None,
+    deterministic: bool = True,
+  ) -> jax.Array:
     """As StackedTransformer.__call__."""
     return self.repeat(inputs, paddings, segment_ids, segment_pos, deterministic=deterministic)
 
-  def extend_step(self, step_inputs: jax.Array, *, time_step: jax.Array,
-                  segment_pos: jax.Array | None = None) -> jax.Array:
+  def extend_step(
+    self, step_inputs: jax.Array, *, time_step: jax.Array, segment_pos: jax.Array | None = None
+  ) -> jax.Array:
     """As StackedTransformer.extend_step."""
     return self.repeat.extend_step(step_inputs, time_step=time_step, segment_pos=segment_pos)

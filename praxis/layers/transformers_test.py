@@ -22,16 +22,18 @@ B, T, D, F = 2, 6, 8, 12
 
 
 def unbox(tree):
-  return jax.tree.map(lambda a: a.value if hasattr(a, "value") else a, tree,
-                      is_leaf=lambda a: hasattr(a, "value"))
+  return jax.tree.map(
+    lambda a: a.value if hasattr(a, "value") else a, tree, is_leaf=lambda a: hasattr(a, "value")
+  )
 
 
 def randomize(params, seed):
   """Replaces every weight by noise, so no weight can be silently ignored or swapped."""
   leaves, treedef = jax.tree.flatten(unbox(params))
   rng = np.random.default_rng(seed)
-  return jax.tree.unflatten(treedef, [jnp.asarray(rng.normal(size=l.shape) * 0.5, l.dtype)
-                                      for l in leaves])
+  return jax.tree.unflatten(
+    treedef, [jnp.asarray(rng.normal(size=l.shape) * 0.5, l.dtype) for l in leaves]
+  )
 
 
 def layer_norm(xp, p, x):
@@ -61,22 +63,28 @@ def ff_ref(xp, p, x, pad, *, act, gated, policy):
 
 def np_gelu(x):
   from math import erf  # pylint: disable=import-outside-toplevel
+
   return 0.5 * x * (1.0 + np.vectorize(erf)(x / np.sqrt(2.0)))
 
 
 class TransformerFeedForwardTest(parameterized.TestCase):
-
   @parameterized.named_parameters(
-      ("relu_pre", "relu", False, "pre"),
-      ("gelu_gated_pre", "gelu", True, "pre"),
-      ("relu_post", "relu", False, "post"),
-      ("gelu_gated_primer_hybrid", "gelu", True, "primer_hybrid"))
+    ("relu_pre", "relu", False, "pre"),
+    ("gelu_gated_pre", "gelu", True, "pre"),
+    ("relu_post", "relu", False, "post"),
+    ("gelu_gated_primer_hybrid", "gelu", True, "primer_hybrid"),
+  )
   def test_matches_numpy(self, act, gated, policy):
-    act_tpl = (activations.ReLU.HParams() if act == "relu" else
-               activations.GELU.HParams(approximate=False))
+    act_tpl = (
+      activations.ReLU.HParams() if act == "relu" else activations.GELU.HParams(approximate=False)
+    )
     layer = transformers.TransformerFeedForward.HParams(
-        input_dims=D, hidden_dims=F, activation_tpl=act_tpl, use_gated_activation=gated,
-        norm_policy=policy).Instantiate()
+      input_dims=D,
+      hidden_dims=F,
+      activation_tpl=act_tpl,
+      use_gated_activation=gated,
+      norm_policy=policy,
+    ).Instantiate()
     rng = np.random.default_rng(0)
     x = jnp.asarray(rng.normal(size=(B, T, D)), jnp.float32)
     pad = jnp.asarray(np.array([[0, 0, 0, 0, 1, 1], [0] * T]), jnp.float32)
@@ -84,23 +92,33 @@ class TransformerFeedForwardTest(parameterized.TestCase):
     out = layer.apply({"params": params}, x, pad)
     np_act = (lambda v: np.maximum(v, 0)) if act == "relu" else np_gelu
     p64 = jax.tree.map(lambda a: np.asarray(a, np.float64), params)
-    want = ff_ref(np, p64, np.asarray(x, np.float64), np.asarray(pad, np.float64), act=np_act,
-                  gated=gated, policy=policy)
+    want = ff_ref(
+      np,
+      p64,
+      np.asarray(x, np.float64),
+      np.asarray(pad, np.float64),
+      act=np_act,
+      gated=gated,
+      policy=policy,
+    )
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
 
     ct = jnp.asarray(rng.normal(size=out.shape), jnp.float32)
     jnp_act = jax.nn.relu if act == "relu" else (lambda v: jax.nn.gelu(v, approximate=False))
-    grads = jax.grad(lambda p, x: jnp.sum(layer.apply({"params": p}, x, pad) * ct),
-                     argnums=(0, 1))(params, x)
-    ref = jax.grad(lambda p, x: jnp.sum(
-        ff_ref(jnp, p, x, pad, act=jnp_act, gated=gated, policy=policy) * ct),
-                   argnums=(0, 1))(params, x)
+    grads = jax.grad(lambda p, x: jnp.sum(layer.apply({"params": p}, x, pad) * ct), argnums=(0, 1))(
+      params, x
+    )
+    ref = jax.grad(
+      lambda p, x: jnp.sum(ff_ref(jnp, p, x, pad, act=jnp_act, gated=gated, policy=policy) * ct),
+      argnums=(0, 1),
+    )(params, x)
     for got, want in zip(jax.tree.leaves(grads), jax.tree.leaves(ref)):
       np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
   def test_residual_dropout_only_when_not_deterministic(self):
     layer = transformers.TransformerFeedForward.HParams(
-        input_dims=D, hidden_dims=F, residual_dropout_prob=0.5).Instantiate()
+      input_dims=D, hidden_dims=F, residual_dropout_prob=0.5
+    ).Instantiate()
     x = jnp.asarray(np.random.default_rng(3).normal(size=(B, T, D)), jnp.float32)
     variables = layer.init(jax.random.key(0), x)
     np.testing.assert_array_equal(layer.apply(variables, x), layer.apply(variables, x))
@@ -111,25 +129,27 @@ class TransformerFeedForwardTest(parameterized.TestCase):
     dropped = branch == 0.0
     self.assertGreater(dropped.mean(), 0.3)
     self.assertLess(dropped.mean(), 0.7)
-    np.testing.assert_allclose(branch[~dropped], 2.0 * eval_branch[~dropped], rtol=1e-4,
-                               atol=1e-5)
+    np.testing.assert_allclose(branch[~dropped], 2.0 * eval_branch[~dropped], rtol=1e-4, atol=1e-5)
 
 
 class TransformerLayerTest(parameterized.TestCase):
-
   @parameterized.parameters("pre", "post", "primer_hybrid")
   def test_wiring_of_norms_attention_and_ffn(self, policy):
-    layer = transformers.Transformer.HParams(input_dims=D, hidden_dims=F, num_heads=2,
-                                             norm_policy=policy).Instantiate()
-    atten = attentions.DotProductAttention.HParams(input_dim=D, hidden_dim=D,
-                                                   num_heads=2).Instantiate()
-    ffn = transformers.TransformerFeedForward.HParams(input_dims=D, hidden_dims=F,
-                                                      norm_policy=policy).Instantiate()
+    layer = transformers.Transformer.HParams(
+      input_dims=D, hidden_dims=F, num_heads=2, norm_policy=policy
+    ).Instantiate()
+    atten = attentions.DotProductAttention.HParams(
+      input_dim=D, hidden_dim=D, num_heads=2
+    ).Instantiate()
+    ffn = transformers.TransformerFeedForward.HParams(
+      input_dims=D, hidden_dims=F, norm_policy=policy
+    ).Instantiate()
     rng = np.random.default_rng(2)
     x = jnp.asarray(rng.normal(size=(B, T, D)), jnp.float32)
     pad = jnp.asarray(np.array([[0] * T, [0, 0, 0, 1, 1, 1]]), jnp.float32)
-    mask = attentions.merge_masks(attentions.causal_mask(x),
-                                  attentions.convert_paddings_to_mask(pad))
+    mask = attentions.merge_masks(
+      attentions.causal_mask(x), attentions.convert_paddings_to_mask(pad)
+    )
     params = randomize(layer.init(jax.random.key(0), x, pad, mask)["params"], 3)
 
     def ref(p, x):
@@ -159,19 +179,20 @@ class TransformerLayerTest(parameterized.TestCase):
 
 
 def stack_config(**overrides):
-  cfg = transformers.StackedTransformer.HParams(num_layers=2, model_dims=D, hidden_dims=F,
-                                                num_heads=4, dim_per_head=4, num_kv_heads=2)
+  cfg = transformers.StackedTransformer.HParams(
+    num_layers=2, model_dims=D, hidden_dims=F, num_heads=4, dim_per_head=4, num_kv_heads=2
+  )
   cfg.transformer_layer_params_tpl.tr_atten_tpl.use_rotary_position_emb = True
   return cfg.set(**overrides)
 
 
 def repeated_config(**overrides):
   return transformers.StackedTransformerRepeated.HParams(
-      block=stack_config(num_layers=1, **overrides), x_times=2)
+    block=stack_config(num_layers=1, **overrides), x_times=2
+  )
 
 
 class StackedTransformerTest(parameterized.TestCase):
-
   @parameterized.named_parameters(("unrolled", stack_config), ("repeated", repeated_config))
   def test_extend_step_reproduces_forward(self, make_config):
     stack = make_config().Instantiate()
@@ -184,17 +205,27 @@ class StackedTransformerTest(parameterized.TestCase):
     prefix = 3
     # The prefill sees the prompt, then padded junk where the decoded steps will go.
     junk = x.at[:, prefix:].set(jnp.asarray(rng.normal(size=(B, T - prefix, D)), jnp.float32))
-    prefill, cache = stack.apply({"params": params}, junk, pad.at[:, prefix:].set(1.0),
-                                 mutable=[attentions.DECODER_CACHE])
+    prefill, cache = stack.apply(
+      {"params": params}, junk, pad.at[:, prefix:].set(1.0), mutable=[attentions.DECODER_CACHE]
+    )
     # Padded queries (row 1's first two) see no key; their outputs are meaningless.
     real = np.asarray(pad[:, :prefix]) == 0
-    np.testing.assert_allclose(np.asarray(prefill[:, :prefix])[real],
-                               np.asarray(full[:, :prefix])[real], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+      np.asarray(prefill[:, :prefix])[real],
+      np.asarray(full[:, :prefix])[real],
+      rtol=1e-5,
+      atol=1e-5,
+    )
 
     @jax.jit
     def step(cache, x_t, t):
-      return stack.apply({"params": params, **cache}, x_t, time_step=t, method=stack.extend_step,
-                         mutable=[attentions.DECODER_CACHE])
+      return stack.apply(
+        {"params": params, **cache},
+        x_t,
+        time_step=t,
+        method=stack.extend_step,
+        mutable=[attentions.DECODER_CACHE],
+      )
 
     for t in range(prefix, T):
       out_t, cache = step(cache, x[:, t], jnp.asarray(t))
@@ -209,13 +240,22 @@ class StackedTransformerTest(parameterized.TestCase):
     seg_ids = jnp.array([[1, 1, 1, 1, 2, 2]])
     seg_pos = jnp.array([[0, 1, 2, 3, 0, 1]])
     zeros = jnp.zeros((1, T))
-    params = randomize(stack.init(jax.random.key(0), packed, zeros, seg_ids, seg_pos)["params"],
-                       7)
+    params = randomize(stack.init(jax.random.key(0), packed, zeros, seg_ids, seg_pos)["params"], 7)
     out = stack.apply({"params": params}, packed, zeros, seg_ids, seg_pos)
-    alone = transformers.StackedTransformer.HParams(**{
-        k: getattr(stack, k) for k in ("num_layers", "model_dims", "hidden_dims", "num_heads",
-                                       "dim_per_head", "num_kv_heads",
-                                       "transformer_layer_params_tpl")}).Instantiate()
+    alone = transformers.StackedTransformer.HParams(
+      **{
+        k: getattr(stack, k)
+        for k in (
+          "num_layers",
+          "model_dims",
+          "hidden_dims",
+          "num_heads",
+          "dim_per_head",
+          "num_kv_heads",
+          "transformer_layer_params_tpl",
+        )
+      }
+    ).Instantiate()
     out_a = alone.apply({"params": params}, doc_a, jnp.zeros((1, 4)))
     out_b = alone.apply({"params": params}, doc_b, jnp.zeros((1, 2)))
     np.testing.assert_allclose(out[:, :4], out_a, rtol=1e-5, atol=1e-5)
@@ -234,8 +274,9 @@ class StackedTransformerTest(parameterized.TestCase):
       stack = stack_config(mask_self_attention=causal).Instantiate()
       params = randomize(stack.init(jax.random.key(0), x, pad)["params"], 9)
       out = stack.apply({"params": params}, x, pad)
-      np.testing.assert_allclose(stack.apply({"params": params}, changed, pad)[0, :4],
-                                 out[0, :4], rtol=1e-5, atol=1e-6)
+      np.testing.assert_allclose(
+        stack.apply({"params": params}, changed, pad)[0, :4], out[0, :4], rtol=1e-5, atol=1e-6
+      )
       # A change of position 3 must reach position 2 only without the causal mask.
       moved = stack.apply({"params": params}, x.at[0, 3].add(noise[0, 3]), pad)
       reached = float(jnp.max(jnp.abs(moved[0, 2] - out[0, 2])))

@@ -48,9 +48,14 @@ def get_config() -> config_dict.ConfigDict:
   # Not a JAXline field: how often the evaluator looks for a checkpoint.
   config.eval_poll_interval_secs = 2.0
   config.experiment_kwargs = config_dict.ConfigDict(
-      {"batch_size": 64, "learning_rate": 3e-3, "hidden": 128,
-       # For tests: SIGTERM this process after this step (a preemption); 0: never.
-       "terminate_at_step": 0})
+    {
+      "batch_size": 64,
+      "learning_rate": 3e-3,
+      "hidden": 128,
+      # For tests: SIGTERM this process after this step (a preemption); 0: never.
+      "terminate_at_step": 0,
+    }
+  )
   return config
 
 
@@ -69,17 +74,17 @@ class Experiment(experiment.AbstractExperiment):
   CHECKPOINT_ATTRS = {"_params": "params", "_opt_state": "opt_state"}
   NON_BROADCAST_CHECKPOINT_ATTRS = {"_note": "note"}
 
-  def __init__(self, mode, init_rng, *, batch_size, learning_rate, hidden,
-               terminate_at_step=0):
+  def __init__(self, mode, init_rng, *, batch_size, learning_rate, hidden, terminate_at_step=0):
     self.mode = mode
     self._init_rng = init_rng
     self._terminate_at_step = terminate_at_step
     # 500 held out: dev (unused here) and test, 250 each.
     self._train_input = digits_input.DigitsInput(
-        split="train", batch_size=batch_size, num_eval_examples=500, input_random_seed=0)
+      split="train", batch_size=batch_size, num_eval_examples=500, input_random_seed=0
+    )
     self._eval_input = digits_input.DigitsInput(
-        split="test", batch_size=125, num_eval_examples=500, is_training=False,
-        reset_for_eval=True)
+      split="test", batch_size=125, num_eval_examples=500, is_training=False, reset_for_eval=True
+    )
     self._model = Mlp(hidden)
     self._tx = optax.adam(learning_rate)
     self._update = jax.pmap(self._update_fn, axis_name="i", donate_argnums=(0, 1))
@@ -101,6 +106,7 @@ class Experiment(experiment.AbstractExperiment):
     def loss_fn(p):
       logits = self._model.apply({"params": p}, batch["image"])  # [B/dev, 10]
       return optax.softmax_cross_entropy_with_integer_labels(logits, batch["label"]).mean()
+
     loss, grads = jax.value_and_grad(loss_fn)(params)
     grads = jax.lax.pmean(grads, "i")
     updates, opt_state = self._tx.update(grads, opt_state, params)
@@ -113,8 +119,9 @@ class Experiment(experiment.AbstractExperiment):
     if not self._train_input_positioned:
       # One batch per step, and batch i depends only on (seed, i): a resumed run
       # continues with the batches it has not yet trained on.
-      self._train_input.set_state({**self._train_input.get_state(),
-                                   "num_batches": int(np.asarray(global_step)[0])})
+      self._train_input.set_state(
+        {**self._train_input.get_state(), "num_batches": int(np.asarray(global_step)[0])}
+      )
       self._train_input_positioned = True
     n = jax.local_device_count()
     # [B, ...] -> [devices, B / devices, ...]

@@ -20,8 +20,7 @@ _CONFIG_FILE = digits.__file__
 
 
 def _scalars(directory, tag):
-  acc = event_accumulator.EventAccumulator(directory,
-                                           size_guidance={event_accumulator.TENSORS: 0})
+  acc = event_accumulator.EventAccumulator(directory, size_guidance={event_accumulator.TENSORS: 0})
   acc.Reload()
   return [(e.step, float(tensor_util.make_ndarray(e.tensor_proto))) for e in acc.Tensors(tag)]
 
@@ -37,12 +36,12 @@ class _Recording(digits.Experiment):
     _Recording.modes.append(mode)
 
   def on_new_best_model(self, best_state):
-    _Recording.best_calls.append((int(best_state.global_step),
-                                  float(best_state.best_eval_metric_value)))
+    _Recording.best_calls.append(
+      (int(best_state.global_step), float(best_state.best_eval_metric_value))
+    )
 
 
 class DigitsExperimentTest(absltest.TestCase):
-
   def _main(self, *args):
     argv = ["digits", f"--config={_CONFIG_FILE}", *args]
     with flagsaver.flagsaver():
@@ -50,9 +49,12 @@ class DigitsExperimentTest(absltest.TestCase):
 
   def test_train_eval_multithreaded_reaches_90_percent(self):
     ckpt_dir = self.create_tempdir().full_path
-    self._main(f"--config.checkpoint_dir={ckpt_dir}", "--config.training_steps=300",
-               "--config.eval_poll_interval_secs=0.2",
-               "--jaxline_mode=train_eval_multithreaded")
+    self._main(
+      f"--config.checkpoint_dir={ckpt_dir}",
+      "--config.training_steps=300",
+      "--config.eval_poll_interval_secs=0.2",
+      "--jaxline_mode=train_eval_multithreaded",
+    )
     evals = _scalars(os.path.join(ckpt_dir, "eval"), "accuracy")
     self.assertEqual(evals[-1][0], 300)  # The final step is always evaluated.
     self.assertGreater(evals[-1][1], 0.9)
@@ -61,8 +63,9 @@ class DigitsExperimentTest(absltest.TestCase):
     self.assertGreater(best.read_metadata()["best_eval_metric_value"], 0.9)
     best.close()
     # Resume: a later train-only run starts from "latest" (step 300).
-    self._main(f"--config.checkpoint_dir={ckpt_dir}", "--config.training_steps=320",
-               "--jaxline_mode=train")
+    self._main(
+      f"--config.checkpoint_dir={ckpt_dir}", "--config.training_steps=320", "--jaxline_mode=train"
+    )
     latest = sorted(os.listdir(os.path.join(ckpt_dir, "models", "latest")))
     self.assertEqual(latest[-1], "checkpoint_00000320")
     train_steps = [s for s, _ in _scalars(os.path.join(ckpt_dir, "train"), "loss")]
@@ -71,27 +74,44 @@ class DigitsExperimentTest(absltest.TestCase):
   def test_killed_lazy_experiment_resumes_and_its_best_checkpoint_evaluates(self):
     ckpt_dir = self.create_tempdir().full_path
     killed = subprocess.run(
-        [sys.executable, "-P", "-m", "paxml.experiment_api.examples.digits",
-         f"--config={_CONFIG_FILE}", f"--config.checkpoint_dir={ckpt_dir}",
-         "--config.training_steps=300", "--config.experiment_kwargs.terminate_at_step=150",
-         "--jaxline_mode=train"],
-        capture_output=True, text=True, timeout=600,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+      [
+        sys.executable,
+        "-P",
+        "-m",
+        "paxml.experiment_api.examples.digits",
+        f"--config={_CONFIG_FILE}",
+        f"--config.checkpoint_dir={ckpt_dir}",
+        "--config.training_steps=300",
+        "--config.experiment_kwargs.terminate_at_step=150",
+        "--jaxline_mode=train",
+      ],
+      capture_output=True,
+      text=True,
+      timeout=600,
+      env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     self.assertEqual(killed.returncode, -15, killed.stderr[-3000:])
-    self.assertEqual(os.listdir(os.path.join(ckpt_dir, "models", "latest")),
-                     ["checkpoint_00000100"])
+    self.assertEqual(
+      os.listdir(os.path.join(ckpt_dir, "models", "latest")), ["checkpoint_00000100"]
+    )
     _Recording.modes.clear()
     _Recording.best_calls.clear()
-    argv = [f"--config={_CONFIG_FILE}", f"--config.checkpoint_dir={ckpt_dir}",
-            "--config.training_steps=300", "--config.eval_poll_interval_secs=0.2",
-            "--jaxline_mode=train_eval_multithreaded"]
+    argv = [
+      f"--config={_CONFIG_FILE}",
+      f"--config.checkpoint_dir={ckpt_dir}",
+      "--config.training_steps=300",
+      "--config.eval_poll_interval_secs=0.2",
+      "--jaxline_mode=train_eval_multithreaded",
+    ]
     with flagsaver.flagsaver():
       platform.main(_Recording, argv)  # argv without a program name, as sys.argv[1:]
     # JAXline's mode strings: "train" for training, the flag's for its evaluator.
     self.assertCountEqual(_Recording.modes, ["train", "train_eval_multithreaded"])
     # Resumed at 100: steps 50 and 100 were written once, by the killed run.
-    self.assertEqual([s for s, _ in _scalars(os.path.join(ckpt_dir, "train"), "loss")],
-                     [50, 100, 150, 200, 250, 300])
+    self.assertEqual(
+      [s for s, _ in _scalars(os.path.join(ckpt_dir, "train"), "loss")],
+      [50, 100, 150, 200, 250, 300],
+    )
     # on_new_best_model sees the new best's step and value.
     self.assertNotEmpty(_Recording.best_calls)
     self.assertTrue(all(step >= 100 and value > 0 for step, value in _Recording.best_calls))
@@ -100,8 +120,7 @@ class DigitsExperimentTest(absltest.TestCase):
     # A fresh (lazy, all-None) experiment restores "best" and evaluates it.
     config = digits.get_config()
     config.checkpoint_dir = ckpt_dir
-    fresh = digits.Experiment("eval", jax.random.PRNGKey(1),
-                              **config.experiment_kwargs)
+    fresh = digits.Experiment("eval", jax.random.PRNGKey(1), **config.experiment_kwargs)
     self.assertIsNone(fresh._params)
     ckpt = checkpointer_lib.create_checkpointer(config, "eval")
     state = ckpt.get_experiment_state("best")
@@ -116,17 +135,22 @@ class DigitsExperimentTest(absltest.TestCase):
 
   def test_eval_mode_string_reaches_experiment_and_one_off(self):
     ckpt_dir = self.create_tempdir().full_path
-    self._main(f"--config.checkpoint_dir={ckpt_dir}", "--config.training_steps=20",
-               "--jaxline_mode=train")
-    self._main(f"--config.checkpoint_dir={ckpt_dir}", "--config.one_off_evaluate=True",
-               "--jaxline_mode=eval_test")
+    self._main(
+      f"--config.checkpoint_dir={ckpt_dir}", "--config.training_steps=20", "--jaxline_mode=train"
+    )
+    self._main(
+      f"--config.checkpoint_dir={ckpt_dir}",
+      "--config.one_off_evaluate=True",
+      "--jaxline_mode=eval_test",
+    )
     self.assertTrue(glob.glob(os.path.join(ckpt_dir, "eval_test", "events.*")))
     self.assertEqual(_scalars(os.path.join(ckpt_dir, "eval_test"), "accuracy")[0][0], 20)
 
   def test_unknown_mode_and_missing_config(self):
     with self.assertRaisesRegex(ValueError, "Unknown --jaxline_mode"):
-      self._main("--jaxline_mode=predict",
-                 f"--config.checkpoint_dir={self.create_tempdir().full_path}")
+      self._main(
+        "--jaxline_mode=predict", f"--config.checkpoint_dir={self.create_tempdir().full_path}"
+      )
     with flagsaver.flagsaver(config=None):
       with self.assertRaisesRegex(ValueError, "No --config given"):
         platform.main(digits.Experiment, ["digits"])

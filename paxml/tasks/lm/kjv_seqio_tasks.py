@@ -71,7 +71,7 @@ def _cut_to_target_words(text: str, example: Any = None, is_target: bool = False
     return text
   target = example.get("targets_pretokenized", b"")
   target = target.decode("utf-8") if isinstance(target, bytes) else str(target)
-  return " ".join(text.split()[:len(target.split())])
+  return " ".join(text.split()[: len(target.split())])
 
 
 # -- preprocessors ------------------------------------------------------------------------------
@@ -80,16 +80,22 @@ def _cut_to_target_words(text: str, example: Any = None, is_target: bool = False
 @seqio.map_over_dataset
 def _split_prompt(ex: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
   words = tf.strings.split(ex["text"])
-  return {"inputs": tf.strings.reduce_join(words[:PROMPT_WORDS], separator=" "),
-          "targets": tf.strings.reduce_join(words[PROMPT_WORDS:PROMPT_WORDS + TARGET_WORDS],
-                                            separator=" ")}
+  return {
+    "inputs": tf.strings.reduce_join(words[:PROMPT_WORDS], separator=" "),
+    "targets": tf.strings.reduce_join(
+      words[PROMPT_WORDS : PROMPT_WORDS + TARGET_WORDS], separator=" "
+    ),
+  }
 
 
 def _source(data_dir: str) -> seqio.TFExampleDataSource:
   return seqio.TFExampleDataSource(
-      split_to_filepattern={"train": os.path.join(data_dir, "train-*.tfrecord"),
-                            "validation": os.path.join(data_dir, "eval-*.tfrecord")},
-      feature_description={"text": tf.io.FixedLenFeature([], tf.string)})
+    split_to_filepattern={
+      "train": os.path.join(data_dir, "train-*.tfrecord"),
+      "validation": os.path.join(data_dir, "eval-*.tfrecord"),
+    },
+    feature_description={"text": tf.io.FixedLenFeature([], tf.string)},
+  )
 
 
 def register(data_dir: str) -> None:
@@ -99,22 +105,32 @@ def register(data_dir: str) -> None:
   for name in TASK_NAMES:
     seqio.TaskRegistry.remove(name)
   seqio.TaskRegistry.add(
-      LM_TASK, source=_source(data_dir),
-      preprocessors=[functools.partial(seqio.preprocessors.rekey, key_map={"targets": "text"}),
-                     seqio.preprocessors.tokenize, seqio.preprocessors.append_eos],
-      output_features={"targets": seqio.Feature(vocab, add_eos=True)},
-      metric_fns=[document_log_likelihood])
+    LM_TASK,
+    source=_source(data_dir),
+    preprocessors=[
+      functools.partial(seqio.preprocessors.rekey, key_map={"targets": "text"}),
+      seqio.preprocessors.tokenize,
+      seqio.preprocessors.append_eos,
+    ],
+    output_features={"targets": seqio.Feature(vocab, add_eos=True)},
+    metric_fns=[document_log_likelihood],
+  )
   seqio.TaskRegistry.add(
-      CONTINUATION_TASK, source=_source(data_dir),
-      preprocessors=[_split_prompt, seqio.preprocessors.tokenize, seqio.preprocessors.append_eos],
-      output_features={"inputs": seqio.Feature(vocab, add_eos=False),
-                       "targets": seqio.Feature(vocab, add_eos=True)},
-      postprocess_fn=_cut_to_target_words,
-      metric_fns=[exact_match, word_f1])
+    CONTINUATION_TASK,
+    source=_source(data_dir),
+    preprocessors=[_split_prompt, seqio.preprocessors.tokenize, seqio.preprocessors.append_eos],
+    output_features={
+      "inputs": seqio.Feature(vocab, add_eos=False),
+      "targets": seqio.Feature(vocab, add_eos=True),
+    },
+    postprocess_fn=_cut_to_target_words,
+    metric_fns=[exact_match, word_f1],
+  )
 
 
-def task(name: str, data_dir: str | None = None, corpus_path: str | None = None,
-         vocab_size: int = 1024) -> seqio.Task:
+def task(
+  name: str, data_dir: str | None = None, corpus_path: str | None = None, vocab_size: int = 1024
+) -> seqio.Task:
   """The task `name` over the KJV prepared in `data_dir` (None: the cache, prepared if needed)."""
   if name not in TASK_NAMES:
     raise ValueError(f"Unknown KJV SeqIO task {name!r}; the tasks are {TASK_NAMES}.")

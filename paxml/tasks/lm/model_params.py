@@ -53,12 +53,16 @@ def num_heads(exp: Any) -> int:
     return exp.NUM_HEADS
   if exp.NUM_HEADS is None:
     if exp.MODEL_DIMS % exp.DIMS_PER_HEAD:
-      raise ValueError(f"{type(exp).__name__}: DIMS_PER_HEAD={exp.DIMS_PER_HEAD} does not "
-                       f"divide MODEL_DIMS={exp.MODEL_DIMS}; change one of them")
+      raise ValueError(
+        f"{type(exp).__name__}: DIMS_PER_HEAD={exp.DIMS_PER_HEAD} does not "
+        f"divide MODEL_DIMS={exp.MODEL_DIMS}; change one of them"
+      )
     return exp.MODEL_DIMS // exp.DIMS_PER_HEAD
   if exp.NUM_HEADS * exp.DIMS_PER_HEAD != exp.MODEL_DIMS:
-    raise ValueError(f"{type(exp).__name__}: NUM_HEADS * DIMS_PER_HEAD = {exp.NUM_HEADS} * "
-                     f"{exp.DIMS_PER_HEAD} must equal MODEL_DIMS={exp.MODEL_DIMS}")
+    raise ValueError(
+      f"{type(exp).__name__}: NUM_HEADS * DIMS_PER_HEAD = {exp.NUM_HEADS} * "
+      f"{exp.DIMS_PER_HEAD} must equal MODEL_DIMS={exp.MODEL_DIMS}"
+    )
   return exp.NUM_HEADS
 
 
@@ -70,8 +74,10 @@ def dims_per_head(exp: Any) -> int:
 def _activation_class(exp: Any) -> type:
   cls = exp.ACTIVATION_CLS
   if not (isinstance(cls, type) and issubclass(cls, activations.BaseActivation)):
-    raise ValueError(f"{type(exp).__name__}: ACTIVATION_CLS must be a praxis activation class "
-                     f"such as activations.GELU, got {cls!r}")
+    raise ValueError(
+      f"{type(exp).__name__}: ACTIVATION_CLS must be a praxis activation class "
+      f"such as activations.GELU, got {cls!r}"
+    )
   return cls
 
 
@@ -80,8 +86,10 @@ def fprop_dtype(exp: Any) -> Any:
   try:
     return jnp.dtype(exp.FPROP_DTYPE)
   except TypeError:
-    raise ValueError(f"{type(exp).__name__}: FPROP_DTYPE={exp.FPROP_DTYPE!r} is not a dtype; use "
-                     "'bfloat16' or 'float32'") from None
+    raise ValueError(
+      f"{type(exp).__name__}: FPROP_DTYPE={exp.FPROP_DTYPE!r} is not a dtype; use "
+      "'bfloat16' or 'float32'"
+    ) from None
 
 
 def remat_policy(exp: Any) -> checkpoint_policy.AutodiffCheckpointType:
@@ -90,8 +98,9 @@ def remat_policy(exp: Any) -> checkpoint_policy.AutodiffCheckpointType:
     return checkpoint_policy.AutodiffCheckpointType[exp.CHECKPOINT_POLICY]
   except KeyError:
     valid = ", ".join(t.name for t in checkpoint_policy.AutodiffCheckpointType)
-    raise ValueError(f"{type(exp).__name__}: CHECKPOINT_POLICY={exp.CHECKPOINT_POLICY!r} is not "
-                     f"one of {valid}") from None
+    raise ValueError(
+      f"{type(exp).__name__}: CHECKPOINT_POLICY={exp.CHECKPOINT_POLICY!r} is not one of {valid}"
+    ) from None
 
 
 def language_model_config(exp: Any) -> base_hyperparams.Config:
@@ -108,38 +117,57 @@ def language_model_config(exp: Any) -> base_hyperparams.Config:
   heads = num_heads(exp)
   head_dims = dims_per_head(exp)
   if head_dims * heads != exp.MODEL_DIMS:
-    raise ValueError(f"{type(exp).__name__}: heads x dims per head = {heads} x "
-                     f"{head_dims} must equal MODEL_DIMS={exp.MODEL_DIMS}")
+    raise ValueError(
+      f"{type(exp).__name__}: heads x dims per head = {heads} x "
+      f"{head_dims} must equal MODEL_DIMS={exp.MODEL_DIMS}"
+    )
   layer = transformers.Transformer.HParams.config(
-      norm_policy=exp.NORM_POLICY,
-      tr_atten_tpl=attentions.DotProductAttention.HParams.config(
-          use_bias=False, combine_qkv=exp.COMBINE_QKV, atten_logit_cap=exp.ATTEN_LOGIT_CAP),
-      tr_fflayer_tpl=transformers.TransformerFeedForward.HParams.config(
-          activation_tpl=_activation_class(exp).HParams.config(),
-          use_gated_activation=exp.USE_GATED_ACTIVATION))
+    norm_policy=exp.NORM_POLICY,
+    tr_atten_tpl=attentions.DotProductAttention.HParams.config(
+      use_bias=False, combine_qkv=exp.COMBINE_QKV, atten_logit_cap=exp.ATTEN_LOGIT_CAP
+    ),
+    tr_fflayer_tpl=transformers.TransformerFeedForward.HParams.config(
+      activation_tpl=_activation_class(exp).HParams.config(),
+      use_gated_activation=exp.USE_GATED_ACTIVATION,
+    ),
+  )
   stack = transformers.StackedTransformer.HParams.config(
-      num_layers=exp.NUM_LAYERS, model_dims=exp.MODEL_DIMS, hidden_dims=exp.HIDDEN_DIMS,
-      num_heads=heads, dim_per_head=head_dims, dropout_prob=exp.DROPOUT_PROB,
-      mask_self_attention=True, packed_input=exp.PACKED_INPUT,
-      transformer_layer_params_tpl=layer)
+    num_layers=exp.NUM_LAYERS,
+    model_dims=exp.MODEL_DIMS,
+    hidden_dims=exp.HIDDEN_DIMS,
+    num_heads=heads,
+    dim_per_head=head_dims,
+    dropout_prob=exp.DROPOUT_PROB,
+    mask_self_attention=True,
+    packed_input=exp.PACKED_INPUT,
+    transformer_layer_params_tpl=layer,
+  )
   if exp.USE_REPEATED_LAYER:
     # One compiled layer scanned NUM_LAYERS times; weights get a leading [NUM_LAYERS] dim.
     stack.num_layers = 1
     stack = transformers.StackedTransformerRepeated.HParams.config(
-        block=stack, x_times=exp.NUM_LAYERS, checkpoint_policy=remat_policy(exp))
+      block=stack, x_times=exp.NUM_LAYERS, checkpoint_policy=remat_policy(exp)
+    )
   softmax = embedding_softmax.SharedEmbeddingSoftmax.HParams.config(
-      scale_sqrt_depth=True, soft_cap_logits=exp.SOFTMAX_CAP_LOGITS,
-      # N(0, 1/D): looked up and scaled by sqrt(D), the embeddings start with unit variance.
-      params_init=base_layer.WeightInit.Gaussian(1.0 / math.sqrt(exp.MODEL_DIMS)))
+    scale_sqrt_depth=True,
+    soft_cap_logits=exp.SOFTMAX_CAP_LOGITS,
+    # N(0, 1/D): looked up and scaled by sqrt(D), the embeddings start with unit variance.
+    params_init=base_layer.WeightInit.Gaussian(1.0 / math.sqrt(exp.MODEL_DIMS)),
+  )
   lm = transformer_models.TransformerLm.HParams.config(
-      model_dims=exp.MODEL_DIMS, vocab_size=exp.VOCAB_SIZE, packed_input=exp.PACKED_INPUT,
-      softmax_tpl=softmax,
-      position_emb_tpl=embedding_softmax.PositionalEmbedding.HParams.config(),
-      stacked_transformer_tpl=stack)
+    model_dims=exp.MODEL_DIMS,
+    vocab_size=exp.VOCAB_SIZE,
+    packed_input=exp.PACKED_INPUT,
+    softmax_tpl=softmax,
+    position_emb_tpl=embedding_softmax.PositionalEmbedding.HParams.config(),
+    stacked_transformer_tpl=stack,
+  )
   decoder = sample_decode.DecoderHParams(
-      seqlen=exp.MAX_SEQ_LEN, max_decode_steps=exp.DECODE_MAX_STEPS, eos_id=exp.DECODE_EOS_ID)
+    seqlen=exp.MAX_SEQ_LEN, max_decode_steps=exp.DECODE_MAX_STEPS, eos_id=exp.DECODE_EOS_ID
+  )
   return models.LanguageModel.HParams.config(
-      lm_tpl=lm, decoder_tpl=decoder, fprop_dtype=fprop_dtype(exp))
+    lm_tpl=lm, decoder_tpl=decoder, fprop_dtype=fprop_dtype(exp)
+  )
 
 
 def language_model(exp: Any) -> models.LanguageModel:
@@ -147,8 +175,15 @@ def language_model(exp: Any) -> models.LanguageModel:
   return base_hyperparams.instantiate(language_model_config(exp))
 
 
-def small_language_model(*, vocab_size: int, model_dims: int, num_layers: int, num_heads: int,
-                         hidden_dims: int, decode_seqlen: int) -> models.LanguageModel:
+def small_language_model(
+  *,
+  vocab_size: int,
+  model_dims: int,
+  num_layers: int,
+  num_heads: int,
+  hidden_dims: int,
+  decode_seqlen: int,
+) -> models.LanguageModel:
   """A small praxis LanguageModel: pre-LN layers (attention without biases, as Pax's LMs; a
   biased ReLU MLP), tied embeddings N(0, 1/D) scaled by sqrt(D), sinusoidal positions, float32.
 
@@ -158,16 +193,23 @@ def small_language_model(*, vocab_size: int, model_dims: int, num_layers: int, n
   layer = transformers.Transformer.HParams.config()
   layer.tr_atten_tpl.use_bias = False
   stack = transformers.StackedTransformer.HParams.config(
-      num_layers=num_layers, num_heads=num_heads, hidden_dims=hidden_dims,
-      transformer_layer_params_tpl=layer)
+    num_layers=num_layers,
+    num_heads=num_heads,
+    hidden_dims=hidden_dims,
+    transformer_layer_params_tpl=layer,
+  )
   lm = transformer_models.TransformerLm.HParams.config(
-      model_dims=model_dims, vocab_size=vocab_size, stacked_transformer_tpl=stack)
+    model_dims=model_dims, vocab_size=vocab_size, stacked_transformer_tpl=stack
+  )
   # As language_model_config: looked up and scaled by sqrt(D), the embeddings have unit
   # variance, as loud as the sinusoidal positions they are added to.
   lm.softmax_tpl.scale_sqrt_depth = True
   lm.softmax_tpl.params_init = base_layer.WeightInit.Gaussian(model_dims**-0.5)
-  return base_hyperparams.instantiate(models.LanguageModel.HParams.config(
-      lm_tpl=lm, decoder_tpl=sample_decode.DecoderHParams(seqlen=decode_seqlen, eos_id=None)))
+  return base_hyperparams.instantiate(
+    models.LanguageModel.HParams.config(
+      lm_tpl=lm, decoder_tpl=sample_decode.DecoderHParams(seqlen=decode_seqlen, eos_id=None)
+    )
+  )
 
 
 def optimizer_config(exp: Any) -> base_hyperparams.Config:
@@ -179,35 +221,49 @@ def optimizer_config(exp: Any) -> base_hyperparams.Config:
   DECAY_START, DECAY_END, LR_MIN_RATIO).
   """
   return optimizers.Adam.HParams.config(
-      learning_rate=exp.LEARNING_RATE,
-      beta1=exp.ADAM_BETA1,
-      beta2=exp.ADAM_BETA2,
-      epsilon=exp.ADAM_EPSILON,
-      epsilon_root=exp.ADAM_EPSILON_ROOT,
-      clip_threshold=exp.ADAM_CLIP_THRESHOLD,
-      weight_decay=exp.WEIGHT_DECAY,
-      clip_gradient_norm_to_value=exp.CLIP_GRADIENT_NORM_TO_VALUE,
-      lr_schedule=schedules.LinearRampupExponentialDecay.HParams.config(
-          warmup_steps=exp.WARMUP_STEPS, decay_start=exp.DECAY_START, decay_end=exp.DECAY_END,
-          min_ratio=exp.LR_MIN_RATIO, max=1.0))
+    learning_rate=exp.LEARNING_RATE,
+    beta1=exp.ADAM_BETA1,
+    beta2=exp.ADAM_BETA2,
+    epsilon=exp.ADAM_EPSILON,
+    epsilon_root=exp.ADAM_EPSILON_ROOT,
+    clip_threshold=exp.ADAM_CLIP_THRESHOLD,
+    weight_decay=exp.WEIGHT_DECAY,
+    clip_gradient_norm_to_value=exp.CLIP_GRADIENT_NORM_TO_VALUE,
+    lr_schedule=schedules.LinearRampupExponentialDecay.HParams.config(
+      warmup_steps=exp.WARMUP_STEPS,
+      decay_start=exp.DECAY_START,
+      decay_end=exp.DECAY_END,
+      min_ratio=exp.LR_MIN_RATIO,
+      max=1.0,
+    ),
+  )
 
 
-def _synthetic(name: str, is_training: bool, percore_batch_size: float,
-               seq_len: int) -> fdl.Config:
+def _synthetic(name: str, is_training: bool, percore_batch_size: float, seq_len: int) -> fdl.Config:
   batch_size = round(percore_batch_size * jax.local_device_count())
   if batch_size < 1:
-    raise ValueError(f"PERCORE_BATCH_SIZE={percore_batch_size} x {jax.local_device_count()} "
-                     "local devices rounds to no rows; raise PERCORE_BATCH_SIZE")
-  return fdl.Config(synthetic.SyntheticLmData, name=name, is_training=is_training,
-                    batch_size=batch_size, seq_len=seq_len, num_infeed_hosts=jax.process_count(),
-                    infeed_host_index=jax.process_index())
+    raise ValueError(
+      f"PERCORE_BATCH_SIZE={percore_batch_size} x {jax.local_device_count()} "
+      "local devices rounds to no rows; raise PERCORE_BATCH_SIZE"
+    )
+  return fdl.Config(
+    synthetic.SyntheticLmData,
+    name=name,
+    is_training=is_training,
+    batch_size=batch_size,
+    seq_len=seq_len,
+    num_infeed_hosts=jax.process_count(),
+    infeed_host_index=jax.process_index(),
+  )
 
 
 def synthetic_datasets(percore_batch_size: float, seq_len: int) -> list[fdl.Config]:
   """Pax's `SyntheticDataset`: constant rows of ones, `percore_batch_size` x local devices rows
   per host, for training and (a copy) for eval."""
-  return [_synthetic("train", True, percore_batch_size, seq_len),
-          _synthetic("synthetic", False, percore_batch_size, seq_len)]
+  return [
+    _synthetic("train", True, percore_batch_size, seq_len),
+    _synthetic("synthetic", False, percore_batch_size, seq_len),
+  ]
 
 
 def synthetic_decode_datasets(percore_batch_size: float, prompt_len: int) -> list[fdl.Config]:
@@ -288,14 +344,16 @@ class TransformerLmSpmdAdam(base_experiment.BaseExperiment):
   def task(self) -> tasks_lib.TaskConfig:
     # The other loop fields (NUM_TRAIN_STEPS, the mesh, the intervals) are TaskConfig's names.
     return tasks_lib.task_from_fields(
-        self, language_model(self),
-        optimizer=optimizer_config(self),
-        # LEARNING_RATE and WARMUP_STEPS are set_default_adam's, already in optimizer_config;
-        # TaskConfig's fields of those names are the optimizer=None shorthand.
-        learning_rate=None, warmup_steps=0,
-        # Pax's names for these two.
-        save_interval_steps=self.CHECKPOINT_EVERY_N_STEPS,
-        save_max_to_keep=self.CHECKPOINT_MAX_TO_KEEP,
+      self,
+      language_model(self),
+      optimizer=optimizer_config(self),
+      # LEARNING_RATE and WARMUP_STEPS are set_default_adam's, already in optimizer_config;
+      # TaskConfig's fields of those names are the optimizer=None shorthand.
+      learning_rate=None,
+      warmup_steps=0,
+      # Pax's names for these two.
+      save_interval_steps=self.CHECKPOINT_EVERY_N_STEPS,
+      save_max_to_keep=self.CHECKPOINT_MAX_TO_KEEP,
     )
 
   def validate(self) -> None:
@@ -305,9 +363,11 @@ class TransformerLmSpmdAdam(base_experiment.BaseExperiment):
     _activation_class(self)
     num_heads(self)
     if self.DECODE_PROMPT_LEN + self.DECODE_MAX_STEPS > self.MAX_SEQ_LEN:
-      raise ValueError(f"{type(self).__name__}: DECODE_PROMPT_LEN + DECODE_MAX_STEPS = "
-                       f"{self.DECODE_PROMPT_LEN + self.DECODE_MAX_STEPS} exceeds MAX_SEQ_LEN="
-                       f"{self.MAX_SEQ_LEN}, the decoder's buffer; shorten them")
+      raise ValueError(
+        f"{type(self).__name__}: DECODE_PROMPT_LEN + DECODE_MAX_STEPS = "
+        f"{self.DECODE_PROMPT_LEN + self.DECODE_MAX_STEPS} exceeds MAX_SEQ_LEN="
+        f"{self.MAX_SEQ_LEN}, the decoder's buffer; shorten them"
+      )
 
   def not_applied(self) -> list[str]:
     """Pax fields whose values this build does not honour. Every field above reaches the model,

@@ -36,8 +36,10 @@ _LOG_DIR = flags.DEFINE_string("log_dir_path", "/tmp/toolkit_digits", "Output di
 _MAX_STEPS = flags.DEFINE_integer("max_steps", 600, "Train until this step.")
 _EVAL_INTERVAL = flags.DEFINE_integer("eval_interval", 200, "Steps between evaluations.")
 _TERMINATE_AT = flags.DEFINE_integer(
-    "terminate_at_step", None, "Send this process SIGTERM after this step's actions "
-    "(simulates a preemption; for tests).")
+  "terminate_at_step",
+  None,
+  "Send this process SIGTERM after this step's actions (simulates a preemption; for tests).",
+)
 
 # Images held out of training: the first half is dev (keep-best tunes on it), the rest test.
 _NUM_HELD_OUT = 500
@@ -68,8 +70,9 @@ class DigitsResults(bobbin.EvalResults):
   loss_sum: jax.Array  # weighted sum of cross-entropies
 
   def reduce(self, other):
-    return DigitsResults(self.correct + other.correct, self.count + other.count,
-                         self.loss_sum + other.loss_sum)
+    return DigitsResults(
+      self.correct + other.correct, self.count + other.count, self.loss_sum + other.loss_sum
+    )
 
   @property
   def accuracy(self) -> float:
@@ -88,7 +91,6 @@ class DigitsResults(bobbin.EvalResults):
 
 
 class DigitsEvalTask(bobbin.EvalTask):
-
   def __init__(self, model):
     self.model = model
     self._apply = jax.jit(functools.partial(model.apply, train=False))
@@ -101,31 +103,44 @@ class DigitsEvalTask(bobbin.EvalTask):
     logits = self._apply(model_vars, batch["image"])  # [B, 10]
     xent = optax.softmax_cross_entropy_with_integer_labels(logits, batch["label"])  # [B]
     w = batch["weights"]  # [B]
-    return DigitsResults(jnp.sum((logits.argmax(-1) == batch["label"]) * w), jnp.sum(w),
-                         jnp.sum(xent * w))
+    return DigitsResults(
+      jnp.sum((logits.argmax(-1) == batch["label"]) * w), jnp.sum(w), jnp.sum(xent * w)
+    )
 
 
 # --- The train task: the loss, and which mutable collections come back.
 class DigitsTrainTask(bobbin.TrainTask):
-
   def __init__(self, model):
-    super().__init__(model, example_args=(jnp.zeros((1, 8, 8, 1)),),
-                     example_kwargs={"train": False}, required_rngs=("dropout",))
+    super().__init__(
+      model,
+      example_args=(jnp.zeros((1, 8, 8, 1)),),
+      example_kwargs={"train": False},
+      required_rngs=("dropout",),
+    )
 
   def compute_loss(self, params, batch, *, extra_vars, prng_key, step):
     """Mean cross-entropy over this device's slice of the batch."""
     del step
     logits, mutated = self.model.apply(
-        {**extra_vars, "params": params, "tensorboard": {}}, batch["image"], train=True,
-        rngs=self.get_rng_dict(prng_key), mutable=["batch_stats", "tensorboard"])
+      {**extra_vars, "params": params, "tensorboard": {}},
+      batch["image"],
+      train=True,
+      rngs=self.get_rng_dict(prng_key),
+      mutable=["batch_stats", "tensorboard"],
+    )
     loss = optax.softmax_cross_entropy_with_integer_labels(logits, batch["label"]).mean()
     return loss, (mutated, None)
 
 
 def _eval_input(split: str) -> digits_input.DigitsInput:
   return digits_input.DigitsInput(
-      split=split, batch_size=_EVAL_BATCH_SIZE, num_eval_examples=_NUM_HELD_OUT,
-      is_training=False, reset_for_eval=True, name=split)
+    split=split,
+    batch_size=_EVAL_BATCH_SIZE,
+    num_eval_examples=_NUM_HELD_OUT,
+    is_training=False,
+    reset_for_eval=True,
+    name=split,
+  )
 
 
 def _eval_pass(eval_input: digits_input.DigitsInput):
@@ -143,14 +158,23 @@ def _eval_gens() -> dict[str, bobbin.BatchGen]:
   return {name: functools.partial(_eval_pass, _eval_input(name)) for name in ("dev", "test")}
 
 
-def run(log_dir: str, *, max_steps: int, eval_interval: int, batch_size: int = 64,
-        learning_rate: float = 3e-3, seed: int = 0,
-        terminate_at_step: int | None = None) -> dict[str, float]:
+def run(
+  log_dir: str,
+  *,
+  max_steps: int,
+  eval_interval: int,
+  batch_size: int = 64,
+  learning_rate: float = 3e-3,
+  seed: int = 0,
+  terminate_at_step: int | None = None,
+) -> dict[str, float]:
   """Trains to `max_steps` (resuming from log_dir); returns the last eval accuracies."""
   _, task, eval_task = _model_and_tasks()
   state = task.initialize_train_state(
-      jax.random.PRNGKey(seed), optax.adam(learning_rate),
-      checkpoint_path=os.path.join(log_dir, "all_ckpts"))
+    jax.random.PRNGKey(seed),
+    optax.adam(learning_rate),
+    checkpoint_path=os.path.join(log_dir, "all_ckpts"),
+  )
   start_step = int(state.step)
   logging.info("Starting at step %d", start_step)
   # One copy per local device; the step splits each batch across them.
@@ -158,10 +182,10 @@ def run(log_dir: str, *, max_steps: int, eval_interval: int, batch_size: int = 6
   step_fn = task.make_training_step_fn().pmap("batch")
 
   run_eval = eval_task.make_cron_action(
-      _eval_gens(), tensorboard_root_path=os.path.join(log_dir, "tensorboard"))
+    _eval_gens(), tensorboard_root_path=os.path.join(log_dir, "tensorboard")
+  )
   keep_best = run_eval.keep_best_checkpoint("dev", os.path.join(log_dir, "best_ckpts"))
-  saver = task.make_checkpoint_saver(os.path.join(log_dir, "all_ckpts"),
-                                     save_args={"keep": 3})
+  saver = task.make_checkpoint_saver(os.path.join(log_dir, "all_ckpts"), save_args={"keep": 3})
   train_writer = bobbin.ThreadedSummaryWriter.open(os.path.join(log_dir, "tensorboard", "train"))
 
   crontab = bobbin.CronTab()
@@ -171,8 +195,8 @@ def run(log_dir: str, *, max_steps: int, eval_interval: int, batch_size: int = 6
   crontab.schedule(task.make_training_progress_publisher(train_writer), step_interval=50)
 
   train_input = digits_input.DigitsInput(
-      split="train", batch_size=batch_size, num_eval_examples=_NUM_HELD_OUT,
-      input_random_seed=seed)
+    split="train", batch_size=batch_size, num_eval_examples=_NUM_HELD_OUT, input_random_seed=seed
+  )
   # One batch per step, and batch i depends only on (seed, i): a resumed run continues
   # with the batches it has not yet trained on.
   train_input.set_state({**train_input.get_state(), "num_batches": start_step})
@@ -208,8 +232,12 @@ def evaluate_best(log_dir: str) -> dict[str, float]:
 
 def main(argv: Sequence[str]) -> None:
   del argv
-  results = run(_LOG_DIR.value, max_steps=_MAX_STEPS.value, eval_interval=_EVAL_INTERVAL.value,
-                terminate_at_step=_TERMINATE_AT.value)
+  results = run(
+    _LOG_DIR.value,
+    max_steps=_MAX_STEPS.value,
+    eval_interval=_EVAL_INTERVAL.value,
+    terminate_at_step=_TERMINATE_AT.value,
+  )
   print(f"Final accuracies: {results}; outputs in {_LOG_DIR.value}")
 
 

@@ -49,35 +49,39 @@ class C4SpmdAdam(model_params.TransformerLmSpmdAdam):
   def _path(self, name: str) -> str:
     if not self.DATA_DIR:
       raise ValueError(
-          f"{type(self).__name__} reads C4 from a directory: pass --data_dir=DIR holding "
-          f"{self.TRAIN_FILES}, {self.EVAL_FILES} and {self.TOKENIZER} (write them with "
-          "`bazel run //paxml/data:prepare`)")
+        f"{type(self).__name__} reads C4 from a directory: pass --data_dir=DIR holding "
+        f"{self.TRAIN_FILES}, {self.EVAL_FILES} and {self.TOKENIZER} (write them with "
+        "`bazel run //paxml/data:prepare`)"
+      )
     return os.path.join(self.DATA_DIR, name)
 
   def _input(self, files: str, is_training: bool, name: str) -> fdl.Config:
     # Imported here, not at the top: main imports this module to register the experiments, and
     # TensorFlow (which text_pipeline needs) prints start-up notices and takes seconds to load.
     from paxml.data import text_pipeline  # pylint: disable=g-import-not-at-top
+
     return fdl.Config(
-        text_pipeline.TextInput,
-        name=name,
-        is_training=is_training,
-        file_pattern=self._path(files),
-        tokenizer_path=self._path(self.TOKENIZER),
-        file_format="tfrecord",
-        seq_len=self.MAX_SEQ_LEN,
-        packing="pack",
-        batch_size=round(self.PERCORE_BATCH_SIZE * jax.local_device_count()),
-        num_infeed_hosts=jax.process_count(),
-        infeed_host_index=jax.process_index(),
-        # Eval: one full padded pass over the validation files per evaluation (Pax's
-        # reset_for_eval=True on its C4 validation split).
-        reset_for_eval=not is_training,
+      text_pipeline.TextInput,
+      name=name,
+      is_training=is_training,
+      file_pattern=self._path(files),
+      tokenizer_path=self._path(self.TOKENIZER),
+      file_format="tfrecord",
+      seq_len=self.MAX_SEQ_LEN,
+      packing="pack",
+      batch_size=round(self.PERCORE_BATCH_SIZE * jax.local_device_count()),
+      num_infeed_hosts=jax.process_count(),
+      infeed_host_index=jax.process_index(),
+      # Eval: one full padded pass over the validation files per evaluation (Pax's
+      # reset_for_eval=True on its C4 validation split).
+      reset_for_eval=not is_training,
     )
 
   def datasets(self) -> list[fdl.Config]:
-    return [self._input(self.TRAIN_FILES, True, "train"),
-            self._input(self.EVAL_FILES, False, "C4Validation")]
+    return [
+      self._input(self.TRAIN_FILES, True, "train"),
+      self._input(self.EVAL_FILES, False, "C4Validation"),
+    ]
 
   def decode_datasets(self) -> list[fdl.Config]:
     # Pax's C4 experiments configure a decoder (eos_id=1, seqlen=MAX_SEQ_LEN; the base class's
@@ -89,7 +93,7 @@ class C4SpmdAdam(model_params.TransformerLmSpmdAdam):
 class C4Spmd1BAdam4Replicas(C4SpmdAdam):
   """1.1B (13 x 2560, 20 heads) on 4 devices; global batch 128 x 1024 tokens.
 
-    ./bazelw run //paxml:main -- --exp=c4.C4Spmd1BAdam4Replicas --data_dir=DIR --job_log_dir=DIR
+  ./bazelw run //paxml:main -- --exp=c4.C4Spmd1BAdam4Replicas --data_dir=DIR --job_log_dir=DIR
   """
 
   NUM_LAYERS = 13
@@ -105,7 +109,7 @@ class C4Spmd1BAdam4Replicas(C4SpmdAdam):
 class C4Spmd2BAdam4Replicas(C4SpmdAdam):
   """2.1B (18 x 3072, 24 heads) on 4 devices; global batch 128 x 1024 tokens.
 
-    ./bazelw run //paxml:main -- --exp=c4.C4Spmd2BAdam4Replicas --data_dir=DIR --job_log_dir=DIR
+  ./bazelw run //paxml:main -- --exp=c4.C4Spmd2BAdam4Replicas --data_dir=DIR --job_log_dir=DIR
   """
 
   NUM_LAYERS = 18
@@ -121,7 +125,7 @@ class C4Spmd2BAdam4Replicas(C4SpmdAdam):
 class C4Spmd16BAdam32Replicas(C4SpmdAdam):
   """16.4B (36 x 6144, 48 heads) on 32 devices, 2-way tensor parallel; global batch 512.
 
-    ./bazelw run //paxml:main -- --exp=c4.C4Spmd16BAdam32Replicas --data_dir=DIR --job_log_dir=DIR
+  ./bazelw run //paxml:main -- --exp=c4.C4Spmd16BAdam32Replicas --data_dir=DIR --job_log_dir=DIR
   """
 
   NUM_LAYERS = 36

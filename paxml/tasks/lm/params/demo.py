@@ -79,40 +79,77 @@ class DemoLm(base_experiment.BaseExperiment):
 
   def _input(self, split: str, **fields) -> fdl.Config:
     # A config of demo_data.text_input: building it (not writing it) prepares the data.
-    return fdl.Config(demo_data.text_input, split=split, data_dir=self.DATA_DIR,
-                      corpus_path=self.CORPUS_PATH, vocab_size=self.VOCAB_SIZE, **fields)
+    return fdl.Config(
+      demo_data.text_input,
+      split=split,
+      data_dir=self.DATA_DIR,
+      corpus_path=self.CORPUS_PATH,
+      vocab_size=self.VOCAB_SIZE,
+      **fields,
+    )
 
   def datasets(self) -> list[fdl.Config]:
     return [
-        self._input("train", name="train", is_training=True, batch_size=self.BATCH_SIZE,
-                    seq_len=self.SEQ_LEN, packing=self.PACKING, input_random_seed=self.INPUT_SEED),
-        # One full pass over the 59 held-out chapters per evaluation (short batches padded).
-        self._input("eval", name="kjv_eval", is_training=False, reset_for_eval=True,
-                    batch_size=self.BATCH_SIZE, seq_len=self.SEQ_LEN, packing=self.PACKING),
+      self._input(
+        "train",
+        name="train",
+        is_training=True,
+        batch_size=self.BATCH_SIZE,
+        seq_len=self.SEQ_LEN,
+        packing=self.PACKING,
+        input_random_seed=self.INPUT_SEED,
+      ),
+      # One full pass over the 59 held-out chapters per evaluation (short batches padded).
+      self._input(
+        "eval",
+        name="kjv_eval",
+        is_training=False,
+        reset_for_eval=True,
+        batch_size=self.BATCH_SIZE,
+        seq_len=self.SEQ_LEN,
+        packing=self.PACKING,
+      ),
     ]
 
   def decode_datasets(self) -> list[fdl.Config]:
     # "pad" keeps the start of each held-out chapter, one per row; rolling (not reset), so every
     # row is a real prompt (LanguageModel.decode needs at least one prompt token per row).
-    return [self._input("eval", name="kjv_prompts", is_training=False, reset_for_eval=False,
-                        batch_size=self.DECODE_BATCH_SIZE, seq_len=self.PROMPT_LEN,
-                        packing="pad", add_eos=False, shuffle=False)]
+    return [
+      self._input(
+        "eval",
+        name="kjv_prompts",
+        is_training=False,
+        reset_for_eval=False,
+        batch_size=self.DECODE_BATCH_SIZE,
+        seq_len=self.PROMPT_LEN,
+        packing="pad",
+        add_eos=False,
+        shuffle=False,
+      )
+    ]
 
   def model(self) -> models.LanguageModel:
     """praxis' LanguageModel -> TransformerLm -> StackedTransformer, from the fields above."""
     stack = transformers.StackedTransformer.HParams(
-        num_layers=self.NUM_LAYERS, hidden_dims=self.HIDDEN_DIMS, num_heads=self.NUM_HEADS,
-        dim_per_head=self.MODEL_DIMS // self.NUM_HEADS)
+      num_layers=self.NUM_LAYERS,
+      hidden_dims=self.HIDDEN_DIMS,
+      num_heads=self.NUM_HEADS,
+      dim_per_head=self.MODEL_DIMS // self.NUM_HEADS,
+    )
     lm = transformer_models.TransformerLm.HParams(
-        model_dims=self.MODEL_DIMS, vocab_size=self.VOCAB_SIZE,
-        packed_input=self.PACKING == "pack",
-        stacked_transformer_tpl=stack)
+      model_dims=self.MODEL_DIMS,
+      vocab_size=self.VOCAB_SIZE,
+      packed_input=self.PACKING == "pack",
+      stacked_transformer_tpl=stack,
+    )
     # As Pax's LM experiments: without it the sinusoidal positions (norm ~sqrt(D/2)) swamp the
     # token embeddings (norm ~1) and the loss sits at the unigram entropy for hundreds of steps.
     lm.softmax_tpl.scale_sqrt_depth = True
     decoder = sample_decode.DecoderHParams(
-        seqlen=self.PROMPT_LEN + self.DECODE_STEPS, max_decode_steps=self.DECODE_STEPS,
-        eos_id=tokenizer.EOS_ID)  # Pax's default eos_id 2 is this tokenizer's BOS.
+      seqlen=self.PROMPT_LEN + self.DECODE_STEPS,
+      max_decode_steps=self.DECODE_STEPS,
+      eos_id=tokenizer.EOS_ID,
+    )  # Pax's default eos_id 2 is this tokenizer's BOS.
     return models.LanguageModel.HParams(lm_tpl=lm, decoder_tpl=decoder).Instantiate()
 
   def task(self) -> tasks_lib.TaskConfig:
@@ -163,29 +200,41 @@ class SyntheticDemoLm(base_experiment.BaseExperiment):
   DECODE_INTERVAL_STEPS = 100
 
   def _input(self, **overrides) -> fdl.Config:
-    fields = dict(batch_size=self.BATCH_SIZE, seq_len=self.SEQ_LEN, vocab_size=self.VOCAB_SIZE,
-                  max_stride=self.MAX_STRIDE)
+    fields = dict(
+      batch_size=self.BATCH_SIZE,
+      seq_len=self.SEQ_LEN,
+      vocab_size=self.VOCAB_SIZE,
+      max_stride=self.MAX_STRIDE,
+    )
     fields.update(overrides)  # The decode input replaces seq_len.
     return fdl.Config(synthetic_input.SyntheticLmInput, **fields)
 
   def datasets(self) -> list[fdl.Config]:
     return [
-        self._input(seed=self.INPUT_SEED, is_training=True, name="train"),
-        self._input(seed=self.EVAL_SEED, is_training=False, name="progressions"),
+      self._input(seed=self.INPUT_SEED, is_training=True, name="train"),
+      self._input(seed=self.EVAL_SEED, is_training=False, name="progressions"),
     ]
 
   def decode_datasets(self) -> list[fdl.Config]:
     # Rows of just the prompt: LanguageModel.decode continues each row after its last
     # non-padded token (as TinyLm in paxml/testing/tiny_lm.py).
-    return [self._input(seed=self.EVAL_SEED, is_training=False, name="progressions",
-                        seq_len=self.DECODE_PREFIX_LEN)]
+    return [
+      self._input(
+        seed=self.EVAL_SEED, is_training=False, name="progressions", seq_len=self.DECODE_PREFIX_LEN
+      )
+    ]
 
   def model(self) -> models.LanguageModel:
     """praxis' LanguageModel (model_params.small_language_model) from the fields above; decode
     continues each DECODE_PREFIX_LEN-token prompt to SEQ_LEN tokens."""
     return model_params.small_language_model(
-        vocab_size=self.VOCAB_SIZE, model_dims=self.MODEL_DIMS, num_layers=self.NUM_LAYERS,
-        num_heads=self.NUM_HEADS, hidden_dims=self.HIDDEN_DIMS, decode_seqlen=self.SEQ_LEN)
+      vocab_size=self.VOCAB_SIZE,
+      model_dims=self.MODEL_DIMS,
+      num_layers=self.NUM_LAYERS,
+      num_heads=self.NUM_HEADS,
+      hidden_dims=self.HIDDEN_DIMS,
+      decode_seqlen=self.SEQ_LEN,
+    )
 
   def task(self) -> tasks_lib.TaskConfig:
     return tasks_lib.task_from_fields(self, self.model())

@@ -38,7 +38,7 @@ _SAVE_CONTEXT_AND_OUT_PROJ = "SAVE_CONTEXT_AND_OUT_PROJ"
 class LmCloudTransformerAdam(model_params.TransformerLmSpmdAdam):
   """32-layer, 1024-wide Transformer LM with Adam, pure data parallel (Pax's pmap family).
 
-    ./bazelw run //paxml:main -- --exp=lm_cloud.LmCloudTransformerAdam --job_log_dir=DIR
+  ./bazelw run //paxml:main -- --exp=lm_cloud.LmCloudTransformerAdam --job_log_dir=DIR
   """
 
   NUM_LAYERS = 32
@@ -57,7 +57,7 @@ class LmCloudTransformerAdam(model_params.TransformerLmSpmdAdam):
 class LmCloudTransformerAdamTest(LmCloudTransformerAdam):
   """LmCloudTransformerAdam with 2 layers.
 
-    ./bazelw run //paxml:main -- --exp=lm_cloud.LmCloudTransformerAdamTest --job_log_dir=DIR
+  ./bazelw run //paxml:main -- --exp=lm_cloud.LmCloudTransformerAdamTest --job_log_dir=DIR
   """
 
   NUM_LAYERS = 2
@@ -67,7 +67,7 @@ class LmCloudTransformerAdamTest(LmCloudTransformerAdam):
 class LmCloudTransformerAdamLimitSteps(LmCloudTransformerAdam):
   """LmCloudTransformerAdam with 10 layers for 2000 steps (the README's data-parallel example).
 
-    ./bazelw run //paxml:main -- --exp=lm_cloud.LmCloudTransformerAdamLimitSteps --job_log_dir=DIR
+  ./bazelw run //paxml:main -- --exp=lm_cloud.LmCloudTransformerAdamLimitSteps --job_log_dir=DIR
   """
 
   NUM_LAYERS = 10
@@ -132,7 +132,7 @@ class LmCloudSpmd2B(LmCloudSpmd):
 class LmCloudSpmd2BLimitSteps(LmCloudSpmd2B):
   """LmCloudSpmd2B for 300 steps (the README's quick start; it never leaves LR warm-up).
 
-    ./bazelw run //paxml:main -- --exp=lm_cloud.LmCloudSpmd2BLimitSteps --job_log_dir=DIR
+  ./bazelw run //paxml:main -- --exp=lm_cloud.LmCloudSpmd2BLimitSteps --job_log_dir=DIR
   """
 
   NUM_TRAIN_STEPS = 300
@@ -142,7 +142,7 @@ class LmCloudSpmd2BLimitSteps(LmCloudSpmd2B):
 class LmCloudSpmd32B(LmCloudSpmd):
   """32B: 40 x 8192 on 64 devices.
 
-    ./bazelw run //paxml:main -- --exp=lm_cloud.LmCloudSpmd32B --job_log_dir=DIR
+  ./bazelw run //paxml:main -- --exp=lm_cloud.LmCloudSpmd32B --job_log_dir=DIR
   """
 
   PERCORE_BATCH_SIZE = 8
@@ -157,7 +157,7 @@ class LmCloudSpmd32B(LmCloudSpmd):
 class LmCloudSpmd64B(LmCloudSpmd):
   """64B: 51 x 10240 on 128 devices.
 
-    ./bazelw run //paxml:main -- --exp=lm_cloud.LmCloudSpmd64B --job_log_dir=DIR
+  ./bazelw run //paxml:main -- --exp=lm_cloud.LmCloudSpmd64B --job_log_dir=DIR
   """
 
   PERCORE_BATCH_SIZE = 4
@@ -172,7 +172,7 @@ class LmCloudSpmd64B(LmCloudSpmd):
 class LmCloudSpmd128B(LmCloudSpmd):
   """128B: 71 x 12288 on 256 devices.
 
-    ./bazelw run //paxml:main -- --exp=lm_cloud.LmCloudSpmd128B --job_log_dir=DIR
+  ./bazelw run //paxml:main -- --exp=lm_cloud.LmCloudSpmd128B --job_log_dir=DIR
   """
 
   PERCORE_BATCH_SIZE = 4
@@ -187,7 +187,7 @@ class LmCloudSpmd128B(LmCloudSpmd):
 class LmCloudSpmd256B(LmCloudSpmd):
   """256B: 80 x 16384 on 512 devices.
 
-    ./bazelw run //paxml:main -- --exp=lm_cloud.LmCloudSpmd256B --job_log_dir=DIR
+  ./bazelw run //paxml:main -- --exp=lm_cloud.LmCloudSpmd256B --job_log_dir=DIR
   """
 
   PERCORE_BATCH_SIZE = 4
@@ -202,7 +202,7 @@ class LmCloudSpmd256B(LmCloudSpmd):
 class LmCloudSpmd512B(LmCloudSpmd):
   """512B: 102 x 20480 on 1024 devices.
 
-    ./bazelw run //paxml:main -- --exp=lm_cloud.LmCloudSpmd512B --job_log_dir=DIR
+  ./bazelw run //paxml:main -- --exp=lm_cloud.LmCloudSpmd512B --job_log_dir=DIR
   """
 
   PERCORE_BATCH_SIZE = 4
@@ -217,7 +217,7 @@ class LmCloudSpmd512B(LmCloudSpmd):
 class LmCloudSpmd1024B(LmCloudSpmd):
   """1024B: 142 x 24576 on 2048 devices.
 
-    ./bazelw run //paxml:main -- --exp=lm_cloud.LmCloudSpmd1024B --job_log_dir=DIR
+  ./bazelw run //paxml:main -- --exp=lm_cloud.LmCloudSpmd1024B --job_log_dir=DIR
   """
 
   PERCORE_BATCH_SIZE = 2

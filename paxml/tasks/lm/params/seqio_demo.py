@@ -32,29 +32,63 @@ class SeqIODemoLm(demo.DemoLm):
 
   def _task(self, name: str) -> fdl.Config:
     # Building it prepares the KJV (first use) and registers the tasks.
-    return fdl.Config(kjv_seqio_tasks.task, name=name, data_dir=self.DATA_DIR,
-                      corpus_path=self.CORPUS_PATH, vocab_size=self.VOCAB_SIZE)
+    return fdl.Config(
+      kjv_seqio_tasks.task,
+      name=name,
+      data_dir=self.DATA_DIR,
+      corpus_path=self.CORPUS_PATH,
+      vocab_size=self.VOCAB_SIZE,
+    )
 
   def _seqio(self, name: str, split: str, **fields) -> fdl.Config:
     # BOS is the tokenizer's (2), as the TextInput data DemoLm was written for; SeqIO's
     # default 0 is this vocabulary's pad id.
     prefix_lm = name == kjv_seqio_tasks.CONTINUATION_TASK
-    converter = fdl.Config(seqio_input.LanguageModelFeatures, bos_id=tokenizer.BOS_ID,
-                           weights_on_targets_only=True if prefix_lm else None)
-    lengths = ({"inputs": self.PROMPT_LEN, "targets": self.TARGET_LEN} if prefix_lm
-               else {"targets": self.SEQ_LEN})
-    return fdl.Config(seqio_input.SeqIOInput, mixture_or_task=self._task(name), split_name=split,
-                      task_feature_lengths=lengths, feature_converter=converter, **fields)
+    converter = fdl.Config(
+      seqio_input.LanguageModelFeatures,
+      bos_id=tokenizer.BOS_ID,
+      weights_on_targets_only=True if prefix_lm else None,
+    )
+    lengths = (
+      {"inputs": self.PROMPT_LEN, "targets": self.TARGET_LEN}
+      if prefix_lm
+      else {"targets": self.SEQ_LEN}
+    )
+    return fdl.Config(
+      seqio_input.SeqIOInput,
+      mixture_or_task=self._task(name),
+      split_name=split,
+      task_feature_lengths=lengths,
+      feature_converter=converter,
+      **fields,
+    )
 
   def datasets(self) -> list[fdl.Config]:
     return [
-        self._seqio(kjv_seqio_tasks.LM_TASK, "train", is_training=True,
-                    batch_size=self.BATCH_SIZE, input_random_seed=self.INPUT_SEED),
-        # One full pass over the held-out chapters per eval: the score metric needs all of them.
-        self._seqio(kjv_seqio_tasks.LM_TASK, "validation", is_training=False,
-                    reset_for_eval=True, batch_size=self.BATCH_SIZE),
+      self._seqio(
+        kjv_seqio_tasks.LM_TASK,
+        "train",
+        is_training=True,
+        batch_size=self.BATCH_SIZE,
+        input_random_seed=self.INPUT_SEED,
+      ),
+      # One full pass over the held-out chapters per eval: the score metric needs all of them.
+      self._seqio(
+        kjv_seqio_tasks.LM_TASK,
+        "validation",
+        is_training=False,
+        reset_for_eval=True,
+        batch_size=self.BATCH_SIZE,
+      ),
     ]
 
   def decode_datasets(self) -> list[fdl.Config]:
-    return [self._seqio(kjv_seqio_tasks.CONTINUATION_TASK, "validation", is_training=False,
-                        reset_for_eval=True, batch_size=self.DECODE_BATCH_SIZE)]
+    return [
+      self._seqio(
+        kjv_seqio_tasks.CONTINUATION_TASK,
+        "validation",
+        is_training=False,
+        reset_for_eval=True,
+        batch_size=self.DECODE_BATCH_SIZE,
+      )
+    ]

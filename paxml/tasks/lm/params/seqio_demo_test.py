@@ -27,15 +27,16 @@ def _write_kjv(path):
 
 def _read_scalars(directory):
   accumulator = event_accumulator.EventAccumulator(
-      directory, size_guidance={event_accumulator.TENSORS: 0})
+    directory, size_guidance={event_accumulator.TENSORS: 0}
+  )
   accumulator.Reload()
-  return {tag: {e.step: float(tensor_util.make_ndarray(e.tensor_proto))
-                for e in accumulator.Tensors(tag)}
-          for tag in accumulator.Tags()["tensors"]}
+  return {
+    tag: {e.step: float(tensor_util.make_ndarray(e.tensor_proto)) for e in accumulator.Tensors(tag)}
+    for tag in accumulator.Tags()["tensors"]
+  }
 
 
 class SeqIODemoLmTest(absltest.TestCase):
-
   def test_eval_and_decode_summaries_report_the_tasks_seqio_metrics(self):
     tmp = self.create_tempdir().full_path
     corpus = os.path.join(tmp, "kjv.txt")
@@ -83,8 +84,11 @@ class SeqIODemoLmTest(absltest.TestCase):
       line = json.loads(f.readline())
     self.assertEqual(line["step"], 4)
     self.assertAlmostEqual(line["document_log_likelihood"], score, places=3)
-    self.assertNotEmpty(glob.glob(os.path.join(
-        job_log_dir, "decoder_out", "kjv_continuation_validation", "*-metrics.jsonl")))
+    self.assertNotEmpty(
+      glob.glob(
+        os.path.join(job_log_dir, "decoder_out", "kjv_continuation_validation", "*-metrics.jsonl")
+      )
+    )
 
 
 if __name__ == "__main__":
