@@ -28,6 +28,10 @@ _TF_STARTUP_NOTICES = (
   "All log messages before absl::InitializeLog() is called",
   "cpu_feature_guard",
   "To enable the following instructions:",
+  # The `tensorflow` wheel (which tensorflow-text needs) looks for CUDA at import; on a machine
+  # without a GPU it says so twice and logs cuInit's failure. JAX finds its own devices.
+  "Could not find cuda drivers on your machine",
+  "failed call to cuInit",
 )
 
 

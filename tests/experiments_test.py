@@ -48,6 +48,7 @@ def lm_param_count(
   softmax_bias: bool = True,
   tied: bool = True,
   position_table: int = 0,
+  per_dim_scale: bool = False,
 ) -> int:
   """Parameters of a pre-LN decoder-only Transformer LM (praxis TransformerLm).
 
@@ -57,9 +58,12 @@ def lm_param_count(
                        two LayerNorms with scale and bias: 4*D
   final LayerNorm      2*D
   positions            a learned [max_seq_len, D] table, else none (sinusoidal)
+  per-dim query scale  H per layer (Pax's `internal_enable_per_dim_scale`, on by default)
   """
   v, d, n, h, f = vocab, dims, heads, dims_per_head, hidden
-  attention = 4 * d * n * h + ((3 * n * h + d) if attention_bias else 0)
+  attention = (
+    4 * d * n * h + ((3 * n * h + d) if attention_bias else 0) + (h if per_dim_scale else 0)
+  )
   ffn = (3 if gated else 2) * d * f + (((2 if gated else 1) * f + d) if ffn_bias else 0)
   embedding = v * d * (1 if tied else 2) + (v if softmax_bias else 0)
   return embedding + layers * (attention + ffn + 4 * d) + 2 * d + position_table * d
@@ -87,9 +91,12 @@ def _lm_formula_args(lm) -> dict:
     attention_bias=layer.tr_atten_tpl.use_bias,
     ffn_bias=layer.tr_fflayer_tpl.has_bias,
     gated=layer.tr_fflayer_tpl.use_gated_activation,
-    softmax_bias=lm.softmax_tpl.has_bias,
+    # Pax's softmax has its bias in the logits FeedForward.
+    softmax_bias=lm.softmax_tpl.feed_forward_tpl is not None
+    and lm.softmax_tpl.feed_forward_tpl.has_bias,
     tied=lm.separate_embedding_tpl is None,
     position_table=position.max_seq_length if learned else 0,
+    per_dim_scale=layer.tr_atten_tpl.internal_enable_per_dim_scale,
   )
 
 
