@@ -45,6 +45,10 @@ def _import_tensorflow_quietly() -> None:
     os.dup2(captured.fileno(), 2)  # The notices come from C++, below sys.stderr.
     try:
       import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
+
+      # As Pax's setup_jax does: TF only feeds data, so it gets no GPU. Asking also makes the
+      # wheel's CUDA probe (and its cuInit failure on a machine without one) happen here.
+      tensorflow.config.set_visible_devices([], "GPU")
     except ImportError:
       pass  # The experiments that need it will say so.
     finally:

@@ -222,14 +222,18 @@ class FormulaTest(absltest.TestCase):
     params = abstract_build.build(experiment).boxed_state.params
     v, d, n, h, f, layers = 32000, 64, 8, 8, 256, 2
     self.assertEqual(_count(params, "softmax"), v * d + v)  # Tied table + softmax bias.
-    self.assertEqual(_count(params, "self_attention"), layers * 4 * d * n * h)
+    # Q, K, V and output projections, plus Pax's per-dim query scale ([H] per layer).
+    self.assertEqual(_count(params, "self_attention"), layers * (4 * d * n * h + h))
+    self.assertEqual(_count(params, "per_dim_scale"), layers * h)
     self.assertEqual(_count(params, "combined_qkv"), layers * 3 * d * n * h)
     self.assertEqual(_count(params, "ff_layer", "ffn_layer"), layers * (2 * d * f + f + d))
     self.assertEqual(_count(params, "layer_norm"), layers * 4 * d)
     self.assertEqual(_count(params, "final_ln"), 2 * d)
     self.assertEqual(
       _count(params),
-      lm_param_count(vocab=v, dims=d, layers=layers, heads=n, dims_per_head=h, hidden=f),
+      lm_param_count(
+        vocab=v, dims=d, layers=layers, heads=n, dims_per_head=h, hidden=f, per_dim_scale=True
+      ),
     )
 
 
