@@ -88,6 +88,16 @@ def _name_logits_axes(ff: LayerTpl, weight_axes) -> None:
     pass  # a feed-forward template of another class: it names its own axes
 
 
+def _scale_and_shard(layer, embs: jax.Array) -> jax.Array:
+  """What Embedding and SharedEmbeddingSoftmax do after the lookup: the optional sqrt(D) scale and
+  the output sharding annotation."""
+  if layer.scale_sqrt_depth:
+    embs = embs * layer.input_dims**0.5
+  return base_layer.maybe_shard(
+    embs, layer.activation_split_dims_mapping.emb_out_split_dims_mapping, layer.mesh_axis_names
+  )
+
+
 def _lookup(layer, table: jax.Array, ids: jax.Array, num_classes: int) -> jax.Array:
   if layer.lookup_style == "index":
     return layer.array_lookup(jnp.asarray(table), (ids,))
@@ -170,11 +180,7 @@ class Embedding(base_layer.BaseLayer):
     embs = _lookup(self, self.theta.emb_var, ids, self.num_classes)
     if self.set_nan_for_oob_id:
       embs = jnp.where(ids[..., None] < self.num_classes, embs, jnp.nan)
-    if self.scale_sqrt_depth:
-      embs = embs * self.input_dims**0.5
-    return base_layer.maybe_shard(
-      embs, self.activation_split_dims_mapping.emb_out_split_dims_mapping, self.mesh_axis_names
-    )
+    return _scale_and_shard(self, embs)
 
   def extend_step(self, ids: jax.Array, *, time_step: jax.Array) -> jax.Array:
     del time_step  # A lookup has no state.
@@ -385,11 +391,7 @@ class SharedEmbeddingSoftmax(FullSoftmax):
       self.get_logits(jnp.zeros((1, self.input_dims), self.fprop_dtype))
     table = jnp.transpose(self.logits_ffn.linear.theta.w)  # [V, D]
     embs = _lookup(self, table, ids, self.num_classes)
-    if self.scale_sqrt_depth:
-      embs = embs * self.input_dims**0.5
-    return base_layer.maybe_shard(
-      embs, self.activation_split_dims_mapping.emb_out_split_dims_mapping, self.mesh_axis_names
-    )
+    return _scale_and_shard(self, embs)
 
   def extend_step(self, ids: jax.Array, *, time_step: jax.Array) -> jax.Array:
     del time_step  # A lookup has no state.
