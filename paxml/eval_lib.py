@@ -149,13 +149,14 @@ class Programs:
   ):
     """Builds the eval datasets only if `with_eval_test`, the decode ones only if `with_decode`."""
     eval_inputs, decode_inputs = [], []
+    preprocess = partitioner.preprocess_input_config
     if with_eval_test:
-      built = [fdl.build(c) for c in experiment.datasets() if not c.is_training]
+      built = [fdl.build(preprocess(c)) for c in experiment.datasets() if not c.is_training]
       eval_inputs = [(dataset_name(d, i), d) for i, d in enumerate(built)]
     if with_decode:
       if not hasattr(model, "decode"):
         raise ValueError(f"{type(model).__name__} has no decode() method; decoding needs one")
-      built = [fdl.build(c) for c in experiment.decode_datasets()]
+      built = [fdl.build(preprocess(c)) for c in experiment.decode_datasets()]
       decode_inputs = [(dataset_name(d, i), d) for i, d in enumerate(built)]
     return cls(
       model,

@@ -19,6 +19,7 @@ collectives, but XLA in jax 0.10.2 miscompiles Pax's order on a mesh with all th
 """
 
 from collections.abc import Sequence
+import copy
 import dataclasses
 import math
 from typing import Any
@@ -138,6 +139,21 @@ class Partitioner:
     return jax.tree.map(
       lambda x: jax.make_array_from_process_local_data(placement, np.asarray(x)), host_batch
     )
+
+  def preprocess_input_config(self, input_p: Any) -> Any:
+    """Gives an input config this process's place among the infeed hosts (Pax's method).
+
+    `num_infeed_hosts=0` becomes `jax.process_count()`; `infeed_host_index` becomes
+    `jax.process_index()` unless the experiment set it. Without this every process would read
+    the same rows. Returns a copy; `input_p` is not changed.
+    """
+    input_p = copy.deepcopy(input_p)
+    accepted = input_p.__signature_info__.parameters  # An input may take only one of the two.
+    if "num_infeed_hosts" in accepted and input_p.num_infeed_hosts == 0:
+      input_p.num_infeed_hosts = jax.process_count()
+    if "infeed_host_index" in accepted and "infeed_host_index" not in input_p.__arguments__:
+      input_p.infeed_host_index = jax.process_index()
+    return input_p
 
   def rules_context(self):
     """The mesh and rules under which the layers' `maybe_shard` constraints take effect.

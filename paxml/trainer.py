@@ -250,8 +250,8 @@ def _train(
   task = experiment.task()
   datasets = experiment.datasets()
   job_files.write_config_files(job_log_dir, "train", experiment, datasets, task)
-  train_input = fdl.build(experiment.train_dataset())
   partitioner = partitioning.for_experiment(experiment, task)
+  train_input = fdl.build(partitioner.preprocess_input_config(experiment.train_dataset()))
   init_rng, train_rng = jax.random.split(jax.random.PRNGKey(task.random_seed))
 
   host_batch = eval_lib.peek(train_input)

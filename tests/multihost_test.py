@@ -23,19 +23,24 @@ from paxml.testing import tiny_lm
 
 
 class GlobalSliceInput(synthetic_input.SyntheticLmInput):
-  """Generates the global batch and returns this process's rows of it.
+  """Generates the global batch and returns the rows of this input's `infeed_host_index`.
 
   So 1 process and N processes see the same global batch at every step (the ordinary
-  synthetic input gives each host its own stream instead).
+  synthetic input gives each host its own stream instead). The index is the one the trainer
+  gives each process (Partitioner.preprocess_input_config): were it left at 0 everywhere, every
+  process would feed the first rows and the losses would differ from the 1-process run.
   """
 
   def get_next(self):
     import jax  # pylint: disable=g-import-not-at-top
 
-    batch = super().get_next()
+    host, self.infeed_host_index = self.infeed_host_index, 0  # One stream: the global batch.
+    try:
+      batch = super().get_next()
+    finally:
+      self.infeed_host_index = host
     rows = self.batch_size // jax.process_count()
-    start = jax.process_index() * rows
-    return {k: v[start : start + rows] for k, v in batch.items()}
+    return {k: v[host * rows : (host + 1) * rows] for k, v in batch.items()}
 
 
 class MultihostLm(tiny_lm.TinyLm):

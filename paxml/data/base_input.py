@@ -7,9 +7,10 @@ and `cfg.Instantiate()` builds it, so a notebook can inspect batches:
     batch = inp.get_next()            # NestedMap of numpy arrays, [batch_size, ...] each
 
 Sizes. `batch_size` is per host (per infeed host, one per JAX process); the global batch is
-`batch_size * num_infeed_hosts`. The trainer sets `infeed_host_index` and `num_infeed_hosts` from
-`jax.process_index()` and `jax.process_count()`. Inputs with different `infeed_host_index` never
-emit the same example: each host reads its own slice of the data.
+`batch_size * num_infeed_hosts`. The trainer sets them as Pax does (`Partitioner.
+preprocess_input_config`): `num_infeed_hosts=0` (the default) becomes `jax.process_count()`, and
+`infeed_host_index` becomes `jax.process_index()` unless the config sets it. Inputs with different
+`infeed_host_index` never emit the same example: each host reads its own slice of the data.
 
 Training vs eval. The fields `is_training`, `reset_for_eval` and `repeat` must form one of the rows
 below; any other combination raises at construction with the reason:
@@ -57,7 +58,8 @@ class BaseInput(base_hyperparams.HParamsMixin, abc.ABC):
 
   Attributes:
     batch_size: examples per batch on this host.
-    num_infeed_hosts: number of hosts that feed data (jax.process_count()).
+    num_infeed_hosts: number of hosts that feed data; 0 (Pax's default) lets the trainer use
+      jax.process_count(), and an input built outside the trainer reads it as 1.
     infeed_host_index: this host's index in [0, num_infeed_hosts) (jax.process_index()).
     input_random_seed: seed of shuffling and random generation. None draws a fresh one per
       instance, as training data should (Pax's advice: a fixed seed replays the same order after
@@ -71,7 +73,7 @@ class BaseInput(base_hyperparams.HParamsMixin, abc.ABC):
   """
 
   batch_size: int = 1
-  num_infeed_hosts: int = 1
+  num_infeed_hosts: int = 0
   infeed_host_index: int = 0
   input_random_seed: int | None = None
   reset_for_eval: bool = False
@@ -83,6 +85,8 @@ class BaseInput(base_hyperparams.HParamsMixin, abc.ABC):
   def __post_init__(self):
     if self.repeat is None:
       self.repeat = not self.reset_for_eval
+    if self.num_infeed_hosts == 0:
+      self.num_infeed_hosts = 1
     _check_sizes(self)
     _check_eval_table(self)
     if self.input_random_seed is None:
@@ -130,8 +134,10 @@ class BaseInput(base_hyperparams.HParamsMixin, abc.ABC):
 def _check_sizes(p: BaseInput) -> None:
   if p.batch_size < 1:
     raise InputConfigError(f"{p.name}: batch_size must be >= 1, got {p.batch_size}.")
-  if p.num_infeed_hosts < 1:
-    raise InputConfigError(f"{p.name}: num_infeed_hosts must be >= 1, got {p.num_infeed_hosts}.")
+  if p.num_infeed_hosts < 0:
+    raise InputConfigError(
+      f"{p.name}: num_infeed_hosts must be >= 0 (0: one per JAX process), got {p.num_infeed_hosts}."
+    )
   if not 0 <= p.infeed_host_index < p.num_infeed_hosts:
     raise InputConfigError(
       f"{p.name}: infeed_host_index must lie in [0, num_infeed_hosts) = "
