@@ -108,8 +108,9 @@ class _Iteration(base_layer.BaseLayer):
 
   Slot k = r * M + m is microbatch m's pass through layer group r (r < circular_repeat); stage s
   works on slot t - s at iteration t. Stage 0 reads microbatch m from the inputs in its first
-  pass and from the last stage's output of its previous pass afterwards (kept in `outputs`,
-  one entry per microbatch; it is ready in time when M >= S).
+  pass and from the last stage's output of its previous pass afterwards (kept in the carry's
+  `returning`, one entry per microbatch, only when circular_repeat > 1; it is ready in time
+  when M >= S). Each iteration emits the last stage's output; the caller keeps the final ones.
   """
 
   body_tpl: Any = base_hyperparams.template_field(None)
@@ -164,9 +165,9 @@ class _Iteration(base_layer.BaseLayer):
     return picked(self.stages, valid, x, args, kwargs)
 
   def __call__(self, carry: dict[str, Any], t: jax.Array, consts: dict[str, Any]):
-    """carry: `state` (each stage's last output, [S, mb, ...]) and `outputs` ([M, mb, ...]).
-
-    consts: the microbatched `inputs`, `args` and `kwargs` ([M, mb, ...] leaves).
+    """carry: `state` (each stage's last output, [S, mb, ...]) and, for circular repeats,
+    `returning` ([M, mb, ...]). consts: the microbatched `inputs`, `args` and `kwargs`
+    ([M, mb, ...] leaves). Returns the new carry and the last stage's output.
     """
     num_stages, num_mb = self.num_stages, self.num_microbatches
     num_slots = num_mb * self.circular_repeat
@@ -174,10 +175,12 @@ class _Iteration(base_layer.BaseLayer):
     valid = (slot >= 0) & (slot < num_slots)
     mb = jnp.mod(slot, num_mb)
     fill = jnp.nan if self.polluting_bubbles_with_nan else 0.0
+    returning = carry.get("returning")
 
-    def stage_inputs(microbatches, outputs, state):
-      source = jnp.where(t < num_mb, microbatches, outputs)  # First pass, or a later one.
-      first = jax.lax.dynamic_index_in_dim(source, mb[0], 0, keepdims=True)
+    def stage_inputs(microbatches, returned, state):
+      if returned is not None:
+        microbatches = jnp.where(t < num_mb, microbatches, returned)  # First pass, or later.
+      first = jax.lax.dynamic_index_in_dim(microbatches, mb[0], 0, keepdims=True)
       x = jnp.concatenate([first, state[:-1]], axis=0)  # Shift by one stage.
       mask = valid.reshape((num_stages,) + (1,) * (x.ndim - 1))
       return jnp.where(mask, x, jnp.asarray(fill, x.dtype))
@@ -185,23 +188,28 @@ class _Iteration(base_layer.BaseLayer):
     def per_stage(microbatches):
       return jnp.take(microbatches, mb, axis=0)
 
-    x = jax.tree.map(stage_inputs, consts["inputs"], carry["outputs"], carry["state"])
+    if returning is None:
+      x = jax.tree.map(lambda m, st: stage_inputs(m, None, st), consts["inputs"], carry["state"])
+    else:
+      x = jax.tree.map(stage_inputs, consts["inputs"], returning, carry["state"])
     x = checkpoint_name(x, "iteration_input")
     args = jax.tree.map(per_stage, consts["args"])
     kwargs = jax.tree.map(per_stage, consts["kwargs"])
     out = self._run_stages(slot, valid, x, args, kwargs)
 
-    # The last stage finished slot t - (S - 1), if that is one.
+    last = jax.tree.map(lambda y: y[-1], out)
+    if returning is None:
+      return {"state": out}, last
+    # The last stage finished slot t - (S - 1), if that is one; stage 0 takes it back later.
     done = t - (num_stages - 1)
     is_done = (done >= 0) & (done < num_slots)
     index = jnp.mod(done, num_mb)
 
-    def record(outputs, y):
-      old = jax.lax.dynamic_index_in_dim(outputs, index, 0, keepdims=False)
-      return jax.lax.dynamic_update_index_in_dim(outputs, jnp.where(is_done, y[-1], old), index, 0)
+    def keep(buffer, y):
+      old = jax.lax.dynamic_index_in_dim(buffer, index, 0, keepdims=False)
+      return jax.lax.dynamic_update_index_in_dim(buffer, jnp.where(is_done, y, old), index, 0)
 
-    outputs = jax.tree.map(record, carry["outputs"], out)
-    return {"state": out, "outputs": outputs}, None
+    return {"state": out, "returning": jax.tree.map(keep, returning, last)}, last
 
 
 class LayerwiseShardablePipelined(base_layer.BaseLayer):
@@ -314,12 +322,14 @@ class LayerwiseShardablePipelined(base_layer.BaseLayer):
     )
     first = jax.tree.map(lambda x: x[0], consts["inputs"])
     carry = {
-      "state": jax.tree.map(lambda x: jnp.zeros((self.num_stages,) + x.shape, x.dtype), first),
-      "outputs": jax.tree.map(jnp.zeros_like, consts["inputs"]),
+      "state": jax.tree.map(lambda x: jnp.zeros((self.num_stages,) + x.shape, x.dtype), first)
     }
+    if repeats > 1:
+      carry["returning"] = jax.tree.map(jnp.zeros_like, consts["inputs"])
     steps = jnp.arange(num_iterations, dtype=jnp.int32)
-    carry, _ = body(carry, steps, consts)
-    return jax.tree.map(from_microbatches, carry["outputs"])
+    _, last = body(carry, steps, consts)  # [iterations, mb, ...]: the last stage's outputs.
+    # The last M iterations finish the microbatches' final passes, in order.
+    return jax.tree.map(lambda y: from_microbatches(y[-num_mb:]), last)
 
 
 class CircularLayerwiseShardablePipelined(LayerwiseShardablePipelined):

@@ -147,7 +147,7 @@ class PipelineTest(parameterized.TestCase):
     The analysis counts the loop body (all S stages on one microbatch) once, so the pipelined
     total is that times the M + S - 1 iterations; over the unpipelined flops this should be the
     bubble factor (M + S - 1) / M, plus what the schedule itself costs (shifts, masks,
-    gathers: 4.6% of it on this layer with jax 0.10.2 on CPU).
+    gathers: 2.2% of it on this layer with jax 0.10.2 on CPU).
     """
     num_mb = 4
     layer = _pipeline(num_microbatches=num_mb)
@@ -165,7 +165,7 @@ class PipelineTest(parameterized.TestCase):
     overhead = per_iteration * iterations / unpipelined
     bubble = iterations / num_mb
     print(f"pipelined/unpipelined flops {overhead:.3f}, bubble factor {bubble:.3f}")
-    self.assertBetween(overhead, bubble, bubble * 1.1)
+    self.assertBetween(overhead, bubble, bubble * 1.05)
 
   def test_static_arguments_reach_every_stage(self):
     # Dropout acts only with deterministic=False.
