@@ -25,7 +25,6 @@ import math
 from typing import Any
 
 import jax
-from jax.experimental import mesh_utils
 import numpy as np
 
 from praxis import sharding
@@ -39,9 +38,24 @@ BATCH_AXES = sharding.BATCH_AXES
 LOGICAL_AXIS_RULES = sharding.LOGICAL_AXIS_RULES
 """Logical name -> mesh axes (praxis.sharding.pax_v1_rules()); a name missing here is replicated."""
 
+STAGE_AXIS = "stage"
+"""The leading mesh axis of pipelined experiments, and the logical name of the stage dim."""
+
 
 class MeshError(ValueError):
   """The requested mesh does not fit the devices (or the batch does not fit the mesh)."""
+
+
+def axis_names(rank: int) -> tuple[str, ...]:
+  """The mesh axes of a `rank`-entry mesh shape: Pax's 3, or 4 with a leading `stage` axis."""
+  return (STAGE_AXIS,) + MESH_AXIS_NAMES if rank == len(MESH_AXIS_NAMES) + 1 else MESH_AXIS_NAMES
+
+
+def rules_for(names: Sequence[str]) -> tuple[tuple[str, Any], ...]:
+  """The rules table for a mesh with these axes: the logical `stage` dim goes to `stage`."""
+  if STAGE_AXIS in names:
+    return ((STAGE_AXIS, STAGE_AXIS),) + LOGICAL_AXIS_RULES
+  return LOGICAL_AXIS_RULES
 
 
 def create_mesh(
@@ -50,6 +64,9 @@ def create_mesh(
   devices: Sequence[jax.Device] | None = None,
 ) -> jax.sharding.Mesh:
   """Returns a `replica, data, mdl` mesh over `devices` (default: all of them).
+
+  Pipelined experiments give four sizes, Pax's `stage, replica, data, mdl`: the leading `stage`
+  axis holds the pipeline stages (praxis.layers.pipeline; the rules map the logical `stage` to it).
 
   Args:
     ici_mesh_shape: the mesh within a slice (or host); None puts every device on `data`
@@ -61,13 +78,14 @@ def create_mesh(
     MeshError: the shapes are malformed or their product is not the device count.
   """
   devices = list(jax.devices() if devices is None else devices)
-  dcn = tuple(dcn_mesh_shape or (1,) * len(MESH_AXIS_NAMES))
+  names = axis_names(len(ici_mesh_shape or dcn_mesh_shape or MESH_AXIS_NAMES))
+  dcn = tuple(dcn_mesh_shape or (1,) * len(names))
   ici = tuple(ici_mesh_shape or (1, len(devices) // math.prod(dcn), 1))
   for name, shape in (("ICI_MESH_SHAPE", ici), ("DCN_MESH_SHAPE", dcn)):
-    if len(shape) != len(MESH_AXIS_NAMES) or any(int(d) < 1 for d in shape):
+    if len(shape) != len(names) or any(int(d) < 1 for d in shape):
       raise MeshError(
-        f"{name}={list(shape)} must have {len(MESH_AXIS_NAMES)} positive entries, one per "
-        f"mesh axis {MESH_AXIS_NAMES}"
+        f"{name}={list(shape)} must have {len(names)} positive entries, one per mesh axis "
+        f"{names} (or 4 with a leading stage axis for pipelines)"
       )
   needed = math.prod(ici) * math.prod(dcn)
   if needed != len(devices):
@@ -77,14 +95,7 @@ def create_mesh(
       f"that their product is {len(devices)} (for fake CPU devices set "
       "XLA_FLAGS=--xla_force_host_platform_device_count=N)"
     )
-  if math.prod(dcn) == 1:
-    device_grid = mesh_utils.create_device_mesh(ici, devices)
-  else:
-    # Slices are TPU slices; on other platforms each process is one slice.
-    device_grid = mesh_utils.create_hybrid_device_mesh(
-      ici, dcn, devices, process_is_granule=devices[0].platform != "tpu"
-    )
-  return jax.sharding.Mesh(device_grid, MESH_AXIS_NAMES)
+  return sharding.make_mesh(ici, dcn, devices, axis_names=names)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,4 +180,5 @@ def for_experiment(experiment: Any, task: Any) -> Partitioner:
   custom = experiment.partitioner()
   if custom is not None:
     return custom
-  return Partitioner(create_mesh(task.ici_mesh_shape, task.dcn_mesh_shape))
+  mesh = create_mesh(task.ici_mesh_shape, task.dcn_mesh_shape)
+  return Partitioner(mesh, rules_for(mesh.axis_names))

@@ -1,4 +1,4 @@
-"""Partitioner.preprocess_input_config: each process gets its own place among the infeed hosts."""
+"""The mesh (with a stage axis for pipelines) and each process's place among the infeed hosts."""
 
 from unittest import mock
 
@@ -18,10 +18,42 @@ def _as_process(index: int, count: int):
   )
 
 
+class MeshTest(absltest.TestCase):
+  def test_three_axes_by_default(self):
+    mesh = partitioning.create_mesh((1, 4, 2))
+    self.assertEqual(dict(mesh.shape), {"replica": 1, "data": 4, "mdl": 2})
+
+  def test_pipelines_get_a_leading_stage_axis_and_its_rule(self):
+    mesh = partitioning.create_mesh((4, 1, 2, 1))
+    self.assertEqual(dict(mesh.shape), {"stage": 4, "replica": 1, "data": 2, "mdl": 1})
+
+    class Experiment:
+      def partitioner(self):
+        return None
+
+    class Task:
+      ici_mesh_shape, dcn_mesh_shape = (4, 1, 2, 1), None
+
+    partitioner = partitioning.for_experiment(Experiment(), Task())
+    self.assertEqual(partitioner.rules[0], ("stage", "stage"))
+    self.assertEqual(partitioner.num_batch_shards, 2)
+
+  def test_two_slices_over_data(self):
+    mesh = partitioning.create_mesh((1, 2, 2), (1, 2, 1))
+    self.assertEqual(dict(mesh.shape), {"replica": 1, "data": 4, "mdl": 2})
+    # Slices are the outer blocks of `data`: its first half is the first 4 devices.
+    first = {d.id for d in mesh.devices[:, :2, :].flat}
+    self.assertEqual(first, {d.id for d in jax.devices()[:4]})
+
+  def test_wrong_rank_is_named(self):
+    with self.assertRaisesRegex(partitioning.MeshError, r"ICI_MESH_SHAPE=\[2, 4\] must have 3"):
+      partitioning.create_mesh((2, 4))
+
+
 class PreprocessInputConfigTest(absltest.TestCase):
   def setUp(self):
     super().setUp()
-    self.partitioner = partitioning.Partitioner(partitioning.create_mesh((1, 1, 1)))
+    self.partitioner = partitioning.Partitioner(partitioning.create_mesh((1, 8, 1)))
 
   def test_defaults_become_this_process(self):
     config = fdl.Config(synthetic.SyntheticLmData, batch_size=2, seq_len=4)

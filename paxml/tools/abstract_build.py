@@ -66,12 +66,15 @@ def batch_spec(experiment: base_experiment.BaseExperiment) -> pytypes.NestedMap:
 
 def mesh_shape(task: tasks_lib.TaskConfig, num_devices: int | None = None) -> dict[str, int]:
   """Axis name -> size of the task's ICI x DCN mesh (None ICI: `num_devices` on `data`)."""
-  dcn = tuple(task.dcn_mesh_shape or (1, 1, 1))
+  names = partitioning.axis_names(
+    len(task.ici_mesh_shape or task.dcn_mesh_shape or partitioning.MESH_AXIS_NAMES)
+  )
+  dcn = tuple(task.dcn_mesh_shape or (1,) * len(names))
   if task.ici_mesh_shape is None:
     ici = (1, (num_devices or jax.device_count()) // math.prod(dcn), 1)
   else:
     ici = tuple(task.ici_mesh_shape)
-  return {name: i * d for name, i, d in zip(partitioning.MESH_AXIS_NAMES, ici, dcn)}
+  return {name: i * d for name, i, d in zip(names, ici, dcn)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,7 +102,8 @@ class Built:
   def rules(self) -> Any:
     """The logical-axis rules the experiment's partitioner uses (the default table if it
     declares none; building its partitioner would need its devices)."""
-    return getattr(self.experiment, "SHARDING_RULES", partitioning.LOGICAL_AXIS_RULES)
+    names = partitioning.axis_names(len(self.task.ici_mesh_shape or partitioning.MESH_AXIS_NAMES))
+    return getattr(self.experiment, "SHARDING_RULES", partitioning.rules_for(names))
 
   def state_bytes_per_device(self, num_devices: int | None = None) -> dict[str, float]:
     """Bytes per device of the weights and of the optimizer state, each leaf divided by the
