@@ -357,6 +357,83 @@ class CircularLayerwiseShardablePipelined(LayerwiseShardablePipelined):
     return self.circular_repeat
 
 
+class PipelinedTransformer(base_layer.BaseLayer):
+  """Pax's pipelined transformer stack: `num_pipeline_stages` copies of `pipeline_stage`.
+
+  Call it like the StackedTransformer it replaces in a TransformerLm; its weights read
+  `<name>/pipeline/body/<the stage's names>` with leading [num_pipeline_stages] dims
+  (circular: [circular_repeat, num_pipeline_stages]). A stage holding L layers of a model with
+  N = L x stages x circular_repeat layers runs layer s * L + i of the unpipelined stack as its
+  layer i (circular: layer (r * stages + s) * L + i), which `unstack_stages` maps back.
+
+  Attributes:
+    pipeline_stage: template of one stage (a StackedTransformer of a few layers).
+    circular_repeat: 1 for a GPipe schedule, more for a circular one.
+    num_pipeline_stages: number of stages.
+    num_pipeline_microbatches: microbatches (or set pipeline_microbatch_size).
+    pipeline_microbatch_size: rows per microbatch.
+    stream_io, pipeline_broadcast_inputs, enable_async_circular_transfer: Pax's transfer
+      optimisations, accepted so that Pax's configs build; the results do not depend on them,
+      and here the inputs and broadcast arguments always start replicated over the stages.
+    checkpoint_policy: what each loop iteration keeps for the backward pass.
+  """
+
+  pipeline_stage: Any = base_hyperparams.template_field(None)
+  circular_repeat: int = 1
+  num_pipeline_stages: int | None = None
+  num_pipeline_microbatches: int | None = None
+  pipeline_microbatch_size: int | None = None
+  stream_io: bool = False
+  pipeline_broadcast_inputs: bool = False
+  enable_async_circular_transfer: bool = True
+  checkpoint_policy: cp.AutodiffCheckpointType = cp.AutodiffCheckpointType.SAVE_ITERATION_INPUT
+
+  def setup(self):
+    if not self.num_pipeline_stages or self.num_pipeline_stages < 1:
+      raise ValueError(f"{self.name}: set num_pipeline_stages (>= 1).")
+    if self.pipeline_stage is None:
+      raise ValueError(f"{self.name}: set pipeline_stage, the template of one stage.")
+    fields = dict(
+      num_stages=self.num_pipeline_stages,
+      single_stage_body=self.pipeline_stage,
+      num_microbatches=self.num_pipeline_microbatches,
+      microbatch_size=self.pipeline_microbatch_size,
+      checkpoint_policy=self.checkpoint_policy,
+    )
+    if self.circular_repeat == 1:
+      cfg = base_hyperparams.Config(LayerwiseShardablePipelined, **fields)
+    else:
+      cfg = base_hyperparams.Config(
+        CircularLayerwiseShardablePipelined, circular_repeat=self.circular_repeat, **fields
+      )
+    self.create_child("pipeline", cfg)
+
+  def __call__(self, inputs: jax.Array, *args: Any, **kwargs: Any) -> jax.Array:
+    """As the stage's __call__ (inputs [B, T, D], paddings, ...); returns [B, T, D]."""
+    return self.pipeline(inputs, *args, **kwargs)
+
+
+def unstack_stages(stage_params: Any, layers_per_stage: int, circular_repeat: int = 1) -> Any:
+  """A PipelinedTransformer's `pipeline/body` weights as the unpipelined stack's `x_layers_<k>`.
+
+  `stage_params` is `{"x_layers_<i>": tree with leading [stages] (circular: [repeat, stages])
+  dims}` for i < layers_per_stage; the result is `{"x_layers_<k>": tree}` for the
+  stages x repeat x layers_per_stage layers of the StackedTransformer that computes the same
+  function, so a pipelined checkpoint restores into an unpipelined model (and back, by stacking).
+  """
+  out = {}
+  for i in range(layers_per_stage):
+    stacked = stage_params[f"x_layers_{i}"]
+    if circular_repeat == 1:
+      stacked = jax.tree.map(lambda w: w[None], stacked)
+    repeats, stages = jax.tree.leaves(stacked)[0].shape[:2]
+    for r in range(repeats):
+      for s in range(stages):
+        layer = (r * stages + s) * layers_per_stage + i
+        out[f"x_layers_{layer}"] = jax.tree.map(lambda w, r=r, s=s: w[r, s], stacked)
+  return out
+
+
 def _inherited(layer: base_layer.BaseLayer) -> dict[str, Any]:
   return {name: getattr(layer, name) for name in _INHERITED}
 

@@ -13,7 +13,9 @@ import numpy as np
 from praxis import base_layer
 from praxis import pax_fiddle
 from praxis import sharding
+from praxis import py_utils
 from praxis.layers import pipeline
+from praxis.layers import transformer_models
 from praxis.layers import transformers
 
 _STAGES, _BATCH, _LEN, _DIMS = 4, 8, 6, 8
@@ -75,13 +77,11 @@ class PipelineTest(parameterized.TestCase):
     devices = np.array(jax.devices()[:8]).reshape(_STAGES, 2)
     self.mesh = jax.sharding.Mesh(devices, ("stage", "data"))
 
-  def _sharded(self, layer, x, paddings):
+  def _sharded(self, layer, *args):
     """Variables initialised and placed by their logical axes; the weights' stage dim on `stage`."""
-    boxed = jax.eval_shape(lambda: base_layer.init_boxed(layer, jax.random.PRNGKey(0), x, paddings))
+    boxed = jax.eval_shape(lambda: base_layer.init_boxed(layer, jax.random.PRNGKey(0), *args))
     shardings = sharding.logical_to_shardings(boxed, self.mesh, _RULES)
-    variables = jax.jit(
-      lambda: layer.init(jax.random.PRNGKey(0), x, paddings), out_shardings=shardings
-    )()
+    variables = jax.jit(lambda: layer.init(jax.random.PRNGKey(0), *args), out_shardings=shardings)()
     return variables, shardings
 
   @parameterized.named_parameters(
@@ -166,6 +166,66 @@ class PipelineTest(parameterized.TestCase):
     bubble = iterations / num_mb
     print(f"pipelined/unpipelined flops {overhead:.3f}, bubble factor {bubble:.3f}")
     self.assertBetween(overhead, bubble, bubble * 1.05)
+
+  @parameterized.named_parameters(("gpipe", 1, 2), ("circular", 2, 4))
+  def test_language_model_matches_unpipelined(self, repeats, num_mb):
+    """A TransformerLm whose stack is pipelined = the same LM with all layers in one stack."""
+    vocab, layers_per_stage = 16, 2
+    num_layers = layers_per_stage * _STAGES * repeats
+
+    def lm(stack):
+      cfg = pax_fiddle.Config(
+        transformer_models.TransformerLm,
+        name="lm",
+        model_dims=_DIMS,
+        vocab_size=vocab,
+        stacked_transformer_tpl=stack,
+      )
+      return base_layer.instantiate(cfg)
+
+    stage = _body()  # 2 layers
+    pipelined = lm(
+      pax_fiddle.Config(
+        pipeline.PipelinedTransformer,
+        pipeline_stage=stage,
+        num_pipeline_stages=_STAGES,
+        circular_repeat=repeats,
+        num_pipeline_microbatches=num_mb,
+      )
+    )
+    flat = lm(_body().set(num_layers=num_layers))
+    ids = jax.random.randint(jax.random.PRNGKey(4), (_BATCH, _LEN), 0, vocab)
+    paddings = jnp.zeros((_BATCH, _LEN)).at[:, -1:].set(1.0)
+    labels = py_utils.NestedMap(class_ids=jnp.roll(ids, -1, axis=1), class_weights=1.0 - paddings)
+    variables, _ = self._sharded(pipelined, ids, paddings, labels)
+    params = jax.device_get(variables["params"])
+    stages = params["transformer"]["pipeline"]["body"]
+    prefix = (repeats, _STAGES) if repeats > 1 else (_STAGES,)
+    self.assertEqual(jax.tree.leaves(stages)[0].shape[: len(prefix)], prefix)
+    flat_params = {
+      **{k: v for k, v in params.items() if k != "transformer"},
+      "transformer": pipeline.unstack_stages(stages, layers_per_stage, repeats),
+    }
+    # The unpipelined model has exactly these weights: same names and shapes.
+    want_shapes = jax.tree.map(
+      jnp.shape, flat.init(jax.random.PRNGKey(0), ids, paddings, labels)["params"]
+    )
+    self.assertEqual(jax.tree.map(jnp.shape, flat_params), want_shapes)
+
+    def loss(model):
+      return lambda p: model.apply({"params": p}, ids, paddings, labels).avg_xent
+
+    with sharding.activate(self.mesh, _RULES):
+      got, got_grads = jax.jit(jax.value_and_grad(loss(pipelined)))(variables["params"])
+    want, want_grads = jax.value_and_grad(loss(flat))(flat_params)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    got_grads = jax.device_get(got_grads)
+    got_grads["transformer"] = pipeline.unstack_stages(
+      got_grads["transformer"]["pipeline"]["body"], layers_per_stage, repeats
+    )
+    jax.tree.map(
+      lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6), got_grads, want_grads
+    )
 
   def test_static_arguments_reach_every_stage(self):
     # Dropout acts only with deterministic=False.

@@ -34,6 +34,7 @@ from praxis import base_layer
 from praxis import pytypes
 from praxis.layers import embedding_softmax
 from praxis.layers import normalizations
+from praxis.layers import pipeline
 from praxis.layers import transformers
 
 Config = base_hyperparams.Config
@@ -106,9 +107,11 @@ class TransformerLm(base_layer.BaseLayer):
       self.final_ln = self.create_child(self.final_ln_tpl, dim=self.model_dims)
 
   def _stack_template(self) -> Config:
-    """The stack's template with this model's sizes set (inside `block` for a repeated stack)."""
+    """The stack's template with this model's sizes set (inside `block` for a repeated stack,
+    inside `pipeline_stage` for a pipelined one)."""
     cfg = self.stacked_transformer_tpl.clone()
-    inner = cfg.block if _is_repeated(cfg) else cfg
+    inner = cfg.pipeline_stage if _is_a(cfg, pipeline.PipelinedTransformer) else cfg
+    inner = inner.block if _is_repeated(inner) else inner
     inner.model_dims = self.model_dims
     inner.packed_input = self.packed_input
     return cfg
@@ -200,6 +203,10 @@ class TransformerLm(base_layer.BaseLayer):
     return self.softmax.get_logits(output[:, None])[:, 0]  # [B, V]
 
 
-def _is_repeated(cfg: Config) -> bool:
+def _is_a(cfg: Config, cls: type) -> bool:
   target = cfg.__fn_or_cls__
-  return isinstance(target, type) and issubclass(target, transformers.StackedTransformerRepeated)
+  return isinstance(target, type) and issubclass(target, cls)
+
+
+def _is_repeated(cfg: Config) -> bool:
+  return _is_a(cfg, transformers.StackedTransformerRepeated)
