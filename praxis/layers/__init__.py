@@ -44,6 +44,10 @@ Where to find a layer:
     (a StackedTransformer block scanned x_times with remat).
   repeats: Repeat (nn.scan + nn.remat over any layer; weights get a leading
     "layers" dim).
+  pipeline: LayerwiseShardablePipelined (GPipe over a "stage" dim),
+    CircularLayerwiseShardablePipelined, PipelinedTransformer (a pipelined
+    stack for TransformerLm; also `transformers.PipelinedTransformer`),
+    unstack_stages.
   checkpoint_policy: AutodiffCheckpointType (SAVE_NOTHING, SAVE_DOT_ONLY,
     SAVE_OUT_PROJ, ...) and custom_policy -> jax.checkpoint_policies.
 """
@@ -62,6 +66,7 @@ _MODULES = (
   "transformer_models",
   "models",
   "repeats",
+  "pipeline",
   "checkpoint_policy",
   "convolutions",
 )

@@ -37,6 +37,7 @@ from praxis.layers import attentions
 from praxis.layers import checkpoint_policy
 from praxis.layers import linears
 from praxis.layers import normalizations
+from praxis.layers import pipeline
 from praxis.layers import repeats
 from praxis.layers import stochastics
 
@@ -490,3 +491,7 @@ class StackedTransformerRepeated(base_layer.BaseLayer):
   ) -> jax.Array:
     """As StackedTransformer.extend_step."""
     return self.repeat.extend_step(step_inputs, time_step=time_step, segment_pos=segment_pos)
+
+
+# Pax keeps it in this module; it lives in pipeline.py with the pipeline layers.
+PipelinedTransformer = pipeline.PipelinedTransformer
