@@ -26,6 +26,7 @@ from praxis.layers import activations
 from praxis.layers import checkpoint_policy
 from praxis.layers import embedding_softmax
 from praxis.layers import models
+from praxis.layers import pipeline
 from praxis.layers import transformers
 
 _NAMES = experiment_registry.canonical_names()
@@ -73,8 +74,10 @@ def _lm_formula_args(lm) -> dict:
   """The formula's inputs from a praxis TransformerLm config (not from its built weights)."""
   stack = lm.stacked_transformer_tpl
   layers = 1
+  if stack.__fn_or_cls__ is pipeline.PipelinedTransformer:
+    layers, stack = stack.num_pipeline_stages * stack.circular_repeat, stack.pipeline_stage
   if stack.__fn_or_cls__ is transformers.StackedTransformerRepeated:
-    layers, stack = stack.x_times, stack.block
+    layers, stack = layers * stack.x_times, stack.block
   layer = stack.transformer_layer_params_tpl
   position = lm.position_emb_tpl
   learned = (
@@ -244,6 +247,8 @@ class AllExperimentsTest(parameterized.TestCase):
       "lm_cloud.LmCloudSpmd1024B",
       "lm_cloud.LmCloudTransformerAdamTest",
       "c4.C4Spmd16BAdam32Replicas",
+      "lm_cloud.LmCloudSpmdPipeline9B",
+      "lm_cloud.LmCloudSpmdPipelineMultislice2BCircular",
     ):
       self.assertIn(f"tasks.lm.params.{name}", _NAMES)
 

@@ -47,7 +47,9 @@ def batch_spec(experiment: base_experiment.BaseExperiment) -> pytypes.NestedMap:
   """ShapeDtypeStructs of one global training batch, from the train dataset's config.
 
   The global batch is the config's per-host `batch_size` times its `num_infeed_hosts` (1 when
-  the config has none).
+  the config has none), except for an experiment that declares PERCORE_BATCH_SIZE and a mesh:
+  then it is the batch of that mesh, PERCORE_BATCH_SIZE x its devices (a pipelined experiment
+  must split it into its microbatches, whatever machine builds it).
   """
   config = experiment.train_dataset()
   missing = [f for f in ("batch_size", "seq_len") if getattr(config, f, None) is None]
@@ -58,6 +60,11 @@ def batch_spec(experiment: base_experiment.BaseExperiment) -> pytypes.NestedMap:
       "abstract build reads the batch shape from these fields"
     )
   rows = config.batch_size * (getattr(config, "num_infeed_hosts", None) or 1)
+  percore = getattr(experiment, "PERCORE_BATCH_SIZE", None)
+  ici = getattr(experiment, "ICI_MESH_SHAPE", None)
+  if percore is not None and ici is not None:
+    dcn = getattr(experiment, "DCN_MESH_SHAPE", None) or ()
+    rows = round(percore * math.prod(ici) * math.prod(dcn))
   shape = (rows, config.seq_len)
   return pytypes.NestedMap(
     {k: jax.ShapeDtypeStruct(shape, dtype) for k, dtype in LM_BATCH_DTYPES.items()}

@@ -240,10 +240,6 @@ class LayerwiseShardablePipelined(base_layer.BaseLayer):
 
   def _split(self, inputs: Any) -> tuple[int | None, int]:
     """(batch size, number of microbatches) of `inputs`; batch None: already microbatched."""
-    if self.num_stages < 1:
-      raise ValueError(f"{self.name}: num_stages must be >= 1, got {self.num_stages}.")
-    if self.single_stage_body is None:
-      raise ValueError(f"{self.name}: set single_stage_body, the template of one stage.")
     batch = jax.tree.leaves(inputs)[0].shape[0]
     if self.num_microbatches is not None and self.microbatch_size is not None:
       raise ValueError(f"{self.name}: set num_microbatches or microbatch_size, not both.")
@@ -259,7 +255,16 @@ class LayerwiseShardablePipelined(base_layer.BaseLayer):
 
   @nn.compact
   def __call__(self, inputs: Any, *broadcast_inputs: Any, **broadcast_kwargs: Any) -> Any:
-    batch, num_mb = self._split(inputs)
+    if self.num_stages < 1:
+      raise ValueError(f"{self.name}: num_stages must be >= 1, got {self.num_stages}.")
+    if self.single_stage_body is None:
+      raise ValueError(f"{self.name}: set single_stage_body, the template of one stage.")
+    if self.is_initializing():
+      # The weights do not depend on the batch: init takes any batch (the trainer's has one
+      # row) as a single microbatch.
+      batch, num_mb = jax.tree.leaves(inputs)[0].shape[0], 1
+    else:
+      batch, num_mb = self._split(inputs)
 
     def is_batched(x):
       return (
@@ -292,7 +297,7 @@ class LayerwiseShardablePipelined(base_layer.BaseLayer):
       "kwargs": jax.tree.map(to_microbatches, kwargs),
     }
     repeats = self._circular_repeat()
-    if repeats > 1 and num_mb < self.num_stages:
+    if repeats > 1 and num_mb < self.num_stages and not self.is_initializing():
       raise ValueError(
         f"{self.name}: a circular pipeline needs at least as many microbatches as stages "
         f"(a microbatch's next pass starts when its last one left the last stage); got "

@@ -39,6 +39,7 @@ from praxis.layers import attentions
 from praxis.layers import checkpoint_policy
 from praxis.layers import embedding_softmax
 from praxis.layers import models
+from praxis.layers import pipeline
 from praxis.layers import sample_decode
 from praxis.layers import transformer_models
 from praxis.layers import transformers
@@ -131,8 +132,10 @@ def language_model_config(exp: Any) -> base_hyperparams.Config:
       use_gated_activation=exp.USE_GATED_ACTIVATION,
     ),
   )
+  pipelined = getattr(exp, "NUM_STAGES", None) is not None
+  layers = exp.NUM_LAYERS // (exp.NUM_STAGES * exp.CIRCULAR_REPEAT) if pipelined else exp.NUM_LAYERS
   stack = transformers.StackedTransformer.HParams.config(
-    num_layers=exp.NUM_LAYERS,
+    num_layers=layers,
     model_dims=exp.MODEL_DIMS,
     hidden_dims=exp.HIDDEN_DIMS,
     num_heads=heads,
@@ -143,10 +146,22 @@ def language_model_config(exp: Any) -> base_hyperparams.Config:
     transformer_layer_params_tpl=layer,
   )
   if exp.USE_REPEATED_LAYER:
-    # One compiled layer scanned NUM_LAYERS times; weights get a leading [NUM_LAYERS] dim.
+    # One compiled layer scanned `layers` times; weights get a leading [layers] dim.
     stack.num_layers = 1
     stack = transformers.StackedTransformerRepeated.HParams.config(
-      block=stack, x_times=exp.NUM_LAYERS, checkpoint_policy=remat_policy(exp)
+      block=stack, x_times=layers, checkpoint_policy=remat_policy(exp)
+    )
+  if pipelined:
+    # Pax's TransformerLmSpmdPipelineAdafactor: the stack above is one stage.
+    stack = pipeline.PipelinedTransformer.HParams.config(
+      pipeline_stage=stack,
+      num_pipeline_stages=exp.NUM_STAGES,
+      circular_repeat=exp.CIRCULAR_REPEAT,
+      num_pipeline_microbatches=exp.NUM_MICROBATCHES,
+      pipeline_microbatch_size=exp.MICROBATCH_SIZE,
+      stream_io=exp.STREAM_IO,
+      pipeline_broadcast_inputs=exp.PIPELINE_BROADCAST_INPUTS,
+      checkpoint_policy=remat_policy(exp),
     )
   softmax = embedding_softmax.SharedEmbeddingSoftmax.HParams.config(
     scale_sqrt_depth=True,
@@ -341,7 +356,8 @@ class TransformerLmSpmdAdam(base_experiment.BaseExperiment):
   def decode_datasets(self) -> list[fdl.Config]:
     return synthetic_decode_datasets(self.PERCORE_BATCH_SIZE, self.DECODE_PROMPT_LEN)
 
-  def task(self) -> tasks_lib.TaskConfig:
+  def task(self, **overrides: Any) -> tasks_lib.TaskConfig:
+    """The task; `overrides` (TaskConfig fields) are for subclasses."""
     # The other loop fields (NUM_TRAIN_STEPS, the mesh, the intervals) are TaskConfig's names.
     return tasks_lib.task_from_fields(
       self,
@@ -354,6 +370,7 @@ class TransformerLmSpmdAdam(base_experiment.BaseExperiment):
       # Pax's names for these two.
       save_interval_steps=self.CHECKPOINT_EVERY_N_STEPS,
       save_max_to_keep=self.CHECKPOINT_MAX_TO_KEEP,
+      **overrides,
     )
 
   def validate(self) -> None:
@@ -373,3 +390,62 @@ class TransformerLmSpmdAdam(base_experiment.BaseExperiment):
     """Pax fields whose values this build does not honour. Every field above reaches the model,
     the optimizer or the loop, so the list is empty."""
     return []
+
+
+class TransformerLmSpmdPipelineAdam(TransformerLmSpmdAdam):
+  """Pax's `TransformerLmSpmdPipelineAdafactor` + `set_default_adam`: the stack is pipelined.
+
+  NUM_LAYERS are split over NUM_STAGES stages (x CIRCULAR_REPEAT passes); the stage is a plain
+  StackedTransformer (Pax turns the scanned layer off: the pipeline already loops). The mesh
+  has Pax's four axes [stage, replica, data, mdl] with ICI_MESH_SHAPE[0] x DCN_MESH_SHAPE[0]
+  = NUM_STAGES. Set NUM_MICROBATCHES or MICROBATCH_SIZE.
+  """
+
+  NUM_STAGES: int | None = None
+  CIRCULAR_REPEAT = 1
+  NUM_MICROBATCHES: int | None = None
+  MICROBATCH_SIZE: int | None = None
+  PIPELINE_BROADCAST_INPUTS = False
+  STREAM_IO = False
+  # Pax shards the embedding's `data` dim over these axes; here the rules table decides.
+  EMB_W_DATA_DIMS: Any = "data"
+  USE_REPEATED_LAYER = False
+  ICI_MESH_SHAPE = None
+  DCN_MESH_SHAPE = [1, 1, 1, 1]
+
+  def task(self, **overrides: Any) -> tasks_lib.TaskConfig:
+    # NUM_MICROBATCHES is the pipeline's (Pax's name), not TaskConfig's gradient accumulation.
+    return super().task(num_microbatches=1, **overrides)
+
+  def validate(self) -> None:
+    super().validate()
+    name = type(self).__name__
+    if not self.NUM_STAGES or self.NUM_LAYERS % (self.NUM_STAGES * self.CIRCULAR_REPEAT):
+      raise ValueError(
+        f"{name}: NUM_LAYERS={self.NUM_LAYERS} must split into NUM_STAGES={self.NUM_STAGES} x "
+        f"CIRCULAR_REPEAT={self.CIRCULAR_REPEAT} equal stages"
+      )
+    if (self.NUM_MICROBATCHES is None) == (self.MICROBATCH_SIZE is None):
+      raise ValueError(f"{name}: set exactly one of NUM_MICROBATCHES and MICROBATCH_SIZE")
+    ici, dcn = self.ICI_MESH_SHAPE, self.DCN_MESH_SHAPE
+    if ici is None or len(ici) != 4 or len(dcn) != 4 or ici[0] * dcn[0] != self.NUM_STAGES:
+      raise ValueError(
+        f"{name}: a pipelined experiment needs 4-entry ICI_MESH_SHAPE and DCN_MESH_SHAPE "
+        f"[stage, replica, data, mdl] whose stage sizes multiply to NUM_STAGES="
+        f"{self.NUM_STAGES}; got {ici} and {dcn}"
+      )
+
+  def not_applied(self) -> list[str]:
+    notes = []
+    if self.EMB_W_DATA_DIMS != "data":
+      notes.append(
+        f"EMB_W_DATA_DIMS={self.EMB_W_DATA_DIMS}: the embedding is sharded by the rules table "
+        "(its embed dim over `data`)"
+      )
+    for field in ("STREAM_IO", "PIPELINE_BROADCAST_INPUTS"):
+      if getattr(self, field):
+        notes.append(
+          f"{field}=True: a transfer optimisation of Pax's pipeline; here the inputs start "
+          "replicated over the stages (same results)"
+        )
+    return notes

@@ -226,3 +226,94 @@ class LmCloudSpmd1024B(LmCloudSpmd):
   HIDDEN_DIMS = MODEL_DIMS * 4
   CHECKPOINT_POLICY = _SAVE_NOTHING
   ICI_MESH_SHAPE = [1, 256, 8]
+
+
+@experiment_registry.register
+class LmCloudSpmdMultislice2B(LmCloudSpmd):
+  """LmCloudSpmd2B's sizes on 2 slices of 4: replicas over DCN, data parallel within a slice.
+
+  Global batch 16 x 8 = 128 sequences.
+  """
+
+  PERCORE_BATCH_SIZE = 16
+  NUM_LAYERS = 18
+  MODEL_DIMS = 3072
+  HIDDEN_DIMS = MODEL_DIMS * 4
+  CHECKPOINT_POLICY = _SAVE_NOTHING
+  ICI_MESH_SHAPE = [1, 4, 1]
+  DCN_MESH_SHAPE = [2, 1, 1]
+
+
+class LmCloudSpmdPipeline(model_params.TransformerLmSpmdPipelineAdam):
+  """Base of the pipelined family: 10 x 2048, GELU, SAVE_NOTHING remat of each iteration."""
+
+  NUM_LAYERS = 10
+  MODEL_DIMS = 2048
+  HIDDEN_DIMS = MODEL_DIMS * 4
+  ACTIVATION_CLS = activations.GELU
+  USE_GATED_ACTIVATION = False
+  CHECKPOINT_POLICY = _SAVE_NOTHING
+
+
+@experiment_registry.register
+class LmCloudSpmdPipeline9B(LmCloudSpmdPipeline):
+  """9B: 48 x 4096 in 16 stages of 3 layers, 4-way data parallel (64 devices), float32.
+
+  Global batch 8 x 64 = 512 sequences, in microbatches of 4.
+  """
+
+  MICROBATCH_SIZE = 4
+  PERCORE_BATCH_SIZE = 8
+  NUM_STAGES = 16
+  NUM_LAYERS = 48
+  MODEL_DIMS = 4096
+  HIDDEN_DIMS = MODEL_DIMS * 4
+  FPROP_DTYPE = "float32"
+  ICI_MESH_SHAPE = [16, 4, 1, 1]
+
+
+@experiment_registry.register
+class LmCloudSpmdPipeline175B(LmCloudSpmdPipeline):
+  """175B (GPT-3 sizes: 96 x 12288, 96 heads of 128, 2048 tokens) in 8 stages over DCN, each
+  stage 16-way tensor parallel (8 hosts x 16 GPUs). Global batch 0.75 x 128 = 96 sequences.
+  """
+
+  MICROBATCH_SIZE = 2
+  PERCORE_BATCH_SIZE = 0.75
+  NUM_STAGES = 8
+  NUM_LAYERS = 96
+  MODEL_DIMS = 12288
+  NUM_HEADS = 96
+  DIMS_PER_HEAD = 128
+  MAX_SEQ_LEN = 2048
+  HIDDEN_DIMS = MODEL_DIMS * 4
+  FPROP_DTYPE = "bfloat16"
+  ICI_MESH_SHAPE = [1, 1, 1, 16]
+  DCN_MESH_SHAPE = [8, 1, 1, 1]
+
+
+@experiment_registry.register
+class LmCloudSpmdPipelineMultislice2B(LmCloudSpmdPipeline):
+  """2B (18 x 3072) in 2 stages, one per slice over DCN, 4 replicas within a slice.
+
+  Global batch 16 x 8 = 128 sequences, in microbatches of 4.
+  """
+
+  MICROBATCH_SIZE = 4
+  PERCORE_BATCH_SIZE = 16
+  NUM_STAGES = 2
+  NUM_LAYERS = 18
+  MODEL_DIMS = 3072
+  HIDDEN_DIMS = MODEL_DIMS * 4
+  ICI_MESH_SHAPE = [1, 4, 1, 1]
+  DCN_MESH_SHAPE = [2, 1, 1, 1]
+  EMB_W_DATA_DIMS = ("replica", "data")
+  STREAM_IO = True
+
+
+@experiment_registry.register
+class LmCloudSpmdPipelineMultislice2BCircular(LmCloudSpmdPipelineMultislice2B):
+  """LmCloudSpmdPipelineMultislice2B with 3 circular passes (3 layers per stage and pass)."""
+
+  MICROBATCH_SIZE = 8
+  CIRCULAR_REPEAT = 3
