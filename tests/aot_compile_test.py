@@ -4,19 +4,14 @@ The model is what the experiment declares: praxis LanguageModel with StackedTran
 (18 scanned layers, SAVE_NOTHING remat), bfloat16 activations, praxis Adam.
 
 Runs on 4 fake CPU devices (XLA_FLAGS=--xla_force_host_platform_device_count=4, set by the
-py_test): `jax.jit(train_step, shardings).lower(abstract state, batch).compile()` with the same
-shardings the trainer uses, so a sharding rule, mesh or shape error in the 2B configuration shows
-up here without a TPU and without allocating its 2.1B parameters.
+py_test): abstract_build.compile_train_step compiles with the same shardings the trainer uses, so
+a sharding rule, mesh or shape error in the 2B configuration shows up here without a TPU and
+without allocating its 2.1B parameters.
 """
 
-import functools
-
 from absl.testing import absltest
-import flax.linen as nn
 import jax
 
-from paxml import partitioning
-from paxml import trainer
 from paxml.tasks.lm.params import lm_cloud
 from paxml.tools import abstract_build
 
@@ -24,30 +19,11 @@ from paxml.tools import abstract_build
 class AotCompileTest(absltest.TestCase):
   def test_lmcloudspmd2b_compiles_for_its_mesh(self):
     self.assertEqual(jax.device_count(), 4, "run with --xla_force_host_platform_device_count=4")
-    experiment = lm_cloud.LmCloudSpmd2B()
-    built = abstract_build.build(experiment)
-    task = built.task
-    partitioner = partitioning.for_experiment(experiment, task)
+    built = abstract_build.build(lm_cloud.LmCloudSpmd2B())
+    compiled, partitioner = abstract_build.compile_train_step(built)
     self.assertEqual(dict(partitioner.mesh.shape), {"replica": 1, "data": 4, "mdl": 1})
     # The batch of the declared mesh: PERCORE_BATCH_SIZE 8 x 4 devices.
     self.assertEqual(built.batch.ids.shape, (32, 1024))
-
-    state_shardings = partitioner.state_shardings(built.boxed_state)
-    batch_sharding = partitioner.batch_sharding()
-    step = jax.jit(
-      functools.partial(trainer.train_step, model=task.model, optimizer=built.optimizer),
-      in_shardings=(state_shardings, batch_sharding, partitioner.replicated()),
-      out_shardings=(state_shardings, partitioner.replicated()),
-      donate_argnums=0,
-    )
-    abstract_state = jax.tree.map(
-      lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-      nn.unbox(built.boxed_state),
-      state_shardings,
-    )
-    # As in the trainer: the layers' sharding constraints apply while the step is traced.
-    with partitioner.rules_context():
-      compiled = step.lower(abstract_state, built.batch, jax.random.PRNGKey(0)).compile()
 
     # FSDP over `data`: each device holds a quarter of the 2.1B float32 weights, and the
     # compiled program's arguments (state + batch) are about 3 x that (weights, Adam's m and v).

@@ -1,0 +1,41 @@
+"""LmCloudSpmdPipeline9B's train step compiles ahead of time for its declared mesh [16, 4, 1, 1].
+
+64 fake CPU devices (set by the py_test): 16 pipeline stages of 3 layers x 4-way data
+parallelism, 512 sequences in microbatches of 4. The stage weights must land on the `stage` axis:
+each device holds 1/16 of the transformer's weights and Adam's moments (the embedding table and
+the final norm, outside the pipeline, are not split over stages).
+"""
+
+from absl.testing import absltest
+import jax
+
+from paxml.tasks.lm.params import lm_cloud
+from paxml.tools import abstract_build
+
+
+class AotPipelineTest(absltest.TestCase):
+  def test_pipeline9b_compiles_for_its_mesh(self):
+    self.assertEqual(jax.device_count(), 64, "run with --xla_force_host_platform_device_count=64")
+    experiment = lm_cloud.LmCloudSpmdPipeline9B()
+    built = abstract_build.build(experiment)
+    self.assertEqual(built.batch.ids.shape, (512, 1024))  # PERCORE_BATCH_SIZE 8 x 64 devices.
+    compiled, partitioner = abstract_build.compile_train_step(built)
+    self.assertEqual(dict(partitioner.mesh.shape), {"stage": 16, "replica": 4, "data": 1, "mdl": 1})
+
+    params = jax.tree_util.tree_flatten_with_path(compiled.output_shardings[0].params)[0]
+    stacked = [s for p, s in params if "pipeline" in jax.tree_util.keystr(p)]
+    self.assertNotEmpty(stacked)
+    for placement in stacked:
+      self.assertEqual(placement.spec[0], "stage")
+
+    # Weights + Adam's m and v in float32, the transformer's split 16 ways.
+    vocab, dims = experiment.VOCAB_SIZE, experiment.MODEL_DIMS
+    outside = vocab * dims + vocab + 2 * dims  # tied embedding/softmax, its bias, final norm
+    per_device = 3 * 4 * ((built.num_params - outside) / 16 + outside)
+    memory = compiled.memory_analysis()
+    if memory is not None:
+      self.assertBetween(memory.argument_size_in_bytes, 0.98 * per_device, 1.05 * per_device)
+
+
+if __name__ == "__main__":
+  absltest.main()
