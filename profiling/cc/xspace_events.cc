@@ -300,25 +300,51 @@ bool HostSpans::Impl::AddPlane(const LazyXSpace& space, int plane_index) {
     return metadata_stats.Insert(metadata_id, found);
   };
 
-  using LineUse = LazyXSpace::LineUse;
-  return space.ReadLines(plane_index, [&](const LineHeader& header, std::string_view line) {
-    const std::string_view shown = header.display_name.empty() ? header.name : header.display_name;
-    if (shown == kAsyncOpsLineName) return LineUse::kSkipped;
-    const int64_t line_start_ps = header.timestamp_ns * 1000;
-    const bool accepted = ForEachEvent(line, [&](const EventView& event) {
-      EventStats found = stats_of_metadata(event.metadata_id);
-      for (const StatView& stat : event.stats) collect(stat, &found);  // The event's own stats win.
-      if (!Has(found.op) || !Has(found.module)) return;
+  auto add_event = [&](const EventView& event, int64_t line_start_ps) {
+    EventStats found = stats_of_metadata(event.metadata_id);
+    for (const StatView& stat : event.stats) collect(stat, &found);  // The event's own stats win.
+    if (!Has(found.op) || !Has(found.module)) return;
 
-      const int64_t start_ps = line_start_ps + event.offset_ps;
-      const InstructionKey key{text_id(found.module), Has(found.program_id),
-                               Has(found.program_id) ? StatInt(found.program_id) : 0,
-                               text_id(found.op)};
-      spans.push_back({InstructionId(key),
-                       Has(found.scope_range_id) ? StatInt(found.scope_range_id) : start_ps,
-                       start_ps, start_ps + event.duration_ps});
-    });
-    return accepted ? LineUse::kRead : LineUse::kRefused;
+    const int64_t start_ps = line_start_ps + event.offset_ps;
+    const InstructionKey key{text_id(found.module), Has(found.program_id),
+                             Has(found.program_id) ? StatInt(found.program_id) : 0,
+                             text_id(found.op)};
+    spans.push_back({InstructionId(key),
+                     Has(found.scope_range_id) ? StatInt(found.scope_range_id) : start_ps,
+                     start_ps, start_ps + event.duration_ps});
+  };
+  auto is_async_ops = [](const LineHeader& header) {
+    return (header.display_name.empty() ? header.name : header.display_name) == kAsyncOpsLineName;
+  };
+
+  // Each line is read in one pass, its events with the header fields that came before the first
+  // of them. Protobuf writes `display_name` after the events, so when the whole header turns out
+  // to skip the line or to start it at another time, the line's spans are dropped and, unless
+  // skipped, read again.
+  using LineUse = LazyXSpace::LineUse;
+  return space.ReadLines(plane_index, [&](std::string_view line) {
+    const size_t first_span = spans.size();
+    bool any_event = false;
+    LineHeader used;  // The header fields before the first event.
+    LineHeader header;
+    const bool accepted =
+        ReadLine(line, &header, [&](const LineHeader& so_far, const EventView& event) {
+          if (!any_event) {
+            any_event = true;
+            used = so_far;
+          }
+          if (!is_async_ops(used)) add_event(event, used.timestamp_ns * 1000);
+        });
+    if (!accepted) return LineUse::kRefused;
+    if (!any_event ||
+        (is_async_ops(used) == is_async_ops(header) && used.timestamp_ns == header.timestamp_ns)) {
+      return LineUse::kRead;
+    }
+    spans.resize(first_span);
+    if (is_async_ops(header)) return LineUse::kRead;
+    const int64_t line_start_ps = header.timestamp_ns * 1000;
+    ForEachEvent(line, [&](const EventView& event) { add_event(event, line_start_ps); });
+    return LineUse::kRead;
   });
 }
 
