@@ -197,13 +197,13 @@ std::vector<int> SelectPlanes(const XSpace& space, PlaneSelection selection) {
   return planes;
 }
 
-// The stats of one event that the converter reads, from its metadata and then from the event.
-// A kind's value_case is VALUE_NOT_SET when the event has no such stat.
+// The stats of one event that the converter reads, from the event and then from its metadata:
+// null where neither has one. They point into the event being read or into metadata_views.
 struct EventStats {
-  StatView op;
-  StatView module;
-  StatView program_id;
-  StatView scope_range_id;
+  const StatView* op = nullptr;
+  const StatView* module = nullptr;
+  const StatView* program_id = nullptr;
+  const StatView* scope_range_id = nullptr;
 };
 
 bool Has(const StatView& stat) { return stat.value_case() != XStat::VALUE_NOT_SET; }
@@ -252,16 +252,16 @@ bool HostSpans::Impl::AddPlane(const LazyXSpace& space, int plane_index) {
     if (kind == nullptr) return;
     switch (*kind) {
       case StatKind::kHloOp:
-        found->op = stat;
+        found->op = &stat;
         break;
       case StatKind::kHloModule:
-        found->module = stat;
+        found->module = &stat;
         break;
       case StatKind::kProgramId:
-        found->program_id = stat;
+        found->program_id = &stat;
         break;
       case StatKind::kScopeRangeId:
-        found->scope_range_id = stat;
+        found->scope_range_id = &stat;
         break;
       case StatKind::kOther:
         break;
@@ -289,28 +289,36 @@ bool HostSpans::Impl::AddPlane(const LazyXSpace& space, int plane_index) {
   };
 
   // Stats shared by all events of one metadata, collected once per metadata.
+  std::deque<StatView> metadata_views;  // A deque never moves its elements: pointers stay valid.
   IdMap<EventStats> metadata_stats;
-  auto stats_of_metadata = [&](int64_t metadata_id) -> EventStats {
+  auto stats_of_metadata = [&](int64_t metadata_id) -> const EventStats& {
     if (const EventStats* found = metadata_stats.Find(metadata_id)) return *found;
     EventStats found;
     auto metadata = plane.event_metadata().find(metadata_id);
     if (metadata != plane.event_metadata().end()) {
-      for (const XStat& stat : metadata->second.stats()) collect(StatView(stat), &found);
+      for (const XStat& stat : metadata->second.stats()) {
+        collect(metadata_views.emplace_back(stat), &found);
+      }
     }
     return metadata_stats.Insert(metadata_id, found);
   };
 
   auto add_event = [&](const EventView& event, int64_t line_start_ps) {
-    EventStats found = stats_of_metadata(event.metadata_id);
+    EventStats found;
     for (const StatView& stat : event.stats) collect(stat, &found);  // The event's own stats win.
-    if (!Has(found.op) || !Has(found.module)) return;
+    const EventStats& shared = stats_of_metadata(event.metadata_id);
+    if (found.op == nullptr) found.op = shared.op;
+    if (found.module == nullptr) found.module = shared.module;
+    if (found.op == nullptr || found.module == nullptr) return;
+    if (found.program_id == nullptr) found.program_id = shared.program_id;
+    if (found.scope_range_id == nullptr) found.scope_range_id = shared.scope_range_id;
 
     const int64_t start_ps = line_start_ps + event.offset_ps;
-    const InstructionKey key{text_id(found.module), Has(found.program_id),
-                             Has(found.program_id) ? StatInt(found.program_id) : 0,
-                             text_id(found.op)};
+    const InstructionKey key{text_id(*found.module), found.program_id != nullptr,
+                             found.program_id != nullptr ? StatInt(*found.program_id) : 0,
+                             text_id(*found.op)};
     spans.push_back({InstructionId(key),
-                     Has(found.scope_range_id) ? StatInt(found.scope_range_id) : start_ps,
+                     found.scope_range_id != nullptr ? StatInt(*found.scope_range_id) : start_ps,
                      start_ps, start_ps + event.duration_ps});
   };
   auto is_async_ops = [](const LineHeader& header) {
