@@ -81,8 +81,9 @@ namespace {
 // A stat written as nearly every stat of a trace is: its metadata_id (one byte) and then one
 // integer value (tag and varint), nothing else. False for any other bytes, left to DecodeStat's
 // general loop.
-[[gnu::always_inline]] inline bool DecodeShortIntegerStat(std::string_view bytes, StatView::ValueCase* value_case,
-                            int64_t* metadata_id, uint64_t* value) {
+[[gnu::always_inline]] inline bool DecodeShortIntegerStat(std::string_view bytes,
+                                                          StatView::ValueCase* value_case,
+                                                          int64_t* metadata_id, uint64_t* value) {
   const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
   const size_t size = bytes.size();
   constexpr uint8_t kMetadataIdTag = (kStatMetadataId << 3) | wire::kVarint;

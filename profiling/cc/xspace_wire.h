@@ -205,8 +205,9 @@ class Reader {
       return true;
     }
     if (end_ - p_ >= 8) {  // Times and durations in ps: several bytes, decoded 8 at a time.
+      // Little-endian, as above.
       uint64_t word;
-      std::memcpy(&word, p_, 8);  // Little-endian, as above.
+      std::memcpy(&word, p_, 8);
       const uint64_t stops = ~word & 0x8080808080808080ull;  // A clear top bit ends the varint.
       const int size = stops == 0 ? 9 : (__builtin_ctzll(stops) + 1) / 8;
       if (size <= 8 && size <= max_bytes) {
@@ -277,7 +278,8 @@ bool ReadLine(std::string_view bytes, LineHeader* header, OnEvent&& on_event) {
         on_event(static_cast<const LineHeader&>(*header), static_cast<const EventView&>(event));
         break;
       case wire::kLineTimestampNs:
-        if (field.wire_type == wire::kVarint) header->timestamp_ns = static_cast<int64_t>(field.value);
+        if (field.wire_type == wire::kVarint)
+          header->timestamp_ns = static_cast<int64_t>(field.value);
         break;
       case wire::kLineName:
       case wire::kLineDisplayName:
