@@ -333,19 +333,20 @@ bool HostSpans::Impl::AddPlane(const LazyXSpace& space, int plane_index) {
   return space.ReadLines(plane_index, [&](std::string_view line) {
     const size_t first_span = spans.size();
     bool any_event = false;
-    LineHeader used;  // The header fields before the first event.
+    bool skipped = false;      // As the header fields before the first event said.
+    int64_t timestamp_ns = 0;  // Likewise.
     LineHeader header;
     const bool accepted =
         ReadLine(line, &header, [&](const LineHeader& so_far, const EventView& event) {
           if (!any_event) {
             any_event = true;
-            used = so_far;
+            skipped = is_async_ops(so_far);
+            timestamp_ns = so_far.timestamp_ns;
           }
-          if (!is_async_ops(used)) add_event(event, used.timestamp_ns * 1000);
+          if (!skipped) add_event(event, timestamp_ns * 1000);
         });
     if (!accepted) return LineUse::kRefused;
-    if (!any_event ||
-        (is_async_ops(used) == is_async_ops(header) && used.timestamp_ns == header.timestamp_ns)) {
+    if (!any_event || (skipped == is_async_ops(header) && timestamp_ns == header.timestamp_ns)) {
       return LineUse::kRead;
     }
     spans.resize(first_span);
