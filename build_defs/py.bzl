@@ -20,7 +20,8 @@ Folded into every target, so BUILD files list only what differs:
     longer runfiles tree, never an import it did not ask for);
   - for a test `<name>_test`, the library `<name>` when it is declared above it in the same file.
 Other third-party deps stay real `@pypi//:name` labels in the BUILD files; a label listed twice is
-kept once.
+kept once. A library lists every project and third-party module it imports; a test of a library
+lists only what it imports beyond that library's own deps (which it gets through the library).
 """
 
 _COMMON = ["@pypi//:absl_py", "@pypi//:flax", "@pypi//:jax", "@pypi//:numpy"]

@@ -1,7 +1,6 @@
 """Tests of SeqIOInput on the KJV SeqIO tasks over a small corpus in the `bible` format."""
 
 import os
-import random
 
 from absl.testing import absltest
 import jax
@@ -12,8 +11,8 @@ from paxml.data import base_input
 from paxml.data import tokenizer
 from paxml.tasks.lm import kjv_seqio_tasks
 from paxml.tasks.lm import model_params
+from paxml.testing import kjv_file
 
-_WORDS = "and the lord said unto moses go forth into land which i give thee".split()
 _NUM_CHAPTERS = 100  # One in twenty is held out: 5 validation chapters, 95 train.
 _LM_FIELDS = {
   "ids": np.int32,
@@ -23,16 +22,6 @@ _LM_FIELDS = {
   "segment_ids": np.int32,
   "segment_pos": np.int32,
 }
-
-
-def _write_kjv(path):
-  rng = random.Random(0)
-  with open(path, "w") as f:
-    for c in range(1, _NUM_CHAPTERS + 1):
-      f.write(f"\nExodus {c}\n\n")
-      for v in range(1, rng.randint(3, 6)):
-        words = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(4, 12)))
-        f.write(f"  {v} {words.capitalize()}.\n")
 
 
 def _lm_input(split, **fields):
@@ -52,7 +41,7 @@ class SeqIOInputTest(absltest.TestCase):
     super().setUpClass()
     tmp = absltest.get_default_test_tmpdir()
     corpus = os.path.join(tmp, "kjv.txt")
-    _write_kjv(corpus)
+    kjv_file.write_kjv(corpus, _NUM_CHAPTERS)
     cls.data_dir = os.path.join(tmp, "kjv_prepared")
     cls.task = kjv_seqio_tasks.task(
       kjv_seqio_tasks.LM_TASK, data_dir=cls.data_dir, corpus_path=corpus, vocab_size=300

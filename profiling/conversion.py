@@ -92,6 +92,22 @@ def _conversion(result: tuple, text: bool) -> Conversion:
   )
 
 
+def _convert_run_dirs(run_dirs, percentile, aggregation, include_host, per_host, text, entries):
+  """The one call into C++ behind `convert` and `convert_detailed`: its result tuple."""
+  if isinstance(run_dirs, (str, os.PathLike)):
+    run_dirs = [run_dirs]
+  kind, value = _aggregation(percentile, aggregation)
+  return _pgle.convert_run_dirs(
+    [resolve_run_dir(d) for d in run_dirs],
+    _planes(include_host),
+    kind,
+    value,
+    per_host,
+    text=text,
+    entries=entries,
+  )
+
+
 def convert_detailed(
   run_dirs: str | os.PathLike | Sequence[str | os.PathLike],
   percentile: float | None = None,
@@ -102,20 +118,8 @@ def convert_detailed(
   text: bool = False,
 ) -> Conversion:
   """Converts one or several runs (see `convert`); also returns the entries with sample counts."""
-  if isinstance(run_dirs, (str, os.PathLike)):
-    run_dirs = [run_dirs]
-  kind, value = _aggregation(percentile, aggregation)
   return _conversion(
-    _pgle.convert_run_dirs(
-      [resolve_run_dir(d) for d in run_dirs],
-      _planes(include_host),
-      kind,
-      value,
-      per_host,
-      text=text,
-      entries=True,
-    ),
-    text,
+    _convert_run_dirs(run_dirs, percentile, aggregation, include_host, per_host, text, True), text
   )
 
 
@@ -143,17 +147,8 @@ def convert(
   Raises TraceNotFoundError (a FileNotFoundError), TraceFormatError, NoDeviceEventsError or
   InvalidArgumentError (ValueErrors) with a message that says what to do.
   """
-  if isinstance(run_dirs, (str, os.PathLike)):
-    run_dirs = [run_dirs]
-  kind, value = _aggregation(percentile, aggregation)
-  profile, *_ = _pgle.convert_run_dirs(
-    [resolve_run_dir(d) for d in run_dirs],
-    _planes(include_host),
-    kind,
-    value,
-    per_host,
-    text=text,
-    entries=False,
+  profile, *_ = _convert_run_dirs(
+    run_dirs, percentile, aggregation, include_host, per_host, text, False
   )
   return profile
 

@@ -20,6 +20,7 @@ from paxml import eval_lib
 from paxml import job_lock
 from paxml import main
 from paxml import trainer
+from paxml.testing import binaries
 from tests import fault_experiments
 
 
@@ -60,18 +61,6 @@ def _garble_input_position(step_dir):
     text = f.read()
   with open(path, "w") as f:
     f.write(text.replace("6", "2") if "6" in text else text + " ")
-
-
-def _run_cli(*args):
-  env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-  result = subprocess.run(
-    [sys.executable, "-m", "paxml.main", *args],
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=300,
-  )
-  return result.returncode, result.stderr
 
 
 class CheckpointFaultsTest(absltest.TestCase):
@@ -229,11 +218,11 @@ class OneLineErrorsTest(absltest.TestCase):
 
   def test_missing_restore_step_lists_the_steps(self):
     job_log_dir = self.create_tempdir().full_path
-    status, stderr = _run_cli(_EXP + "FaultsLm", f"--job_log_dir={job_log_dir}")
+    status, stderr = binaries.run_main(_EXP + "FaultsLm", f"--job_log_dir={job_log_dir}")
     self.assertEqual(status, 0, stderr[-3000:])
     # The process exited right after its final save, yet that checkpoint is complete.
     checkpoint_integrity.verify_files(_step_dir(job_log_dir, 6), 6)
-    status, stderr = _run_cli(
+    status, stderr = binaries.run_main(
       _EXP + "FaultsLm",
       f"--job_log_dir={job_log_dir}",
       "--mode=decode_once",
@@ -242,7 +231,7 @@ class OneLineErrorsTest(absltest.TestCase):
     self._assert_one_line_error(status, stderr, r"no checkpoint at step 5 .* \[0, 2, 4, 6\]")
 
   def test_eval_on_an_empty_directory_times_out(self):
-    status, stderr = _run_cli(
+    status, stderr = binaries.run_main(
       _EXP + "FaultsLm",
       f"--job_log_dir={self.create_tempdir().full_path}",
       "--mode=eval",
@@ -251,7 +240,7 @@ class OneLineErrorsTest(absltest.TestCase):
     self._assert_one_line_error(status, stderr, "no checkpoint appeared .* within 1s")
 
   def test_diverging_run_exits_with_one_line(self):
-    status, stderr = _run_cli(
+    status, stderr = binaries.run_main(
       _EXP + "DivergingLm", f"--job_log_dir={self.create_tempdir().full_path}"
     )
     self._assert_one_line_error(status, stderr, "the last .* steps .* were all skipped")

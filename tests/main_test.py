@@ -3,8 +3,6 @@
 import glob
 import json
 import os
-import subprocess
-import sys
 
 from absl.testing import absltest
 
@@ -13,6 +11,7 @@ from paxml import main
 
 # Registers DemoLm, which the error messages below suggest.
 from paxml.tasks.lm.params import demo  # pylint: disable=unused-import
+from paxml.testing import binaries
 from paxml.testing import tiny_lm
 
 
@@ -43,19 +42,6 @@ class HugeMeshDemoLm(TinyDemoLm):
   """Asks for more devices than any test machine has."""
 
   ICI_MESH_SHAPE = (1, 64, 2)
-
-
-def _run_cli(*args):
-  """Runs `python -m paxml.main ARGS`; returns (exit status, stderr)."""
-  env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-  result = subprocess.run(
-    [sys.executable, "-m", "paxml.main", *args],
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=120,
-  )
-  return result.returncode, result.stderr
 
 
 class RunTest(absltest.TestCase):
@@ -182,7 +168,7 @@ class CommandLineTest(absltest.TestCase):
   """The real process: exit status and what a person sees on stderr."""
 
   def test_unknown_experiment_prints_one_line_and_exits_1(self):
-    status, stderr = _run_cli(
+    status, stderr = binaries.run_main(
       "--exp=does.not.Exist", f"--job_log_dir={self.create_tempdir().full_path}"
     )
     self.assertEqual(status, 1)
@@ -192,14 +178,14 @@ class CommandLineTest(absltest.TestCase):
     self.assertNotIn("Traceback", stderr)
 
   def test_bad_mode_and_bad_dir_print_one_line_and_exit_1(self):
-    status, stderr = _run_cli(
+    status, stderr = binaries.run_main(
       "--exp=demo.DemoLm", "--mode=evaluate", f"--job_log_dir={self.create_tempdir().full_path}"
     )
     self.assertNotEqual(status, 0)
     self.assertIn("--mode", stderr)
     blocker = os.path.join(self.create_tempdir().full_path, "a_file")
     open(blocker, "w").close()
-    status, stderr = _run_cli("--exp=demo.DemoLm", f"--job_log_dir={blocker}/run")
+    status, stderr = binaries.run_main("--exp=demo.DemoLm", f"--job_log_dir={blocker}/run")
     self.assertEqual(status, 1)
     # TensorFlow's C++ start-up notices may precede it; ours is one line, no traceback.
     errors = [line for line in stderr.splitlines() if line.startswith("error:")]
@@ -210,7 +196,7 @@ class CommandLineTest(absltest.TestCase):
     self.assertNotIn("Traceback", stderr)
 
   def test_missing_required_flag_is_a_usage_error(self):
-    status, stderr = _run_cli("--exp=demo.DemoLm")
+    status, stderr = binaries.run_main("--exp=demo.DemoLm")
     self.assertNotEqual(status, 0)
     self.assertIn("job_log_dir", stderr)
 

@@ -1,31 +1,12 @@
 """Tests of demo_data: prepare on first use into the cache, reuse afterwards, clear errors."""
 
 import os
-import random
 from unittest import mock
 
 from absl.testing import absltest
 
 from paxml.data import demo_data
-
-_WORDS = "and the lord said unto moses go forth into land which i give thee".split()
-
-
-def _write_kjv(path, chapters=40, seed=0):
-  """A small file in the `bible` program's format; returns the chapters' texts."""
-  rng = random.Random(seed)
-  texts = []
-  with open(path, "w") as f:
-    for c in range(1, chapters + 1):
-      f.write(f"\nExodus {c}\n\n")
-      verses = [
-        " ".join(rng.choice(_WORDS) for _ in range(rng.randint(4, 12))).capitalize() + "."
-        for _ in range(rng.randint(2, 5))
-      ]
-      for v, text in enumerate(verses, 1):
-        f.write(f"  {v} {text}\n")
-      texts.append(" ".join(verses))
-  return texts
+from paxml.testing import kjv_file
 
 
 class DemoDataTest(absltest.TestCase):
@@ -33,7 +14,7 @@ class DemoDataTest(absltest.TestCase):
     super().setUp()
     self.tmp = self.create_tempdir().full_path
     self.corpus = os.path.join(self.tmp, "kjv.txt")
-    self.texts = _write_kjv(self.corpus)
+    self.texts = [text for _, text in kjv_file.write_kjv(self.corpus, 40)]
     self.enter_context(
       mock.patch.dict(os.environ, {"XDG_CACHE_HOME": os.path.join(self.tmp, "cache")})
     )
@@ -55,7 +36,7 @@ class DemoDataTest(absltest.TestCase):
     self.assertEqual(os.path.getmtime(os.path.join(data_dir, "spm.model")), model_mtime)
 
     # Another corpus (other content) gets its own directory.
-    _write_kjv(self.corpus, seed=1)
+    kjv_file.write_kjv(self.corpus, 40, seed=1)
     other, _ = demo_data.ensure_prepared(corpus_path=self.corpus, vocab_size=300)
     self.assertNotEqual(other, data_dir)
 

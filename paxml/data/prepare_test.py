@@ -2,7 +2,6 @@
 
 import json
 import os
-import random
 
 from absl.testing import absltest
 import numpy as np
@@ -10,30 +9,17 @@ import numpy as np
 from paxml.data import corpus
 from paxml.data import prepare
 from paxml.data import text_pipeline
+from paxml.testing import kjv_file
 
-_WORDS = "and the lord said unto moses go forth into land which i give thee".split()
 
-
-def _write_kjv(path, chapters=24, seed=0):
-  rng = random.Random(seed)
-  want = []
-  with open(path, "w") as f:
-    for c in range(1, chapters + 1):
-      f.write(f"\nExodus {c}\n\n")
-      verses = [
-        " ".join(rng.choice(_WORDS) for _ in range(rng.randint(4, 15))).capitalize() + "."
-        for _ in range(rng.randint(2, 6))
-      ]
-      for v, text in enumerate(verses, 1):
-        f.write(f"  {v} {text}\n")
-      want.append((f"Exodus {c}", " ".join(verses)))
-  return want
+def _write_kjv(path, chapters):
+  return kjv_file.write_kjv(path, chapters, words_per_verse=(4, 15), verses_per_chapter=(2, 6))
 
 
 class CorpusTest(absltest.TestCase):
   def test_kjv_chapters(self):
     path = os.path.join(absltest.get_default_test_tmpdir(), "kjv.txt")
-    want = _write_kjv(path, chapters=3)
+    want = _write_kjv(path, 3)
     self.assertEqual(corpus.read_documents(path, "kjv"), want)
 
   def test_kjv_by_hand_and_bad_line(self):
@@ -80,7 +66,7 @@ class PrepareTest(absltest.TestCase):
   def test_writes_shards_model_and_summary(self):
     tmp = absltest.get_default_test_tmpdir()
     path = os.path.join(tmp, "exodus.txt")
-    docs = _write_kjv(path, chapters=40)
+    docs = _write_kjv(path, 40)
     out = os.path.join(tmp, "out")
     summary = prepare.run(
       path, "kjv", out, num_shards=3, vocab_size=300, eval_every=10, progress=False
@@ -122,7 +108,7 @@ class PrepareTest(absltest.TestCase):
   def test_too_few_documents(self):
     tmp = absltest.get_default_test_tmpdir()
     path = os.path.join(tmp, "tiny.txt")
-    _write_kjv(path, chapters=3)
+    _write_kjv(path, 3)
     with self.assertRaisesRegex(ValueError, r"tiny\.txt: 3 documents"):
       prepare.run(path, "kjv", os.path.join(tmp, "o2"), progress=False)
 

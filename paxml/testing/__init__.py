@@ -5,5 +5,8 @@ tiny_lm (tiny_lm.py): `tiny_language_model()`, a one-layer, 32-wide praxis Langu
 event_files (event_files.py): reading TensorBoard event files back: `read_scalars`,
   `read_tensors`, `tags`, `scalars_by_file`.
 binaries (binaries.py): `run("paxml/main", ...)` starts a `bazel run` target from a test's
-  runfiles, as the docs' commands do.
+  runfiles, as the docs' commands do; `run_main(...)` runs `python -m paxml.main` with the
+  test's own imports (experiments the test registers included).
+kjv_file (kjv_file.py): `write_kjv(path, chapters)`, a small generated corpus in the KJV
+  file's format, for the data tests.
 """

@@ -1,12 +1,17 @@
-"""Running a `bazel run` target from a test: the real binary, as the docs' commands run it.
+"""Running the project's commands from a test, in a child process as a user runs them.
 
-A test lists the binary in its `data` (or `deps`); Bazel then puts the binary and its runfiles in
-the test's runfiles tree, and `run("paxml/main", ...)` starts it there the way `bazel run` does
-(BUILD_WORKING_DIRECTORY set, so relative paths resolve against `cwd`).
+`run("paxml/main", ...)`: the real `bazel run` binary. A test lists the binary in its `data` (or
+`deps`); Bazel then puts the binary and its runfiles in the test's runfiles tree, and `run` starts
+it there the way `bazel run` does (BUILD_WORKING_DIRECTORY set, so relative paths resolve against
+`cwd`).
+
+`run_main(...)`: `python -m paxml.main` with the test's own imports (its sys.path), so that the
+child also finds the experiments the test module registers. The test depends on //paxml:main_lib.
 """
 
 import os
 import subprocess
+import sys
 from typing import Mapping
 
 
@@ -49,3 +54,16 @@ def run(
     timeout=timeout,
     check=False,
   )
+
+
+def run_main(*args: str, timeout: float = 300) -> tuple[int, str]:
+  """Runs `python -m paxml.main ARGS` on this process's sys.path; returns (exit status, stderr)."""
+  result = subprocess.run(
+    [sys.executable, "-m", "paxml.main", *args],
+    env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+    check=False,
+  )
+  return result.returncode, result.stderr

@@ -1,19 +1,15 @@
 """The one tiny language model the tests train (seconds on one CPU core).
 
 `tiny_language_model()`: a praxis LanguageModel (`model_params.small_language_model`: one layer,
-32 wide, 16 tokens). `TinyLm`: the experiment that trains it on modular arithmetic progressions
-(paxml/synthetic_input.py) with the task's Adam shorthand. Tests subclass TinyLm and change the
-UPPERCASE fields; it is the tests' own, so they do not depend on what the demo experiment trains.
+32 wide, 16 tokens). `TinyLm`: the experiment that trains it on arithmetic progressions
+(`model_params.ProgressionLm`, the demo's SyntheticDemoLm's body too) with the task's Adam
+shorthand. Tests subclass TinyLm and change the UPPERCASE fields; it sets every size and loop
+field itself, so the tests do not depend on what the demo experiment trains.
 """
 
 import copy
 
-import fiddle as fdl
-
-from paxml import base_experiment
 from paxml import experiment_registry
-from paxml import synthetic_input
-from paxml import tasks_lib
 from paxml.tasks.lm import model_params
 from praxis.layers import models
 
@@ -46,7 +42,7 @@ def tiny_language_model(
 
 # Registered, so the docs' commands can be smoke-tested with it: --exp=testing.tiny_lm.TinyLm.
 @experiment_registry.register
-class TinyLm(base_experiment.BaseExperiment):
+class TinyLm(model_params.ProgressionLm):
   """One layer x 32 on progressions over 16 tokens; 20 steps of Adam."""
 
   VOCAB_SIZE = 16
@@ -73,40 +69,3 @@ class TinyLm(base_experiment.BaseExperiment):
   SUMMARY_INTERVAL_STEPS = 5
   EVAL_INTERVAL_STEPS = None
   DECODE_INTERVAL_STEPS = None
-
-  def _input(self, **overrides) -> fdl.Config:
-    kwargs = dict(
-      batch_size=self.BATCH_SIZE,
-      seq_len=self.SEQ_LEN,
-      vocab_size=self.VOCAB_SIZE,
-      max_stride=self.MAX_STRIDE,
-    )
-    kwargs.update(overrides)
-    return fdl.Config(synthetic_input.SyntheticLmInput, **kwargs)
-
-  def datasets(self) -> list[fdl.Config]:
-    return [
-      self._input(seed=self.INPUT_SEED, is_training=True, name="train"),
-      self._input(seed=self.EVAL_SEED, is_training=False, name="progressions"),
-    ]
-
-  def decode_datasets(self) -> list[fdl.Config]:
-    return [
-      self._input(
-        seed=self.EVAL_SEED, is_training=False, name="progressions", seq_len=self.DECODE_PREFIX_LEN
-      )
-    ]
-
-  def task(self) -> tasks_lib.TaskConfig:
-    # The loop's settings (LEARNING_RATE ... DECODE_INTERVAL_STEPS) are TaskConfig's fields.
-    return tasks_lib.task_from_fields(
-      self,
-      tiny_language_model(
-        vocab_size=self.VOCAB_SIZE,
-        model_dims=self.MODEL_DIMS,
-        num_layers=self.NUM_LAYERS,
-        num_heads=self.NUM_HEADS,
-        hidden_dims=self.HIDDEN_DIMS,
-        decode_seqlen=self.SEQ_LEN,
-      ),
-    )

@@ -197,13 +197,13 @@ std::vector<int> SelectPlanes(const XSpace& space, PlaneSelection selection) {
   return planes;
 }
 
-// The stats of one event that the converter reads, from its metadata and then from the event.
-// A kind's value_case is VALUE_NOT_SET when the event has no such stat.
+// The stats of one event that the converter reads, from the event and then from its metadata:
+// null where neither has one. They point into the event being read or into metadata_views.
 struct EventStats {
-  StatView op;
-  StatView module;
-  StatView program_id;
-  StatView scope_range_id;
+  const StatView* op = nullptr;
+  const StatView* module = nullptr;
+  const StatView* program_id = nullptr;
+  const StatView* scope_range_id = nullptr;
 };
 
 bool Has(const StatView& stat) { return stat.value_case() != XStat::VALUE_NOT_SET; }
@@ -252,16 +252,16 @@ bool HostSpans::Impl::AddPlane(const LazyXSpace& space, int plane_index) {
     if (kind == nullptr) return;
     switch (*kind) {
       case StatKind::kHloOp:
-        found->op = stat;
+        found->op = &stat;
         break;
       case StatKind::kHloModule:
-        found->module = stat;
+        found->module = &stat;
         break;
       case StatKind::kProgramId:
-        found->program_id = stat;
+        found->program_id = &stat;
         break;
       case StatKind::kScopeRangeId:
-        found->scope_range_id = stat;
+        found->scope_range_id = &stat;
         break;
       case StatKind::kOther:
         break;
@@ -289,36 +289,71 @@ bool HostSpans::Impl::AddPlane(const LazyXSpace& space, int plane_index) {
   };
 
   // Stats shared by all events of one metadata, collected once per metadata.
+  std::deque<StatView> metadata_views;  // A deque never moves its elements: pointers stay valid.
   IdMap<EventStats> metadata_stats;
-  auto stats_of_metadata = [&](int64_t metadata_id) -> EventStats {
+  auto stats_of_metadata = [&](int64_t metadata_id) -> const EventStats& {
     if (const EventStats* found = metadata_stats.Find(metadata_id)) return *found;
     EventStats found;
     auto metadata = plane.event_metadata().find(metadata_id);
     if (metadata != plane.event_metadata().end()) {
-      for (const XStat& stat : metadata->second.stats()) collect(StatView(stat), &found);
+      for (const XStat& stat : metadata->second.stats()) {
+        collect(metadata_views.emplace_back(stat), &found);
+      }
     }
     return metadata_stats.Insert(metadata_id, found);
   };
 
-  using LineUse = LazyXSpace::LineUse;
-  return space.ReadLines(plane_index, [&](const LineHeader& header, std::string_view line) {
-    const std::string_view shown = header.display_name.empty() ? header.name : header.display_name;
-    if (shown == kAsyncOpsLineName) return LineUse::kSkipped;
-    const int64_t line_start_ps = header.timestamp_ns * 1000;
-    const bool accepted = ForEachEvent(line, [&](const EventView& event) {
-      EventStats found = stats_of_metadata(event.metadata_id);
-      for (const StatView& stat : event.stats) collect(stat, &found);  // The event's own stats win.
-      if (!Has(found.op) || !Has(found.module)) return;
+  auto add_event = [&](const EventView& event, int64_t line_start_ps) {
+    EventStats found;
+    for (const StatView& stat : event.stats) collect(stat, &found);  // The event's own stats win.
+    const EventStats& shared = stats_of_metadata(event.metadata_id);
+    if (found.op == nullptr) found.op = shared.op;
+    if (found.module == nullptr) found.module = shared.module;
+    if (found.op == nullptr || found.module == nullptr) return;
+    if (found.program_id == nullptr) found.program_id = shared.program_id;
+    if (found.scope_range_id == nullptr) found.scope_range_id = shared.scope_range_id;
 
-      const int64_t start_ps = line_start_ps + event.offset_ps;
-      const InstructionKey key{text_id(found.module), Has(found.program_id),
-                               Has(found.program_id) ? StatInt(found.program_id) : 0,
-                               text_id(found.op)};
-      spans.push_back({InstructionId(key),
-                       Has(found.scope_range_id) ? StatInt(found.scope_range_id) : start_ps,
-                       start_ps, start_ps + event.duration_ps});
-    });
-    return accepted ? LineUse::kRead : LineUse::kRefused;
+    const int64_t start_ps = line_start_ps + event.offset_ps;
+    const InstructionKey key{text_id(*found.module), found.program_id != nullptr,
+                             found.program_id != nullptr ? StatInt(*found.program_id) : 0,
+                             text_id(*found.op)};
+    spans.push_back({InstructionId(key),
+                     found.scope_range_id != nullptr ? StatInt(*found.scope_range_id) : start_ps,
+                     start_ps, start_ps + event.duration_ps});
+  };
+  auto is_async_ops = [](const LineHeader& header) {
+    return (header.display_name.empty() ? header.name : header.display_name) == kAsyncOpsLineName;
+  };
+
+  // Each line is read in one pass, its events with the header fields that came before the first
+  // of them. Protobuf writes `display_name` after the events, so when the whole header turns out
+  // to skip the line or to start it at another time, the line's spans are dropped and, unless
+  // skipped, read again.
+  using LineUse = LazyXSpace::LineUse;
+  return space.ReadLines(plane_index, [&](std::string_view line) {
+    const size_t first_span = spans.size();
+    bool any_event = false;
+    bool skipped = false;      // As the header fields before the first event said.
+    int64_t timestamp_ns = 0;  // Likewise.
+    LineHeader header;
+    const bool accepted =
+        ReadLine(line, &header, [&](const LineHeader& so_far, const EventView& event) {
+          if (!any_event) {
+            any_event = true;
+            skipped = is_async_ops(so_far);
+            timestamp_ns = so_far.timestamp_ns;
+          }
+          if (!skipped) add_event(event, timestamp_ns * 1000);
+        });
+    if (!accepted) return LineUse::kRefused;
+    if (!any_event || (skipped == is_async_ops(header) && timestamp_ns == header.timestamp_ns)) {
+      return LineUse::kRead;
+    }
+    spans.resize(first_span);
+    if (is_async_ops(header)) return LineUse::kRead;
+    const int64_t line_start_ps = header.timestamp_ns * 1000;
+    ForEachEvent(line, [&](const EventView& event) { add_event(event, line_start_ps); });
+    return LineUse::kRead;
   });
 }
 

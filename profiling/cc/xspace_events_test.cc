@@ -121,6 +121,45 @@ TEST(ExtractSpansTest, WithoutScopeIdEventsStartingTogetherAreOneInstance) {
   EXPECT_DOUBLE_EQ(Mean(costs, "all-reduce.1"), 5.0);
 }
 
+// The wire form of the one-plane `space` with `suffix` appended to its first line's bytes: field
+// orders protobuf never writes, which it parses all the same.
+std::string WithFirstLineSuffix(const XSpace& space, const std::string& suffix) {
+  auto len_field = [](char tag, const std::string& payload) {
+    std::string out(1, tag);
+    for (size_t size = payload.size();; size >>= 7) {
+      out.push_back(static_cast<char>(size < 0x80 ? size : (size & 0x7f) | 0x80));
+      if (size < 0x80) break;
+    }
+    return out + payload;
+  };
+  tensorflow::profiler::XPlane plane = space.planes(0);
+  std::string lines;
+  for (int i = 0; i < plane.lines_size(); ++i) {
+    lines += len_field('\x1a', plane.lines(i).SerializeAsString() + (i == 0 ? suffix : ""));
+  }
+  plane.clear_lines();
+  return len_field('\x0a', plane.SerializeAsString() + lines);  // XSpace.planes, XPlane.lines.
+}
+
+TEST(ExtractSpansTest, ALineTimestampAfterItsEventsStillShiftsThem) {
+  // As above, but Stream #1's timestamp comes after its events: the reader meets them first.
+  XSpace space;
+  PlaneBuilder gpu = AddPlane(&space, "/device:GPU:0");
+  gpu.AddEvent(gpu.AddLine("Stream #1"), "a", 0, 2 * kUs, Hlo("all-reduce.1"));
+  gpu.AddEvent(gpu.AddLine("Stream #2"), "a", 1000 * 1000, 5 * kUs, Hlo("all-reduce.1"));
+  const std::string timestamp_1000 = "\x18\xe8\x07";  // XLine.timestamp_ns (3) = 1000.
+  const std::string bytes = WithFirstLineSuffix(space, timestamp_1000);
+  tensorflow::profiler::XSpace parsed;
+  ASSERT_TRUE(parsed.ParseFromString(bytes));
+  ASSERT_EQ(parsed.planes(0).lines(0).timestamp_ns(), 1000);
+  HostCosts costs =
+      ExtractSpans(LazyXSpace::Parse(bytes, "t"), PlaneSelection::kDevice).Resolve({});
+  EXPECT_EQ(costs["all-reduce.1"].count, 1);
+  EXPECT_DOUBLE_EQ(Mean(costs, "all-reduce.1"), 5.0);
+  // Without the timestamp the two events start 1 us apart: two instances.
+  EXPECT_EQ(Costs(space)["all-reduce.1"].count, 2);
+}
+
 TEST(ExtractSpansTest, GpuPlanesWinOverTpuAndCustom) {
   XSpace space;
   PlaneBuilder custom = AddPlane(&space, "/device:CUSTOM:0");

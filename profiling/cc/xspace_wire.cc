@@ -17,22 +17,14 @@ using wire::Field;
 // Field numbers, from xplane.proto.
 constexpr uint32_t kSpacePlanes = 1;
 constexpr uint32_t kPlaneLines = 3;
-constexpr uint32_t kLineName = 2, kLineTimestampNs = 3, kLineDisplayName = 11;
+using wire::kLineDisplayName;
+using wire::kLineName;
+using wire::kLineTimestampNs;
+using wire::ValidUtf8;
 constexpr uint32_t kEventMetadataId = 1, kEventOffsetPs = 2, kEventDurationPs = 3, kEventStats = 4,
                    kEventNumOccurrences = 5;
 constexpr uint32_t kStatMetadataId = 1, kStatDouble = 2, kStatUint64 = 3, kStatInt64 = 4,
                    kStatStr = 5, kStatBytes = 6, kStatRef = 7;
-
-// Protobuf rejects proto3 `string` fields that are not UTF-8 when parsing; so do we.
-bool ValidUtf8(std::string_view s) {
-  for (char c : s) {
-    if (static_cast<unsigned char>(c) >= 0x80) {
-      return google::protobuf::internal::IsStructurallyValidUTF8(s.data(),
-                                                                 static_cast<int>(s.size()));
-    }
-  }
-  return true;
-}
 
 void AppendVarint(uint64_t value, std::string* out) {
   while (value >= 0x80) {
@@ -84,7 +76,53 @@ double StatView::double_value() const {
   return value;
 }
 
+namespace {
+
+// A stat written as nearly every stat of a trace is: its metadata_id (one byte) and then one
+// integer value (tag and varint), nothing else. False for any other bytes, left to DecodeStat's
+// general loop.
+[[gnu::always_inline]] inline bool DecodeShortIntegerStat(std::string_view bytes,
+                                                          StatView::ValueCase* value_case,
+                                                          int64_t* metadata_id, uint64_t* value) {
+  const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
+  const size_t size = bytes.size();
+  constexpr uint8_t kMetadataIdTag = (kStatMetadataId << 3) | wire::kVarint;
+  if (size < 4 || size > 13 || p[0] != kMetadataIdTag || p[1] >= 0x80) return false;
+  switch (p[2]) {
+    case (kStatUint64 << 3) | wire::kVarint:
+      *value_case = XStat::kUint64Value;
+      break;
+    case (kStatInt64 << 3) | wire::kVarint:
+      *value_case = XStat::kInt64Value;
+      break;
+    case (kStatRef << 3) | wire::kVarint:
+      *value_case = XStat::kRefValue;
+      break;
+    default:
+      return false;
+  }
+  // The varint must end at the last byte (at most 10 bytes; bits past 64 drop, as in protobuf).
+  uint64_t result = 0;
+  for (size_t i = 3; i < size; ++i) {
+    const uint8_t byte = p[i];
+    result |= static_cast<uint64_t>(byte & 0x7f) << (7 * (i - 3));
+    if (byte < 0x80) {
+      if (i + 1 != size) return false;
+      *metadata_id = p[1];
+      *value = result;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 bool DecodeStat(std::string_view bytes, StatView* stat) {
+  if (DecodeShortIntegerStat(bytes, &stat->value_case_, &stat->metadata_id_, &stat->bits_)) {
+    stat->text_ = std::string_view();
+    return true;
+  }
   *stat = StatView();
   wire::Reader reader(bytes);
   Field field;
@@ -141,8 +179,10 @@ bool DecodeEvent(std::string_view bytes, EventView* event) {
     if (!reader.Next(&field)) return false;
     if (field.number == kEventStats) {
       if (field.wire_type != wire::kLengthDelimited) continue;
-      event->stats.emplace_back();
-      if (!DecodeStat(field.bytes, &event->stats.back())) return false;
+      StatView& stat = event->stats.emplace_back();
+      if (DecodeShortIntegerStat(field.bytes, &stat.value_case_, &stat.metadata_id_, &stat.bits_))
+        continue;  // The common case, inline; DecodeStat takes the rest.
+      if (!DecodeStat(field.bytes, &stat)) return false;
       continue;
     }
     if (field.wire_type != wire::kVarint) continue;
@@ -185,6 +225,16 @@ bool DecodeLineHeader(std::string_view bytes, LineHeader* header) {
 }
 
 namespace wire {
+
+bool ValidUtf8(std::string_view s) {
+  for (char c : s) {
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      return google::protobuf::internal::IsStructurallyValidUTF8(s.data(),
+                                                                 static_cast<int>(s.size()));
+    }
+  }
+  return true;
+}
 
 bool CheckLine(std::string_view bytes) {
   LineHeader header;

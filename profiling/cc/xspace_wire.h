@@ -30,6 +30,8 @@
 
 namespace pgle {
 
+struct EventView;
+
 // A stat as decoded from the wire; the accessors mirror tensorflow::profiler::XStat.
 class StatView {
  public:
@@ -48,6 +50,7 @@ class StatView {
 
  private:
   friend bool DecodeStat(std::string_view bytes, StatView* stat);
+  friend bool DecodeEvent(std::string_view bytes, EventView* event);
   int64_t metadata_id_ = 0;
   ValueCase value_case_ = tensorflow::profiler::XStat::VALUE_NOT_SET;
   uint64_t bits_ = 0;      // The integer value, or the double's bits.
@@ -78,6 +81,13 @@ bool DecodeLineHeader(std::string_view bytes, LineHeader* header);
 template <typename OnEvent>
 bool ForEachEvent(std::string_view bytes, OnEvent&& on_event);
 
+// The whole serialized line `bytes` in one pass: its header fields into `*header` as they come,
+// and each event into an EventView, calling `on_event(const LineHeader& so_far, const EventView&)`
+// with the header fields met before that event (protobuf itself writes `display_name` after the
+// events). False (after the events before it) at rejected bytes.
+template <typename OnEvent>
+bool ReadLine(std::string_view bytes, LineHeader* header, OnEvent&& on_event);
+
 // Bytes that stay where they are while `owner` lives: a std::string, or a file mapped into memory.
 struct SharedBytes {
   std::shared_ptr<const void> owner;
@@ -105,13 +115,13 @@ class LazyXSpace {
 
   // What a ReadLines callback did with the line it was given.
   enum class LineUse {
-    kRead,     // Decoded its events with ForEachEvent, which accepted them.
-    kRefused,  // ForEachEvent (or another decoder) returned false.
+    kRead,     // Decoded it with ReadLine (or DecodeLineHeader and ForEachEvent): accepted.
+    kRefused,  // A decoder returned false.
     kSkipped,  // Did not read it: ReadLines checks its events instead.
   };
-  // Hands each line of headers().planes(plane), in trace order, to
-  // `on_line(const LineHeader& header, std::string_view line) -> LineUse`, its header decoded.
-  // False if a header or a line was refused: the caller starts again from Canonical().
+  // Hands each serialized line of headers().planes(plane), in trace order, to
+  // `on_line(std::string_view line) -> LineUse` (which decodes it, header and events, with
+  // ReadLine). False if a line was refused: the caller starts again from Canonical().
   template <typename OnLine>
   bool ReadLines(int plane, OnLine&& on_line) const;
   // Checks every line of a plane that is not read. False if one is refused.
@@ -194,6 +204,23 @@ class Reader {
       *value = static_cast<uint8_t>(*p_++);
       return true;
     }
+    if (end_ - p_ >= 8) {  // Times and durations in ps: several bytes, decoded 8 at a time.
+      // Little-endian, as above.
+      uint64_t word;
+      std::memcpy(&word, p_, 8);
+      const uint64_t stops = ~word & 0x8080808080808080ull;  // A clear top bit ends the varint.
+      const int size = stops == 0 ? 9 : (__builtin_ctzll(stops) + 1) / 8;
+      if (size <= 8 && size <= max_bytes) {
+        uint64_t x = size == 8 ? word : word & ((uint64_t{1} << (8 * size)) - 1);
+        x &= 0x7f7f7f7f7f7f7f7full;  // Drop the continuation bits, then close the gaps.
+        x = ((x & 0x7f007f007f007f00ull) >> 1) | (x & 0x007f007f007f007full);
+        x = ((x & 0x3fff00003fff0000ull) >> 2) | (x & 0x00003fff00003fffull);
+        x = ((x & 0x0fffffff00000000ull) >> 4) | (x & 0x000000000fffffffull);
+        *value = x;
+        p_ += size;
+        return true;
+      }
+    }
     uint64_t result = 0;
     for (int i = 0; i < max_bytes && p_ != end_; ++i) {
       const uint8_t byte = static_cast<uint8_t>(*p_++);
@@ -213,6 +240,12 @@ class Reader {
 // Whether the fast reader accepts the whole serialized line `bytes`, events and stats included.
 bool CheckLine(std::string_view bytes);
 
+// Header field numbers of XLine, from xplane.proto.
+constexpr uint32_t kLineName = 2, kLineTimestampNs = 3, kLineEvents = 4, kLineDisplayName = 11;
+
+// Protobuf rejects proto3 `string` fields that are not UTF-8 when parsing; so do we.
+bool ValidUtf8(std::string_view s);
+
 }  // namespace wire
 
 template <typename OnEvent>
@@ -230,20 +263,49 @@ bool ForEachEvent(std::string_view bytes, OnEvent&& on_event) {
   return true;
 }
 
+template <typename OnEvent>
+bool ReadLine(std::string_view bytes, LineHeader* header, OnEvent&& on_event) {
+  *header = LineHeader();
+  EventView event;
+  wire::Reader reader(bytes);
+  wire::Field field;
+  while (!reader.done()) {
+    if (!reader.Next(&field)) return false;
+    switch (field.number) {
+      case wire::kLineEvents:
+        if (field.wire_type != wire::kLengthDelimited) break;
+        if (!DecodeEvent(field.bytes, &event)) return false;
+        on_event(static_cast<const LineHeader&>(*header), static_cast<const EventView&>(event));
+        break;
+      case wire::kLineTimestampNs:
+        if (field.wire_type == wire::kVarint)
+          header->timestamp_ns = static_cast<int64_t>(field.value);
+        break;
+      case wire::kLineName:
+      case wire::kLineDisplayName:
+        if (field.wire_type != wire::kLengthDelimited) break;
+        if (!wire::ValidUtf8(field.bytes)) return false;
+        (field.number == wire::kLineName ? header->name : header->display_name) = field.bytes;
+        break;
+      default:
+        break;
+    }
+  }
+  return true;
+}
+
 template <typename OnLine>
 bool LazyXSpace::ReadLines(int plane, OnLine&& on_line) const {
   const std::vector<Range>& ranges = lines_[plane];
   for (size_t i = 0; i < ranges.size(); ++i) {
     const std::string_view bytes = line(ranges, i);
-    LineHeader header;
-    if (!DecodeLineHeader(bytes, &header)) return false;
-    switch (on_line(static_cast<const LineHeader&>(header), bytes)) {
+    switch (on_line(bytes)) {
       case LineUse::kRead:
         break;
       case LineUse::kRefused:
         return false;
       case LineUse::kSkipped:
-        if (!ForEachEvent(bytes, [](const EventView&) {})) return false;
+        if (!wire::CheckLine(bytes)) return false;
         break;
     }
   }

@@ -104,6 +104,18 @@ void ExpectDecodesAsProtobuf(std::string_view bytes) {
     }
   }));
   EXPECT_EQ(index, expected.events_size());
+  // ReadLine: the same events and, once the line is read, the same header, in one pass.
+  LineHeader read_header;
+  int read_events = 0;
+  ASSERT_TRUE(ReadLine(bytes, &read_header, [&](const LineHeader&, const EventView& event) {
+    ASSERT_LT(read_events, expected.events_size());
+    EXPECT_EQ(event.offset_ps, expected.events(read_events).offset_ps());
+    EXPECT_EQ(event.stats.size(), expected.events(read_events++).stats_size());
+  }));
+  EXPECT_EQ(read_events, expected.events_size());
+  EXPECT_EQ(read_header.name, expected.name());
+  EXPECT_EQ(read_header.display_name, expected.display_name());
+  EXPECT_EQ(read_header.timestamp_ns, expected.timestamp_ns());
 }
 
 TEST(LazyXSpaceTest, HeadersHoldEverythingButTheLines) {
@@ -170,6 +182,29 @@ TEST(DecodeTest, WireFormsProtobufNeverWritesDecodeAsProtobufParsesThem) {
   EXPECT_EQ(decoded.offset_ps, 0);
   EXPECT_EQ(decoded.duration_ps, 10);
   EXPECT_EQ(decoded.stats[0].str_value(), "later_wins");
+}
+
+TEST(DecodeTest, VarintsOfEveryLengthAsProtobuf) {
+  // Varints of 1 to 10 bytes, at the end of a message and followed by 8 bytes or more (the reader
+  // decodes 8 bytes at a time where it can), in event fields and in short integer stats.
+  std::vector<uint64_t> values = {0, 1, 127, ~uint64_t{0}, uint64_t{1} << 63};
+  for (int bits = 7; bits < 64; bits += 7) {
+    values.push_back((uint64_t{1} << bits) - 1);
+    values.push_back(uint64_t{1} << bits);
+    values.push_back((uint64_t{0x9e3779b97f4a7c15} >> (64 - bits)) | 1);
+  }
+  std::string line;
+  for (uint64_t value : values) {
+    const std::string stats = LenField(4, VarintField(1, 5) + VarintField(7, value)) +
+                              LenField(4, VarintField(1, 200) + VarintField(4, value)) +
+                              LenField(4, VarintField(3, value) + VarintField(1, 6));
+    line += LenField(4, VarintField(3, value) + stats + VarintField(2, value));
+    line += LenField(4, stats + VarintField(2, value) + VarintField(3, value));
+  }
+  line += VarintField(3, ~uint64_t{0} >> 1);
+  ExpectDecodesAsProtobuf(line);
+  // Bits past 64 in a 10-byte varint drop, as in protobuf.
+  ExpectDecodesAsProtobuf(LenField(4, Tag(2, 0) + std::string(9, '\xff') + "\x7f"));
 }
 
 TEST(DecodeTest, RejectsWhatItLeavesToProtobuf) {

@@ -14,6 +14,9 @@ a notebook can call them with other values:
   synthetic_datasets(...)     Pax's `SyntheticDataset` (constant ids) for train and eval
   num_heads(exp)              heads from NUM_HEADS / DIMS_PER_HEAD, as Pax derives them
 
+`ProgressionLm` is the other base: a `small_language_model` on arithmetic progressions, the body
+of demo.SyntheticDemoLm and of the tests' TinyLm (paxml/testing/tiny_lm.py), which set its sizes.
+
 Pax's chains (LmCloudSpmd2B -> LmCloudSpmd -> TransformerLmSpmdAdafactor + SyntheticDataset ->
 BaseExperiment) become: variant -> family (LmCloudSpmd) -> this base; mixins are functions.
 """
@@ -28,6 +31,7 @@ import jax
 import jax.numpy as jnp
 
 from paxml import base_experiment
+from paxml import synthetic_input
 from paxml import tasks_lib
 from paxml.data import synthetic
 from praxis import base_hyperparams
@@ -284,6 +288,73 @@ def synthetic_datasets(percore_batch_size: float, seq_len: int) -> list[fdl.Conf
 def synthetic_decode_datasets(percore_batch_size: float, prompt_len: int) -> list[fdl.Config]:
   """Prompts for decoding: Pax's constant rows, `prompt_len` tokens long."""
   return [_synthetic("synthetic", False, percore_batch_size, prompt_len)]
+
+
+class ProgressionLm(base_experiment.BaseExperiment):
+  """`small_language_model` trained to continue arithmetic progressions (paxml/synthetic_input.py).
+
+  The data and model fields are below; a subclass adds the loop's TaskConfig fields
+  (LEARNING_RATE ... DECODE_INTERVAL_STEPS, see tasks_lib.task_from_fields) and changes sizes.
+  Decoding keeps the first DECODE_PREFIX_LEN tokens of each row (start and stride) and continues
+  the progression to SEQ_LEN tokens. Not registered: it has no loop settings of its own.
+  """
+
+  VOCAB_SIZE = 32
+  SEQ_LEN = 32
+  BATCH_SIZE = 16
+  # Strides up to 8 keep the task learnable in a few hundred steps; the full
+  # range (up to VOCAB_SIZE - 1) needs modular arithmetic and many more steps.
+  MAX_STRIDE = 8
+  # None: a fresh data stream per run, as Pax advises for training data (the
+  # checkpoint records it, so a resumed run continues the same stream).
+  INPUT_SEED = None
+  # Fixed, so that every evaluation sees the same rows and their numbers compare.
+  EVAL_SEED = 1000
+  DECODE_PREFIX_LEN = 2
+
+  MODEL_DIMS = 64
+  NUM_LAYERS = 2
+  NUM_HEADS = 4
+  HIDDEN_DIMS = 4 * MODEL_DIMS  # Computed once: a subclass changing MODEL_DIMS sets this too.
+
+  def _input(self, **overrides) -> fdl.Config:
+    fields = dict(
+      batch_size=self.BATCH_SIZE,
+      seq_len=self.SEQ_LEN,
+      vocab_size=self.VOCAB_SIZE,
+      max_stride=self.MAX_STRIDE,
+    )
+    fields.update(overrides)  # The decode input replaces seq_len.
+    return fdl.Config(synthetic_input.SyntheticLmInput, **fields)
+
+  def datasets(self) -> list[fdl.Config]:
+    return [
+      self._input(seed=self.INPUT_SEED, is_training=True, name="train"),
+      self._input(seed=self.EVAL_SEED, is_training=False, name="progressions"),
+    ]
+
+  def decode_datasets(self) -> list[fdl.Config]:
+    # Rows of just the prompt: LanguageModel.decode continues each row after its last
+    # non-padded token.
+    return [
+      self._input(
+        seed=self.EVAL_SEED, is_training=False, name="progressions", seq_len=self.DECODE_PREFIX_LEN
+      )
+    ]
+
+  def model(self) -> models.LanguageModel:
+    """`small_language_model` from the fields above."""
+    return small_language_model(
+      vocab_size=self.VOCAB_SIZE,
+      model_dims=self.MODEL_DIMS,
+      num_layers=self.NUM_LAYERS,
+      num_heads=self.NUM_HEADS,
+      hidden_dims=self.HIDDEN_DIMS,
+      decode_seqlen=self.SEQ_LEN,
+    )
+
+  def task(self) -> tasks_lib.TaskConfig:
+    return tasks_lib.task_from_fields(self, self.model())
 
 
 class TransformerLmSpmdAdam(base_experiment.BaseExperiment):

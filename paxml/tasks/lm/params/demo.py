@@ -25,7 +25,6 @@ import fiddle as fdl
 
 from paxml import base_experiment
 from paxml import experiment_registry
-from paxml import synthetic_input
 from paxml import tasks_lib
 from paxml.data import demo_data
 from paxml.data import tokenizer
@@ -158,34 +157,15 @@ class DemoLm(base_experiment.BaseExperiment):
 
 
 @experiment_registry.register
-class SyntheticDemoLm(base_experiment.BaseExperiment):
+class SyntheticDemoLm(model_params.ProgressionLm):
   """Two-layer, 64-wide praxis LanguageModel; 300 steps of Adam on arithmetic progressions (no
   data needed).
 
     ./bazelw run //paxml:main -- --exp=demo.SyntheticDemoLm --job_log_dir=/tmp/pax_synthetic
 
   The loss starts near ln(VOCAB_SIZE) = 3.47 and falls well below it as the model learns to
-  continue arithmetic progressions.
+  continue arithmetic progressions. Data, model and decoding: model_params.ProgressionLm.
   """
-
-  VOCAB_SIZE = 32
-  SEQ_LEN = 32
-  BATCH_SIZE = 16
-  # Strides up to 8 keep the task learnable in a few hundred steps; the full
-  # range (up to VOCAB_SIZE - 1) needs modular arithmetic and many more steps.
-  MAX_STRIDE = 8
-  # None: a fresh data stream per run, as Pax advises for training data (the
-  # checkpoint records it, so a resumed run continues the same stream).
-  INPUT_SEED = None
-  # Fixed, so that every evaluation sees the same rows and their numbers compare.
-  EVAL_SEED = 1000
-  # Decoding keeps the first two tokens (start and stride) and continues the progression.
-  DECODE_PREFIX_LEN = 2
-
-  MODEL_DIMS = 64
-  NUM_LAYERS = 2
-  NUM_HEADS = 4
-  HIDDEN_DIMS = 4 * MODEL_DIMS  # Computed once: a subclass changing MODEL_DIMS sets this too.
 
   LEARNING_RATE = 3e-3
   WARMUP_STEPS = 20
@@ -198,43 +178,3 @@ class SyntheticDemoLm(base_experiment.BaseExperiment):
   SUMMARY_INTERVAL_STEPS = 20
   EVAL_INTERVAL_STEPS = 100
   DECODE_INTERVAL_STEPS = 100
-
-  def _input(self, **overrides) -> fdl.Config:
-    fields = dict(
-      batch_size=self.BATCH_SIZE,
-      seq_len=self.SEQ_LEN,
-      vocab_size=self.VOCAB_SIZE,
-      max_stride=self.MAX_STRIDE,
-    )
-    fields.update(overrides)  # The decode input replaces seq_len.
-    return fdl.Config(synthetic_input.SyntheticLmInput, **fields)
-
-  def datasets(self) -> list[fdl.Config]:
-    return [
-      self._input(seed=self.INPUT_SEED, is_training=True, name="train"),
-      self._input(seed=self.EVAL_SEED, is_training=False, name="progressions"),
-    ]
-
-  def decode_datasets(self) -> list[fdl.Config]:
-    # Rows of just the prompt: LanguageModel.decode continues each row after its last
-    # non-padded token (as TinyLm in paxml/testing/tiny_lm.py).
-    return [
-      self._input(
-        seed=self.EVAL_SEED, is_training=False, name="progressions", seq_len=self.DECODE_PREFIX_LEN
-      )
-    ]
-
-  def model(self) -> models.LanguageModel:
-    """praxis' LanguageModel (model_params.small_language_model) from the fields above; decode
-    continues each DECODE_PREFIX_LEN-token prompt to SEQ_LEN tokens."""
-    return model_params.small_language_model(
-      vocab_size=self.VOCAB_SIZE,
-      model_dims=self.MODEL_DIMS,
-      num_layers=self.NUM_LAYERS,
-      num_heads=self.NUM_HEADS,
-      hidden_dims=self.HIDDEN_DIMS,
-      decode_seqlen=self.SEQ_LEN,
-    )
-
-  def task(self) -> tasks_lib.TaskConfig:
-    return tasks_lib.task_from_fields(self, self.model())

@@ -3,7 +3,6 @@
 import glob
 import json
 import os
-import random
 
 from absl.testing import absltest
 from tensorboard.backend.event_processing import event_accumulator
@@ -11,18 +10,7 @@ from tensorboard.util import tensor_util
 
 from paxml import trainer
 from paxml.tasks.lm.params import seqio_demo
-
-
-def _write_kjv(path):
-  """100 chapters in the `bible` program's format: 95 train, 5 held out."""
-  rng = random.Random(0)
-  words = "and the lord said unto moses go forth into land which i give thee".split()
-  with open(path, "w") as f:
-    for c in range(1, 101):
-      f.write(f"\nExodus {c}\n\n")
-      for v in range(1, rng.randint(3, 6)):
-        verse = " ".join(rng.choice(words) for _ in range(rng.randint(4, 12)))
-        f.write(f"  {v} {verse.capitalize()}.\n")
+from paxml.testing import kjv_file
 
 
 def _read_scalars(directory):
@@ -40,7 +28,7 @@ class SeqIODemoLmTest(absltest.TestCase):
   def test_eval_and_decode_summaries_report_the_tasks_seqio_metrics(self):
     tmp = self.create_tempdir().full_path
     corpus = os.path.join(tmp, "kjv.txt")
-    _write_kjv(corpus)
+    kjv_file.write_kjv(corpus, 100)  # 95 train chapters, 5 held out.
 
     class Tiny(seqio_demo.SeqIODemoLm):
       CORPUS_PATH = corpus
