@@ -41,9 +41,7 @@ def install() -> None:
   def create(cls, *, apply_fn: Any, params: Any, tx: optax.GradientTransformation, **kwargs: Any):
     if _flax_handles(params):
       return flax_create(cls, apply_fn=apply_fn, params=params, tx=tx, **kwargs)
-    return cls(
-      step=0, apply_fn=apply_fn, params=params, tx=tx, opt_state=tx.init(params), **kwargs
-    )
+    return cls(step=0, apply_fn=apply_fn, params=params, tx=tx, opt_state=tx.init(params), **kwargs)
 
   def apply_gradients(self, *, grads: Any, **kwargs: Any):
     if _flax_handles(grads):

@@ -24,7 +24,9 @@ class FlaxCompatTest(absltest.TestCase):
     self.assertEqual(int(state.replace(step=7).step), 7)
 
   def test_tuple_params_are_trained_like_any_tree(self):
-    state = TrainState.create(apply_fn=None, params=(jnp.ones(2), jnp.float32(3.0)), tx=optax.sgd(0.5))
+    state = TrainState.create(
+      apply_fn=None, params=(jnp.ones(2), jnp.float32(3.0)), tx=optax.sgd(0.5)
+    )
     state = state.apply_gradients(grads=(jnp.full(2, 2.0), jnp.float32(4.0)))
     self.assertEqual(int(state.step), 1)
     np.testing.assert_allclose(state.params[0], [0.0, 0.0])

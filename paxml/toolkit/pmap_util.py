@@ -221,9 +221,7 @@ def unshard(tree: ArrayTree) -> list[ArrayTree]:
 
 def _all_gather_over_devices(tree: ArrayTree, backend: str | None = None) -> ArrayTree:
   """all_gather of a [local_devices, ...] tree over every device of every process."""
-  return unreplicate(
-    jax.pmap(lambda t: jax.lax.all_gather(t, "b"), "b", backend=backend)(tree)
-  )
+  return unreplicate(jax.pmap(lambda t: jax.lax.all_gather(t, "b"), "b", backend=backend)(tree))
 
 
 def gather_from_jax_processes(tree: ArrayTree) -> list[ArrayTree]:

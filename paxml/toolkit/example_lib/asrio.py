@@ -138,9 +138,7 @@ def frame(
     num_timesteps += extra
   num_frames = max(0, (num_timesteps - frame_length) // frame_step + 1)
   # Static gather indices: [num_frames, frame_length].
-  index = (
-    np.arange(num_frames)[:, np.newaxis] * frame_step + np.arange(frame_length)[np.newaxis, :]
-  )
+  index = np.arange(num_frames)[:, np.newaxis] * frame_step + np.arange(frame_length)[np.newaxis, :]
   return x[..., index]
 
 

@@ -46,11 +46,18 @@ class CnnEncoderTest(absltest.TestCase):
   def test_subsampling_and_padded_frames(self):
     x = np.random.RandomState(0).normal(size=(2, 9, 12))
     paddings = _right_paddings([9, 3], 9)
-    module = asrnn.CnnEncoder(channels=(4, 5), num_outputs=6, use_batch_norm=True, batch_norm_axis_name=None)
+    module = asrnn.CnnEncoder(
+      channels=(4, 5), num_outputs=6, use_batch_norm=True, batch_norm_axis_name=None
+    )
     variables = module.init(jax.random.PRNGKey(0), x, paddings, is_eval=True)
-    self.assertEqual(set(variables["params"]), {"Conv_0", "Conv_1", "PaddedBatchNorm_0", "PaddedBatchNorm_1", "Dense_0"})
+    self.assertEqual(
+      set(variables["params"]),
+      {"Conv_0", "Conv_1", "PaddedBatchNorm_0", "PaddedBatchNorm_1", "Dense_0"},
+    )
     self.assertEqual(variables["params"]["Dense_0"]["kernel"].shape, (3 * 5, 6))
-    (y, y_paddings), _ = module.apply(variables, x, paddings, is_eval=False, mutable=["batch_stats"])
+    (y, y_paddings), _ = module.apply(
+      variables, x, paddings, is_eval=False, mutable=["batch_stats"]
+    )
     self.assertEqual(y.shape, (2, 3, 6))  # Time 9 -> 5 -> 3 with SAME stride 2.
     # A subsampled frame is padding when its whole window is: lengths 3 -> 2 -> 2.
     np.testing.assert_array_equal(y_paddings, [[0, 0, 0], [0, 0, 1]])
@@ -69,7 +76,9 @@ class PaddedBatchNormTest(absltest.TestCase):
     valid = x[paddings < 0.5]
     np.testing.assert_allclose(updated["batch_stats"]["mean"], 0.1 * valid.mean(0), rtol=1e-4)
     np.testing.assert_allclose(updated["batch_stats"]["var"], 0.9 + 0.1 * valid.var(0), rtol=1e-4)
-    np.testing.assert_allclose(y[paddings < 0.5], (valid - valid.mean(0)) / np.sqrt(valid.var(0) + 1e-5), atol=1e-4)
+    np.testing.assert_allclose(
+      y[paddings < 0.5], (valid - valid.mean(0)) / np.sqrt(valid.var(0) + 1e-5), atol=1e-4
+    )
     np.testing.assert_allclose(y[paddings > 0.5], 0.0)
 
   def test_rank_four_input_counts_every_reduced_element(self):
@@ -101,7 +110,13 @@ class ConformerTest(absltest.TestCase):
     params = variables["params"]
     self.assertEqual(
       set(params),
-      {"ConformerFfnBlock_0", "ConformerMhsaBlock_0", "ConformerConvBlock_0", "ConformerFfnBlock_1", "LayerNorm_0"},
+      {
+        "ConformerFfnBlock_0",
+        "ConformerMhsaBlock_0",
+        "ConformerConvBlock_0",
+        "ConformerFfnBlock_1",
+        "LayerNorm_0",
+      },
     )
     mhsa = params["ConformerMhsaBlock_0"]
     self.assertEqual(set(mhsa), {"LayerNorm_0", "SelfAttention_0", "query_scale"})
@@ -138,7 +153,9 @@ class SpecAugTest(absltest.TestCase):
     x = np.ones((4, 50, 20), np.float32)
     paddings = _right_paddings([50, 30, 20, 10], 50)
     module = asrnn.SpecAug(freq_mask_count=0, time_mask_count=2, time_mask_max_ratio=0.2)
-    y = np.asarray(module.apply({}, x, paddings, deterministic=False, rngs={"specaug": jax.random.PRNGKey(0)}))
+    y = np.asarray(
+      module.apply({}, x, paddings, deterministic=False, rngs={"specaug": jax.random.PRNGKey(0)})
+    )
     for b, length in enumerate([50, 30, 20, 10]):
       masked = np.flatnonzero(y[b, :, 0] == 0.0)
       self.assertLessEqual(masked.size, 2 * (int(0.2 * length) + 1))
@@ -150,14 +167,24 @@ class OptimizerTest(absltest.TestCase):
   def test_without_clipping_it_is_adamw(self):
     params = {"w": jnp.arange(6.0).reshape(2, 3)}
     grads = {"w": jnp.array([[0.5, -1.0, 2.0], [0.1, 0.0, -3.0]])}
-    ours = asrnn.adamw_with_clipping(0.1, block_update_rms_threshold=None, global_gradient_norm_threshold=None)
+    ours = asrnn.adamw_with_clipping(
+      0.1, block_update_rms_threshold=None, global_gradient_norm_threshold=None
+    )
     reference = optax.adamw(0.1, weight_decay=1e-4)
     got, _ = ours.update(grads, ours.init(params), params)
     want, _ = reference.update(grads, reference.init(params), params)
     np.testing.assert_allclose(got["w"], want["w"], rtol=1e-6)
 
   def test_global_norm_clipping(self):
-    tx = asrnn.adamw_with_clipping(-1.0, b1=0.0, b2=0.0, eps=0.0, weight_decay=0.0, block_update_rms_threshold=None, global_gradient_norm_threshold=1.0)
+    tx = asrnn.adamw_with_clipping(
+      -1.0,
+      b1=0.0,
+      b2=0.0,
+      eps=0.0,
+      weight_decay=0.0,
+      block_update_rms_threshold=None,
+      global_gradient_norm_threshold=1.0,
+    )
     params = (jnp.zeros(4),)
     updates, _ = tx.update((jnp.full(4, 3.0),), tx.init(params), params)
     # Adam with b1 = b2 = 0 is the sign of the clipped gradient; lr -1 keeps it.
