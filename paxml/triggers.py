@@ -96,10 +96,18 @@ def _positive_int(value: Any, what: str) -> int:
 
 
 class StepInterval(Trigger):
-  """Fires at every multiple of `interval` (0, n, 2n, ...)."""
+  """Fires at every multiple of `interval` (0, n, 2n, ...).
+
+  A negative interval fires at the multiples of its absolute value, as
+  bobbin's `step % n == 0` did (bobbin's LibriSpeech example passes
+  `dataset_size // batch_size`, which is -2 // 1 when tf.data does not know
+  the size).
+  """
 
   def __init__(self, interval: int):
-    self.interval = _positive_int(interval, "step_interval")
+    if not _is_int(interval) or interval == 0:
+      raise ValueError(f"step_interval must be a non-zero int, got {interval!r}.")
+    self.interval = abs(int(interval))
 
   def check(self, step: int) -> bool:
     return step % self.interval == 0

@@ -81,6 +81,8 @@ class TriggerTest(parameterized.TestCase):
   def test_numpy_ints_are_steps(self):
     self.assertEqual(_fired(triggers.AtSteps(np.int32(4)), range(6)), [4])
     self.assertEqual(_fired(triggers.StepInterval(np.int64(3)), range(7)), [0, 3, 6])
+    # bobbin's `step % n == 0` for a negative n.
+    self.assertEqual(_fired(triggers.StepInterval(-2), range(5)), [0, 2, 4])
 
   def test_time_interval_default_clock_is_patchable(self):
     with mock.patch("time.monotonic") as monotonic:
