@@ -1,8 +1,8 @@
 """When periodic work runs: the one trigger mechanism of the project.
 
-The Pax trainer (checkpoint, summary, eval and decode intervals), the
-bobbin-style `CronTab` (`paxml.toolkit.crontab`) and the JAXline-style drivers
-(`paxml.experiment_api`) all decide "should X run now?" with these triggers.
+The Pax trainer (checkpoint, summary, eval and decode intervals) and the
+bobbin-style `CronTab` (`paxml.toolkit.cron`, whose triggers read the step of
+a train state and ask these) decide "should X run now?" with these triggers.
 
 A trigger looks only at an integer step and, for time triggers, at a clock, so
 it does not depend on any train-state type. Step numbering: `step` is the
@@ -13,18 +13,20 @@ Exact firing sets (each is tested in triggers_test.py):
   StepInterval(n):        every step with `step % n == 0`, step 0 included
                           (bobbin's `ForEachNSteps`, JAXline's steps interval).
   AtSteps(steps):         exactly the listed steps.
-  AtFirstSteps(n):        steps 1..n: n firings for a run that starts from
-                          scratch, none for a run resumed past step n.
-                          (bobbin's `AtFirstNSteps(3)` fired at 0,1,2,3.)
+  AtFirstSteps(n):        steps 0..n, bobbin's `AtFirstNSteps(n)` set (n + 1
+                          firings when step 0 is checked too), none for a
+                          run resumed past step n.
   AtFirstSteps(n, of_process=True):
                           the first n distinct steps this process checks,
                           i.e. s0..s0+n-1 where s0 is the first step seen;
                           after a restart at step 1000 that is 1001..1000+n.
                           (bobbin's per-process variant fired n-1 times.)
   TimeInterval(secs):     when at least `secs` seconds passed since this
-                          trigger last fired; with `fire_at_zero` (default)
-                          the first check fires, otherwise the wait starts
-                          when the trigger is created.
+                          trigger last fired (more than `secs` with
+                          `inclusive=False`, bobbin's `ForEachTSeconds`);
+                          with `fire_at_zero` (default) the first check
+                          fires, otherwise the wait starts when the trigger
+                          is created.
   GrowthSteps(ratios):    steps `r * 10**k` for r in ratios, k >= 0 (JAXline's
                           `periodic_action_growth_ratios`: [1, 2, 5] fires at
                           1, 2, 5, 10, 20, 50, 100, ...).
@@ -41,6 +43,7 @@ keywords (`step_interval`, `at_step`, `at_first_steps`,
 
 import abc
 from collections.abc import Callable, Iterable
+import numbers
 import time
 from typing import Any
 
@@ -81,17 +84,30 @@ class OrTrigger(Trigger):
     return " | ".join(repr(t) for t in self.triggers)
 
 
+def _is_int(value: Any) -> bool:
+  # numpy integers count: steps often come from arrays.
+  return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def _positive_int(value: Any, what: str) -> int:
-  if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+  if not _is_int(value) or value <= 0:
     raise ValueError(f"{what} must be a positive int, got {value!r}.")
-  return value
+  return int(value)
 
 
 class StepInterval(Trigger):
-  """Fires at every multiple of `interval` (0, n, 2n, ...)."""
+  """Fires at every multiple of `interval` (0, n, 2n, ...).
+
+  A negative interval fires at the multiples of its absolute value, as
+  bobbin's `step % n == 0` did (bobbin's LibriSpeech example passes
+  `dataset_size // batch_size`, which is -2 // 1 when tf.data does not know
+  the size).
+  """
 
   def __init__(self, interval: int):
-    self.interval = _positive_int(interval, "step_interval")
+    if not _is_int(interval) or interval == 0:
+      raise ValueError(f"step_interval must be a non-zero int, got {interval!r}.")
+    self.interval = abs(int(interval))
 
   def check(self, step: int) -> bool:
     return step % self.interval == 0
@@ -104,10 +120,11 @@ class AtSteps(Trigger):
   """Fires at exactly the given step(s)."""
 
   def __init__(self, steps: int | Iterable[int]):
-    self.steps = frozenset([steps] if isinstance(steps, int) else steps)
-    for s in self.steps:
-      if isinstance(s, bool) or not isinstance(s, int) or s < 0:
+    steps = [steps] if _is_int(steps) else list(steps)
+    for s in steps:
+      if not _is_int(s) or s < 0:
         raise ValueError(f"at_step takes non-negative ints, got {s!r}.")
+    self.steps = frozenset(int(s) for s in steps)
 
   def check(self, step: int) -> bool:
     return step in self.steps
@@ -117,22 +134,25 @@ class AtSteps(Trigger):
 
 
 class AtFirstSteps(Trigger):
-  """Fires after each of the first `n` steps of the run or of this process.
+  """Fires at the first steps of the run or of this process.
 
-  With `of_process=False` the firing set is steps 1..n (global step count, so
-  a resumed run past step n never fires). With `of_process=True` it is the
-  first `n` steps this process checks (`s0 <= step < s0 + n`, s0 = the first
-  step seen), which is what a warm-up log after a restart wants.
+  With `of_process=False` the firing set is steps 0..n, as bobbin's (global
+  step count, so a resumed run past step n never fires). With
+  `of_process=True` it is the first `n` steps this process checks
+  (`s0 <= step < s0 + n`, s0 = the first step seen), which is what a warm-up
+  log after a restart wants.
   """
 
   def __init__(self, n: int, *, of_process: bool = False):
-    self.n = _positive_int(n, "at_first_steps")
+    if not _is_int(n) or n < 0:
+      raise ValueError(f"at_first_steps must be a non-negative int, got {n!r}.")
+    self.n = int(n)
     self.of_process = of_process
     self._first_step: int | None = None
 
   def check(self, step: int) -> bool:
     if not self.of_process:
-      return 1 <= step <= self.n
+      return 0 <= step <= self.n
     if self._first_step is None:
       self._first_step = step
     return self._first_step <= step < self._first_step + self.n
@@ -144,20 +164,31 @@ class AtFirstSteps(Trigger):
 class TimeInterval(Trigger):
   """Fires when `seconds` have passed since it last fired."""
 
-  def __init__(self, seconds: float, *, fire_at_zero: bool = True, clock: Clock | None = None):
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
+  def __init__(
+    self,
+    seconds: float,
+    *,
+    fire_at_zero: bool = True,
+    clock: Clock | None = None,
+    inclusive: bool = True,
+  ):
+    if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real) or seconds <= 0:
       raise ValueError(f"time_interval must be a positive number of seconds, got {seconds!r}.")
     self.seconds = float(seconds)
+    self.inclusive = inclusive
     self._clock = clock or _monotonic
     self._last_fired: float | None = None if fire_at_zero else self._clock()
 
   def check(self, step: int) -> bool:
     del step  # Only the clock matters.
     now = self._clock()
-    if self._last_fired is None or now - self._last_fired >= self.seconds:
+    if self._last_fired is None or self._passed(now - self._last_fired):
       self._last_fired = now
       return True
     return False
+
+  def _passed(self, elapsed: float) -> bool:
+    return elapsed >= self.seconds if self.inclusive else elapsed > self.seconds
 
   def __repr__(self) -> str:
     return f"TimeInterval({self.seconds}s)"
@@ -204,11 +235,14 @@ _TRIGGER_KWARGS: dict[str, Callable[..., Trigger]] = {
 TRIGGER_KWARGS: tuple[str, ...] = tuple(_TRIGGER_KWARGS)
 
 
-def make_trigger(*, clock: Clock | None = None, **trigger_kwargs: Any) -> Trigger:
+def make_trigger(
+  *, clock: Clock | None = None, inclusive_time: bool = True, **trigger_kwargs: Any
+) -> Trigger:
   """Returns the OR of the triggers named by `trigger_kwargs`.
 
   Args:
     clock: seconds source for `time_interval` (default `time.monotonic`).
+    inclusive_time: `TimeInterval.inclusive` for `time_interval`.
     **trigger_kwargs: any of TRIGGER_KWARGS; a value of None is ignored.
 
   Raises:
@@ -226,7 +260,7 @@ def make_trigger(*, clock: Clock | None = None, **trigger_kwargs: Any) -> Trigge
     if value is None:
       continue
     if name == "time_interval":
-      triggers.append(TimeInterval(value, clock=clock))
+      triggers.append(TimeInterval(value, clock=clock, inclusive=inclusive_time))
     else:
       triggers.append(_TRIGGER_KWARGS[name](value))
   if not triggers:

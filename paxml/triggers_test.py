@@ -4,6 +4,7 @@ from unittest import mock
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import numpy as np
 
 from paxml import triggers
 
@@ -30,9 +31,10 @@ class TriggerTest(parameterized.TestCase):
     self.assertEqual(_fired(triggers.AtSteps(7), range(20)), [7])
     self.assertEqual(_fired(triggers.AtSteps([3, 11, 3]), range(20)), [3, 11])
 
-  def test_at_first_steps_fires_exactly_n_times_from_step_one(self):
-    # bobbin's AtFirstNSteps(3) fired at 0, 1, 2, 3 (4 times).
-    self.assertEqual(_fired(triggers.AtFirstSteps(3), range(0, 10)), [1, 2, 3])
+  def test_at_first_steps_fires_at_steps_zero_to_n(self):
+    # bobbin's AtFirstNSteps(3) set: 0, 1, 2, 3.
+    self.assertEqual(_fired(triggers.AtFirstSteps(3), range(0, 10)), [0, 1, 2, 3])
+    self.assertEqual(_fired(triggers.AtFirstSteps(np.int64(0)), range(0, 3)), [0])
     # A run resumed past step n never fires.
     self.assertEqual(_fired(triggers.AtFirstSteps(3), range(100, 110)), [])
 
@@ -66,6 +68,21 @@ class TriggerTest(parameterized.TestCase):
     clock.now += 0.01
     self.assertTrue(trigger.check(3))
     self.assertFalse(trigger.check(4))
+
+  def test_time_interval_not_inclusive_needs_more_than_the_interval(self):
+    clock = FakeClock()
+    trigger = triggers.TimeInterval(5.0, clock=clock, inclusive=False)
+    fired = []
+    for t in (0.0, 5.0, 5.5, 10.5, 10.6):
+      clock.now = t
+      fired.append(trigger.check(0))
+    self.assertEqual(fired, [True, False, True, False, True])
+
+  def test_numpy_ints_are_steps(self):
+    self.assertEqual(_fired(triggers.AtSteps(np.int32(4)), range(6)), [4])
+    self.assertEqual(_fired(triggers.StepInterval(np.int64(3)), range(7)), [0, 3, 6])
+    # bobbin's `step % n == 0` for a negative n.
+    self.assertEqual(_fired(triggers.StepInterval(-2), range(5)), [0, 2, 4])
 
   def test_time_interval_default_clock_is_patchable(self):
     with mock.patch("time.monotonic") as monotonic:

@@ -23,6 +23,9 @@ bobbin's names:
   array_util:  split_leading_axis, flatten_leading_axes.
   pytypes:     Batch, BatchGen, Parameter, VarCollection.
 
+bobbin's example library (ASR data tools and networks) is the subpackage
+`paxml.toolkit.example_lib` (asrio, asrnn), imported on its own as in bobbin.
+
 Checkpoint saves are asynchronous and are always finished before the process
 exits (checkpoint_store). Deliberate differences from bobbin: docs/toolkit.md.
 """

@@ -9,7 +9,8 @@
     crontab.run(train_state, step_info=step_info)   # {name: result}
 
 A trigger's `check(train_state)` reads `train_state.step` (the number of
-updates applied). Firing sets:
+updates applied) and asks the project's one trigger mechanism,
+`paxml.triggers`, which the Pax trainer's intervals use too. Firing sets:
   ForEachNSteps(n):   step % n == 0 (step 0 included).
   AtNthStep(ns):      the listed step(s).
   AtFirstNSteps(n):   steps 0..n, as bobbin (n + 1 firings from scratch).
@@ -21,22 +22,29 @@ updates applied). Firing sets:
                       fire_at_zero=False.
   a | b:              either fires; every operand is checked every time, so
                       stateful triggers see every step.
+Your own trigger: subclass `Trigger` and implement `check(train_state)`.
 """
 
 import abc
 from collections.abc import Callable, Iterable
-import functools
 import time
 from typing import Any
 
-import flax.jax_utils
 import numpy as np
+
+from paxml import triggers
+from paxml.toolkit import pmap_util
 
 Action = Callable[..., Any]
 
 
 def _step(train_state: Any) -> int:
   return int(np.asarray(train_state.step))
+
+
+def _wall_clock() -> float:
+  # bobbin's clock; looked up at call time so tests can patch `time.time`.
+  return time.time()
 
 
 class Trigger(abc.ABC):
@@ -53,9 +61,9 @@ class Trigger(abc.ABC):
 class OrTrigger(Trigger):
   """Fires when any operand fires; chained ORs stay one flat list."""
 
-  def __init__(self, *triggers: Trigger):
+  def __init__(self, *operands: Trigger):
     flat = []
-    for t in triggers:
+    for t in operands:
       flat.extend(t._triggers if isinstance(t, OrTrigger) else (t,))
     self._triggers = tuple(flat)
 
@@ -64,85 +72,56 @@ class OrTrigger(Trigger):
     return any([t.check(train_state) for t in self._triggers])
 
 
-class ForEachNSteps(Trigger):
+class StepTrigger(Trigger):
+  """A `paxml.triggers` trigger asked with the train state's step."""
+
+  def __init__(self, step_trigger: triggers.Trigger):
+    self.step_trigger = step_trigger
+
+  def check(self, train_state: Any) -> bool:
+    return self.step_trigger.check(_step(train_state))
+
+  def __repr__(self) -> str:
+    return f"{type(self).__name__}({self.step_trigger!r})"
+
+
+class ForEachNSteps(StepTrigger):
   """Fires when the step is a multiple of `n`."""
 
   def __init__(self, n: int):
-    self._n = n
-
-  def check(self, train_state: Any) -> bool:
-    return _step(train_state) % self._n == 0
+    super().__init__(triggers.StepInterval(n))
 
 
-class ForEachTSeconds(Trigger):
+class ForEachTSeconds(StepTrigger):
   """Fires when more than `secs` seconds passed since it last fired."""
 
   def __init__(self, secs: float, fire_at_zero: bool = True):
-    self._secs = secs
-    # time.time is looked up at call time so tests can patch it.
-    self._last_fired = -float("inf") if fire_at_zero else time.time()
-
-  def check(self, train_state: Any) -> bool:
-    del train_state
-    now = time.time()
-    if now - self._last_fired > self._secs:
-      self._last_fired = now
-      return True
-    return False
+    super().__init__(
+      triggers.TimeInterval(secs, fire_at_zero=fire_at_zero, clock=_wall_clock, inclusive=False)
+    )
 
 
-class AtFirstNSteps(Trigger):
+class AtFirstNSteps(StepTrigger):
   """Fires at steps 0..n, or at the first n steps of this process."""
 
   def __init__(self, n: int, of_process: bool = False):
-    self._n = n
-    self._of_process = of_process
-    self._first_step = None
-
-  def check(self, train_state: Any) -> bool:
-    step = _step(train_state)
-    if not self._of_process:
-      return step <= self._n
-    if self._first_step is None:
-      self._first_step = step
-    return step - self._first_step < self._n
+    super().__init__(triggers.AtFirstSteps(n, of_process=of_process))
 
 
-class AtNthStep(Trigger):
+class AtNthStep(StepTrigger):
   """Fires at the given step or steps."""
 
   def __init__(self, ns: int | Iterable[int]):
-    self._ns = {ns} if isinstance(ns, int) else set(ns)
-
-  def check(self, train_state: Any) -> bool:
-    return _step(train_state) in self._ns
-
-
-_TRIGGERS_BY_KWARG: dict[str, Callable[[Any], Trigger]] = {
-  "step_interval": ForEachNSteps,
-  "at_step": AtNthStep,
-  "at_first_steps": functools.partial(AtFirstNSteps, of_process=False),
-  "at_first_steps_of_process": functools.partial(AtFirstNSteps, of_process=True),
-  "time_interval": ForEachTSeconds,
-}
+    super().__init__(triggers.AtSteps(ns))
 
 
 def make_trigger(**kwargs: Any) -> Trigger:
-  """Returns the OR of the triggers named by `CronTab.schedule`'s keywords."""
-  triggers = []
-  for name, value in kwargs.items():
-    if name not in _TRIGGERS_BY_KWARG:
-      raise TypeError(
-        f"`CronTab.schedule` got an unexpected keyword argument '{name}'; use "
-        f"{', '.join(_TRIGGERS_BY_KWARG)}."
-      )
-    triggers.append(_TRIGGERS_BY_KWARG[name](value))
-  if not triggers:
-    raise ValueError(
-      "None of timing arguments is specified in `CronTab.schedule`. Specify at "
-      f"least one of: {', '.join(_TRIGGERS_BY_KWARG)}."
-    )
-  return triggers[0] if len(triggers) == 1 else OrTrigger(*triggers)
+  """The OR of the triggers named by `CronTab.schedule`'s keywords.
+
+  Keywords: step_interval, at_step, at_first_steps,
+  at_first_steps_of_process, time_interval (see `paxml.triggers.make_trigger`).
+  """
+  return StepTrigger(triggers.make_trigger(clock=_wall_clock, inclusive_time=False, **kwargs))
 
 
 class CronTab:
@@ -182,7 +161,7 @@ class CronTab:
       {name: result} of the actions that ran.
     """
     if is_train_state_replicated and np.ndim(train_state.step) >= 1:
-      train_state = flax.jax_utils.unreplicate(train_state)
+      train_state = pmap_util.unreplicate(train_state)
     return {
       name: action(train_state, *args, **kwargs)
       for name, trigger, action in self._actions

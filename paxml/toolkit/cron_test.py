@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from paxml import triggers
 from paxml.toolkit import cron
 from paxml.toolkit import training
 
@@ -33,6 +34,12 @@ class TriggerTest(absltest.TestCase):
     self.assertEqual(
       _fired(cron.AtFirstNSteps(2) | cron.ForEachNSteps(5), range(11)), [0, 1, 2, 5, 10]
     )
+
+  def test_any_paxml_trigger_runs_on_the_state_step(self):
+    # The toolkit's triggers are paxml.triggers asked with the state's step.
+    self.assertIsInstance(cron.ForEachNSteps(3).step_trigger, triggers.StepInterval)
+    growth = cron.StepTrigger(triggers.GrowthSteps([1, 5])) | cron.AtNthStep(7)
+    self.assertEqual(_fired(growth, range(60)), [1, 5, 7, 10, 50])
 
   def test_time_interval_uses_time_time_and_a_strict_bound(self):
     with mock.patch("time.time") as now:

@@ -188,6 +188,27 @@ def tpmap(
   return wrapped
 
 
+def _first_entry(x: Any) -> Any:
+  if np.ndim(x) == 0:
+    return x  # Nothing to unreplicate (flax's behaviour).
+  if isinstance(x, jax.Array) and not x.sharding.is_fully_replicated:
+    # A pmap output: device 0's shard is row 0, without a gather.
+    for shard in x.addressable_shards:
+      if shard.index and shard.index[0].start in (0, None) and shard.data.shape[0] == 1:
+        return shard.data.squeeze(0)
+  return x[0]
+
+
+def unreplicate(tree: ArrayTree) -> ArrayTree:
+  """Row 0 of every leaf: device 0's copy of a pmap-replicated tree.
+
+  flax's `unreplicate` returns a fully replicated array whole, so a state
+  whose device axis is not sharded over devices (the output of chex's
+  fake pmap, or of a jit) kept that axis; here row 0 is always taken.
+  """
+  return jax.tree.map(_first_entry, tree)
+
+
 def unshard(tree: ArrayTree) -> list[ArrayTree]:
   """Returns one tree per entry of the leading (device) axis."""
   leaves = jax.tree.leaves(tree)
@@ -200,9 +221,7 @@ def unshard(tree: ArrayTree) -> list[ArrayTree]:
 
 def _all_gather_over_devices(tree: ArrayTree, backend: str | None = None) -> ArrayTree:
   """all_gather of a [local_devices, ...] tree over every device of every process."""
-  return flax.jax_utils.unreplicate(
-    jax.pmap(lambda t: jax.lax.all_gather(t, "b"), "b", backend=backend)(tree)
-  )
+  return unreplicate(jax.pmap(lambda t: jax.lax.all_gather(t, "b"), "b", backend=backend)(tree))
 
 
 def gather_from_jax_processes(tree: ArrayTree) -> list[ArrayTree]:

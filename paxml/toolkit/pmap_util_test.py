@@ -53,6 +53,19 @@ class ReplicaToolsTest(absltest.TestCase):
       pmap_util.assert_replica_integrity(broken)
     pmap_util.assert_replica_integrity(broken, atol=1.5)
 
+  def test_unreplicate_takes_row_zero_however_the_axis_is_laid_out(self):
+    tree = {"w": jnp.arange(3.0), "step": jnp.int32(5)}
+    sharded = jax.pmap(lambda t: t)(flax.jax_utils.replicate(tree))
+    # A jit output keeps the device axis but is not sharded over devices (as
+    # under chex's fake pmap); flax's unreplicate returned it whole.
+    unsharded = jax.jit(lambda t: jax.tree.map(lambda x: jnp.stack([x] * 4), t))(tree)
+    self.assertTrue(unsharded["w"].sharding.is_fully_replicated)
+    for replicated in (sharded, unsharded):
+      got = pmap_util.unreplicate(replicated)
+      self.assertEqual(got["w"].shape, (3,))
+      np.testing.assert_array_equal(got["w"], [0.0, 1.0, 2.0])
+      self.assertEqual(int(got["step"]), 5)
+
 
 if __name__ == "__main__":
   absltest.main()

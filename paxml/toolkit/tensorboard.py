@@ -24,12 +24,12 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from etils import epath
-import flax.jax_utils
 import flax.struct
 from flax.metrics import tensorboard as flax_tb
 import jax
 import numpy as np
 
+from paxml.toolkit import pmap_util
 from paxml.toolkit import var_util
 
 EvalResultProcessorFn = Callable[[dict[str, Any], Any], Any]
@@ -371,7 +371,7 @@ def publish_trainer_env_info(
   if ndim > 1:
     raise ValueError("train_state is replicated more than twice.")
   if ndim == 1:
-    train_state = flax.jax_utils.unreplicate(train_state)
+    train_state = pmap_util.unreplicate(train_state)
   step = train_state.step
 
   def write_text(name: str, text: str) -> None:

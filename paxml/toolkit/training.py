@@ -33,6 +33,7 @@ import numpy as np
 import optax
 
 from paxml.toolkit import checkpoint_store
+from paxml.toolkit import flax_compat
 from paxml.toolkit import pmap_util
 from paxml.toolkit import pytypes
 from paxml.toolkit import tensorboard
@@ -42,36 +43,18 @@ Parameter = pytypes.Parameter
 VarCollection = pytypes.VarCollection
 Action = Callable[..., Any]
 
+# bobbin code builds flax's TrainState with params=None; flax >= 0.8 rejects it.
+flax_compat.install()
+
 
 class TrainState(flax.training.train_state.TrainState):
-  """flax's TrainState (step, params, tx, opt_state) plus `extra_vars`."""
+  """flax's TrainState (step, params, tx, opt_state) plus `extra_vars`.
+
+  `create` and `apply_gradients` also take params that are not a dict (an
+  array, a tuple, None), as in bobbin; see flax_compat.
+  """
 
   extra_vars: VarCollection = flax.struct.field(default_factory=dict)
-
-  @classmethod
-  def create(
-    cls, *, apply_fn: Callable | None, params: Any, tx: optax.GradientTransformation, **kwargs: Any
-  ) -> "TrainState":
-    """flax's `create`, also for params that are not a dict (an array, None).
-
-    flax >= 0.8 looks for its OVERWRITE_WITH_GRADIENT collection in `params`
-    and so rejects an array or None; bobbin allowed any tree.
-    """
-    if isinstance(params, Mapping):
-      return super().create(apply_fn=apply_fn, params=params, tx=tx, **kwargs)
-    return cls(step=0, apply_fn=apply_fn, params=params, tx=tx, opt_state=tx.init(params), **kwargs)
-
-  def apply_gradients(self, *, grads: Any, **kwargs: Any) -> "TrainState":
-    """flax's `apply_gradients`, also for params that are not a dict."""
-    if isinstance(grads, Mapping):
-      return super().apply_gradients(grads=grads, **kwargs)
-    updates, opt_state = self.tx.update(grads, self.opt_state, self.params)
-    return self.replace(
-      step=self.step + 1,
-      params=optax.apply_updates(self.params, updates),
-      opt_state=opt_state,
-      **kwargs,
-    )
 
   @property
   def model_vars(self) -> VarCollection:
