@@ -44,8 +44,8 @@ template_field = base_hyperparams.template_field
 class TransformerLm(base_layer.BaseLayer):
   """Causal Transformer LM: embedding, position embedding, stacked transformer, LN, softmax.
 
-  Children: `softmax` (and `embedding` when untied), `position_emb` (unless None), `transformer`,
-  `final_ln`.
+  Children (Pax's names): `softmax`, `embedding_lookup` (when untied), `position_emb` (unless
+  None), `transformer`, `final_ln`.
 
   Attributes:
     model_dims: D, set on the embedding, softmax, position embedding and stack.
@@ -90,7 +90,7 @@ class TransformerLm(base_layer.BaseLayer):
       self.softmax_tpl, input_dims=self.model_dims, num_classes=self.vocab_size
     )
     if not self.tied:
-      self.embedding = self.create_child(
+      self.embedding_lookup = self.create_child(
         self.separate_embedding_tpl, num_classes=self.vocab_size, input_dims=self.model_dims
       )
     elif not hasattr(self.softmax, "emb_lookup"):
@@ -120,7 +120,7 @@ class TransformerLm(base_layer.BaseLayer):
     if self.tied:
       emb = self.softmax.emb_lookup(ids)  # [B, T, D]
     else:
-      emb = self.embedding(ids)  # [B, T, D]
+      emb = self.embedding_lookup(ids)  # [B, T, D]
     if self.position_emb_tpl is not None:
       emb = emb + self.position_emb(position=position).astype(emb.dtype)  # [B, T, D]
     return self.maybe_shard(emb.astype(self.compute_dtype), ("batch", "length", "embed"))

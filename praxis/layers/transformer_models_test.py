@@ -89,11 +89,11 @@ class TransformerLmTest(parameterized.TestCase):
 
     w = np.asarray(params["softmax"]["logits_ffn"]["linear"]["w"])  # [D, V]
     if kind == "tied":
-      self.assertNotIn("embedding", params)
+      self.assertNotIn("embedding_lookup", params)
       emb = w.T[self.ids]
     else:
-      emb = np.asarray(params["embedding"]["emb_var"])[self.ids]
-      self.assertEqual(params["embedding"]["emb_var"].shape, (V, D))
+      emb = np.asarray(params["embedding_lookup"]["emb_var"])[self.ids]
+      self.assertEqual(params["embedding_lookup"]["emb_var"].shape, (V, D))
     emb = emb + np_sinusoid(np.arange(T, dtype=np.float64)[None], D)
     stack = stack_config(model_dims=D).Instantiate()
     hidden = np.asarray(
@@ -118,7 +118,7 @@ class TransformerLmTest(parameterized.TestCase):
 
     def untied_loss(emb_var, w):
       p = {k: v for k, v in params.items()}
-      p["embedding"] = {"emb_var": emb_var}
+      p["embedding_lookup"] = {"emb_var": emb_var}
       p["softmax"] = {
         "logits_ffn": {"linear": {"w": w}, "bias": params["softmax"]["logits_ffn"]["bias"]}
       }
