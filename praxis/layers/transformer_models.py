@@ -26,6 +26,8 @@ Shape letters: B batch, T length, D model dims, V vocabulary.
 
 from __future__ import annotations
 
+import enum
+
 import jax
 import jax.numpy as jnp
 
@@ -41,6 +43,14 @@ NestedMap = pytypes.NestedMap
 template_field = base_hyperparams.template_field
 
 
+class LanguageModelType(str, enum.Enum):
+  """Which tokens a position sees (Pax's): the past, or everything."""
+
+  CAUSAL = "causal"
+  PREFIX = "prefix"  # bidirectional inside the prompt, causal after it: not implemented yet
+  BIDIRECTIONAL = "bidirectional"
+
+
 class TransformerLm(base_layer.BaseLayer):
   """Causal Transformer LM: embedding, position embedding, stacked transformer, LN, softmax.
 
@@ -51,6 +61,9 @@ class TransformerLm(base_layer.BaseLayer):
     model_dims: D, set on the embedding, softmax, position embedding and stack.
     vocab_size: V, set on the embedding and softmax.
     packed_input: rows hold several segments (segment_ids/segment_pos given); set on the stack.
+    model_type: CAUSAL (a position sees itself and the past) or BIDIRECTIONAL (every position
+      of its segment; such an LM cannot decode). Sets the stack's mask_self_attention, as Pax.
+      PREFIX needs a stack that takes a segment mask and raises for now (docs/praxis.md).
     softmax_tpl: output layer; SharedEmbeddingSoftmax (tied) or FullSoftmax (with an embedding).
     separate_embedding_tpl: Embedding for untied embeddings; None means the softmax embeds.
     position_emb_tpl: PositionalEmbedding, TrainablePositionalEmbedding, or None (no absolute
@@ -62,6 +75,7 @@ class TransformerLm(base_layer.BaseLayer):
   model_dims: int = 0
   vocab_size: int = 0
   packed_input: bool = False
+  model_type: LanguageModelType = LanguageModelType.CAUSAL
   softmax_tpl: Config = template_field(embedding_softmax.SharedEmbeddingSoftmax)
   separate_embedding_tpl: Config | None = template_field(None)
   position_emb_tpl: Config | None = template_field(embedding_softmax.PositionalEmbedding)
@@ -111,6 +125,13 @@ class TransformerLm(base_layer.BaseLayer):
     inner = cfg.block if _is_repeated(cfg) else cfg
     inner.model_dims = self.model_dims
     inner.packed_input = self.packed_input
+    if self.model_type == LanguageModelType.PREFIX:
+      raise NotImplementedError(
+        "TransformerLm(model_type=PREFIX) is not implemented yet (it needs the stack to take a "
+        "prefix-causal segment mask); use CAUSAL or BIDIRECTIONAL."
+      )
+    # As Pax: the model type decides the stack's self-attention mask.
+    inner.mask_self_attention = self.model_type == LanguageModelType.CAUSAL
     return cfg
 
   # -- pieces ------------------------------------------------------------------------------------

@@ -187,6 +187,24 @@ class TransformerLmTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "cannot embed ids"):
       cfg.Instantiate().init(jax.random.key(0), self.ids, self.paddings)
 
+  def test_model_type_decides_what_a_position_sees(self):
+    # Changing the last token changes the first position's logits only in a bidirectional LM.
+    changed = self.ids.copy()
+    changed[:, -1] = (changed[:, -1] + 1) % V
+    zeros = np.zeros((B, T), np.float32)
+    for model_type, sees_future in [
+      (transformer_models.LanguageModelType.CAUSAL, False),
+      (transformer_models.LanguageModelType.BIDIRECTIONAL, True),
+    ]:
+      model = lm_config(model_type=model_type).Instantiate()
+      variables = model.init(jax.random.key(0), self.ids, zeros)
+      first = [model.apply(variables, ids, zeros).logits[:, 0] for ids in (self.ids, changed)]
+      self.assertEqual(not np.allclose(first[0], first[1], atol=1e-6), sees_future, model_type)
+    with self.assertRaisesRegex(NotImplementedError, "PREFIX"):
+      lm_config(model_type=transformer_models.LanguageModelType.PREFIX).Instantiate().init(
+        jax.random.key(0), self.ids, zeros
+      )
+
 
 if __name__ == "__main__":
   absltest.main()
