@@ -52,14 +52,14 @@ def cached_lm_fns(model: Any, buffer: jax.Array) -> tuple[Any, Callable]:
   )
 
   def extend_fn(cache, step_ids, time_step):
-    logits, updated = lm.apply(
+    out, updated = lm.apply(
       {**lm_variables, attentions.DECODER_CACHE: cache},
       step_ids,
       time_step=time_step,
       method="extend_step",
       mutable=[attentions.DECODER_CACHE],
     )
-    return updated[attentions.DECODER_CACHE], logits
+    return updated[attentions.DECODER_CACHE], out.logits
 
   return prefill[attentions.DECODER_CACHE], extend_fn
 

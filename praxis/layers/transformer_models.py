@@ -64,6 +64,10 @@ class TransformerLm(base_layer.BaseLayer):
     model_type: CAUSAL (a position sees itself and the past) or BIDIRECTIONAL (every position
       of its segment; such an LM cannot decode). Sets the stack's mask_self_attention, as Pax.
       PREFIX needs a stack that takes a segment mask and raises for now (docs/praxis.md).
+    record_activations_in_xent_output: also return the final activations [B, T, D] as
+      `activations` (Pax's; for a pooler on top).
+    ngrammer_tpl, post_attention_ngrammer_tpls: Pax's n-gram embedding layers; not implemented
+      (praxis has no ngrammer module), so setting them raises.
     softmax_tpl: output layer; SharedEmbeddingSoftmax (tied) or FullSoftmax (with an embedding).
     separate_embedding_tpl: Embedding for untied embeddings; None means the softmax embeds.
     position_emb_tpl: PositionalEmbedding, TrainablePositionalEmbedding, or None (no absolute
@@ -76,6 +80,9 @@ class TransformerLm(base_layer.BaseLayer):
   vocab_size: int = 0
   packed_input: bool = False
   model_type: LanguageModelType = LanguageModelType.CAUSAL
+  record_activations_in_xent_output: bool = False
+  ngrammer_tpl: Config | None = template_field(None)
+  post_attention_ngrammer_tpls: list[Config] | None = None
   softmax_tpl: Config = template_field(embedding_softmax.SharedEmbeddingSoftmax)
   separate_embedding_tpl: Config | None = template_field(None)
   position_emb_tpl: Config | None = template_field(embedding_softmax.PositionalEmbedding)
@@ -95,6 +102,11 @@ class TransformerLm(base_layer.BaseLayer):
     return self.separate_embedding_tpl is None
 
   def setup(self):
+    if self.ngrammer_tpl is not None or self.post_attention_ngrammer_tpls is not None:
+      raise NotImplementedError(
+        "TransformerLm.ngrammer_tpl / post_attention_ngrammer_tpls: Pax's Ngrammer and "
+        "VQNgrammer are not implemented in this praxis; leave them None."
+      )
     if self.model_dims <= 0 or self.vocab_size <= 0:
       raise ValueError(
         f"TransformerLm needs positive model_dims and vocab_size, got "
@@ -193,32 +205,74 @@ class TransformerLm(base_layer.BaseLayer):
       deterministic=deterministic,
     )  # [B, T, D]
     output = self._final_norm(output)
+    if self.is_mutable_collection(base_layer.DECODE_CACHE) and not self.is_initializing():
+      # Pax's decode counter: extend_step without a time_step continues from position 0.
+      self.put_variable(base_layer.DECODE_CACHE, "time_step", jnp.zeros((), jnp.int32))
     if labels is None:
-      return NestedMap(logits=self.softmax.get_logits(output))
-    return self.softmax(
-      output,
-      class_weights=labels.class_weights[..., None].astype(jnp.float32),
-      class_ids=labels.class_ids[..., None],
-    )
+      out = NestedMap(logits=self.softmax.get_logits(output))
+    else:
+      out = self.softmax(
+        output,
+        class_weights=labels.class_weights[..., None].astype(jnp.float32),
+        class_ids=labels.class_ids[..., None],
+      )
+    if self.record_activations_in_xent_output:
+      out.activations = output
+    return out
 
   def extend_step(
-    self, ids: jax.Array, *, time_step: jax.Array, segment_pos: jax.Array | None = None
-  ) -> jax.Array:
-    """Feeds `ids` [B] at position `time_step` using the decoder cache; returns logits [B, V].
+    self,
+    inputs: jax.Array,
+    segment_pos: jax.Array | None = None,
+    atten_mask: jax.Array | None = None,
+    *,
+    time_step: jax.Array | None = None,
+  ) -> NestedMap:
+    """Feeds ids `inputs` [B] at one position using the decoder cache (Pax's call shape).
 
     Apply with `mutable=["decoder_cache"]` after a prefill (`__call__` with the same mutable).
-    `segment_pos` [B] is each row's position (default `time_step` for all rows).
+    The position is `time_step` when given; otherwise, as in Pax, the cache's own `time_step`
+    counter (0 after the prefill), which each call advances by one.
+
+    Args:
+      inputs: [B] ids of this position.
+      segment_pos: [B] each row's position (default the time step for all rows).
+      atten_mask: Pax's explicit mask for multi-step extend; not supported (must be None).
+      time_step: int scalar position, or None for the cache's counter.
+
+    Returns:
+      NestedMap(logits [B, V], log_probs [B, V]) for the next position.
     """
-    batch = ids.shape[0]
+    if inputs.ndim != 1 or atten_mask is not None:
+      raise NotImplementedError(
+        "TransformerLm.extend_step feeds one position ([B] ids, no atten_mask); Pax's "
+        "multi-step extend ([B, k] ids) is not implemented."
+      )
+    batch = inputs.shape[0]
+    counter = time_step is None
+    if counter:
+      if not self.has_variable(base_layer.DECODE_CACHE, "time_step"):
+        raise ValueError(
+          "TransformerLm.extend_step without time_step needs the cache's counter: apply "
+          "__call__ with mutable=['decoder_cache'] first (the prefill)."
+        )
+      time_step = self.get_variable(base_layer.DECODE_CACHE, "time_step")
     time_step = jnp.asarray(time_step, jnp.int32)
     if segment_pos is None:
       segment_pos = jnp.full((batch,), time_step, jnp.int32)
-    emb = self._embed(ids[:, None], segment_pos[:, None])[:, 0]  # [B, D]
+    emb = self._embed(inputs[:, None], segment_pos[:, None])[:, 0]  # [B, D]
     output = self.transformer.extend_step(
       emb, time_step=time_step, segment_pos=segment_pos
     )  # [B, D]
     output = self._final_norm(output)
-    return self.softmax.get_logits(output[:, None])[:, 0]  # [B, V]
+    logits = self.softmax.get_logits(output[:, None])[:, 0]  # [B, V]
+    if counter:
+      self.put_variable(base_layer.DECODE_CACHE, "time_step", time_step + 1)
+    out = NestedMap(logits=logits)
+    out.log_probs = jax.nn.log_softmax(logits.astype(jnp.float32)).astype(logits.dtype)
+    if self.record_activations_in_xent_output:
+      out.activations = output
+    return out
 
 
 def _is_repeated(cfg: Config) -> bool:

@@ -148,7 +148,8 @@ class TransformerLmTest(parameterized.TestCase):
       )
     )
     for t in range(prefix - 1, T):
-      logits, state = extend({**variables, **state}, self.ids[:, t], t)
+      out, state = extend({**variables, **state}, self.ids[:, t], t)
+      logits = out.logits
       np.testing.assert_allclose(
         logits, full_logits[:, t], rtol=1e-4, atol=1e-4, err_msg=f"{kind} step {t}"
       )
@@ -186,6 +187,27 @@ class TransformerLmTest(parameterized.TestCase):
     cfg.softmax_tpl = embedding_softmax.FullSoftmax.HParams()
     with self.assertRaisesRegex(ValueError, "cannot embed ids"):
       cfg.Instantiate().init(jax.random.key(0), self.ids, self.paddings)
+
+  def test_paxs_extend_step_counter_and_recorded_activations(self):
+    # Pax's protocol: prefill an all-padded buffer, then extend_step(ids [B]) without a
+    # time_step; the cache counts the positions itself.
+    model = lm_config(record_activations_in_xent_output=True).Instantiate()
+    zeros = np.zeros((B, T), np.float32)
+    variables = model.init(jax.random.key(0), self.ids, zeros)
+    full = model.apply(variables, self.ids, zeros)
+    self.assertEqual(full.activations.shape, (B, T, D))
+    _, state = model.apply(
+      variables, np.zeros_like(self.ids), np.ones((B, T), np.float32),
+      mutable=[attentions.DECODER_CACHE],
+    )
+    step = jax.jit(
+      lambda v, ids: model.apply(v, ids, method="extend_step", mutable=[attentions.DECODER_CACHE])
+    )
+    for t in range(T):
+      out, state = step({**variables, **state}, self.ids[:, t])
+      np.testing.assert_allclose(out.logits, full.logits[:, t], rtol=1e-4, atol=1e-4)
+      np.testing.assert_allclose(out.activations, full.activations[:, t], rtol=1e-4, atol=1e-4)
+    self.assertEqual(int(state[attentions.DECODER_CACHE]["time_step"]), T)
 
   def test_model_type_decides_what_a_position_sees(self):
     # Changing the last token changes the first position's logits only in a bidirectional LM.
