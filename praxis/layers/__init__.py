@@ -27,9 +27,14 @@ Where to find a layer:
     top-k decode loop (one lax.while_loop over an extend_step function).
   transformer_models: TransformerLm (embedding or tied softmax, sinusoidal /
     trainable / no position embedding, StackedTransformer[Repeated], final
-    LayerNorm; `__call__` and the KV-cache `extend_step`).
-  models: LanguageModel (Pax's LM metrics, aux losses, `decode` with the KV
-    cache), ClassificationModel (MLP + softmax; loss, accuracy), lm_metrics.
+    LayerNorm; `__call__` and the KV-cache `extend_step`; model_type),
+    LanguageModelType.
+  models: LanguageModel (Pax's LM metrics, aux losses, per-example scores,
+    `decode` with the KV cache), ClassificationModel (MLP + softmax; loss,
+    accuracy), lm_metrics; Pax's decoder settings (GreedyDecoderHParams,
+    SampleDecoderHParams, BeamSearchHParams from praxis.decoder_hparams).
+  lm_decode: LanguageModel.decode with Pax's decoder settings (greedy,
+    num_samples sampling, beam search via praxis.beam_search).
   attentions: DotProductAttention (Pax's fields: per-dim scale by default,
     combined QKV, dconv, rotary, relative bias, logit cap; KV cache +
     extend_step; ours: num_kv_heads), DotProductAttentionWithLPB,

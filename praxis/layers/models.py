@@ -74,14 +74,15 @@ def lm_metrics(
   correct = (per_example_argmax == labels).astype(jnp.float32)
   accuracy = jnp.sum(correct * weights) / safe
   aux_loss = jnp.asarray(aux_loss, jnp.float32)
-  return {
-    "total_loss": (avg_xent + aux_loss, num_preds),
-    "avg_xent": (avg_xent, num_preds),
-    "aux_loss": (aux_loss, jnp.asarray(aux_loss_weight, jnp.float32)),
-    "log_pplx": (avg_xent, num_preds),
-    "fraction_of_correct_next_step_preds": (accuracy, num_preds),
-    "num_predictions": (num_preds, jnp.ones((), jnp.float32)),
-  }
+  # A NestedMap, as Pax's: `metrics.avg_xent` and `metrics["avg_xent"]` both work.
+  return NestedMap(
+    total_loss=(avg_xent + aux_loss, num_preds),
+    avg_xent=(avg_xent, num_preds),
+    aux_loss=(aux_loss, jnp.asarray(aux_loss_weight, jnp.float32)),
+    log_pplx=(avg_xent, num_preds),
+    fraction_of_correct_next_step_preds=(accuracy, num_preds),
+    num_predictions=(num_preds, jnp.ones((), jnp.float32)),
+  )
 
 
 def _sown_aux_losses(variables: Any) -> dict[tuple[str, ...], tuple[Any, ...]]:
