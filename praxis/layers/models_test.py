@@ -248,6 +248,15 @@ class LanguageModelTest(absltest.TestCase):
     _, predictions = self.model.clone(return_predictions=True).apply(self.params_only, self.batch)
     self.assertEqual(predictions.logits.shape, (3, 8, V))
 
+  def test_count_tokens_adds_the_unpadded_tokens_in_millions(self):
+    model = self.model.clone(count_tokens=True)
+    variables = model.init(jax.random.key(0), self.batch)
+    count = variables[base_layer.NON_TRAINABLE]["token_counter"]["approx_total_tokens_mm"]
+    self.assertEqual(float(count), 0.0)
+    _, updated = model.apply(variables, self.batch, mutable=[base_layer.NON_TRAINABLE])
+    new = updated[base_layer.NON_TRAINABLE]["token_counter"]["approx_total_tokens_mm"]
+    np.testing.assert_allclose(float(new), (3 * 8 - 3) / 1e6, rtol=1e-5)  # 3 padded positions
+
   def reference_greedy(self, ids, prefix_lengths, seqlen, eos_id, max_new):
     """Decoding without a cache: rerun the full model on the sequence so far, take the argmax.
 
