@@ -37,11 +37,13 @@ def cached_lm_fns(model: Any, buffer: jax.Array) -> tuple[Any, Callable]:
 
   extend_fn(cache, ids [B'], time_step) -> (cache, logits [B', V]) runs the LM's extend_step as
   a pure function (an unbound copy applied to this model's weights), so the decode loops can
-  carry, repeat and reorder the cache as a plain pytree. Unpacked: each row is one prompt.
+  carry, repeat and reorder the cache as a plain pytree.
   The prefill passes no paddings: positions after a prompt hold junk whose cache entries are
   rewritten by extend_step before any later position reads them (attention is causal).
   """
-  lm = model.lm.clone(parent=None, packed_input=False)
+  # Unpacked (one prompt per row), for LMs that have the option.
+  overrides = {"packed_input": False} if hasattr(model.lm, "packed_input") else {}
+  lm = model.lm.clone(parent=None, **overrides)
   lm_variables = {
     k: v
     for k, v in model.lm.variables.items()
@@ -101,7 +103,9 @@ def _sample(model, input_batch, hp, rng) -> NestedMap:
     eos_id=hp.eos_ids() or None,
     min_decode_steps=hp.min_decode_steps,
   )
-  buffer = jnp.repeat(_pad_to(input_batch.ids, hp.seqlen, "decoder_tpl.seqlen"), num, axis=0)
+  # As Pax, ids longer than seqlen are cut to it (prompts longer than seqlen are cut too).
+  ids = input_batch.ids[:, : hp.seqlen]
+  buffer = jnp.repeat(_pad_to(ids, hp.seqlen, "decoder_tpl.seqlen"), num, axis=0)
   lengths = jnp.repeat(prompt_lengths(input_batch), num, axis=0)  # [B*N]
   cache, extend_fn = cached_lm_fns(model, buffer)
   out = sample_decode.sample_decode(extend_fn, cache, buffer, lengths, loop_hp, rng)

@@ -80,6 +80,12 @@ class LmDecodeTest(absltest.TestCase):
     np.testing.assert_allclose(out.scores[:, 0], seed.scores, rtol=1e-6)
     self.assertEqual(float(metrics.num_decoded[0]), 2.0)
 
+  def test_ids_longer_than_seqlen_are_cut_as_in_pax(self):
+    _, long_out, _ = self.decode(models.GreedyDecoderHParams(seqlen=3, eos_id=EOS))
+    self.assertEqual(long_out.output_ids.shape, (2, 1, 3))
+    np.testing.assert_array_equal(long_out.output_ids[:, 0, :2], [[1, 2], [3, 0]])
+    np.testing.assert_array_equal(long_out.prefix_lengths[:, 0], [2, 3])
+
   def test_min_decode_steps_keeps_eos_away(self):
     _, out, _ = self.decode(
       models.GreedyDecoderHParams(seqlen=8, eos_id=EOS, min_decode_steps=3, max_decode_steps=3)
