@@ -195,9 +195,8 @@ def beam_search(
     # Live hypotheses: the K best non-EOS extensions.
     no_eos = logprobs.at[:, :, eos_array].set(-jnp.inf)
     scores, parents, tokens = _top_candidates(live_scores, no_eos, beam, per_beam)
-    token_logprobs = jnp.take_along_axis(
-      _reorder(logprobs, parents), tokens[..., None], axis=-1
-    )[..., 0]  # [B, K]
+    parent_logprobs = _reorder(logprobs, parents)  # [B, K, V]
+    token_logprobs = jnp.take_along_axis(parent_logprobs, tokens[..., None], axis=-1)[..., 0]
     identity = jnp.broadcast_to(jnp.arange(beam, dtype=jnp.int32), (batch, beam))
     parents = jnp.where(searching[:, None], parents, identity)
     new_ids = _reorder(live_ids, parents)

@@ -44,17 +44,24 @@ class LmDecodeTest(absltest.TestCase):
     )
     model = base_layer.instantiate(model_config(models.GreedyDecoderHParams(seqlen=8)))
     train_batch = NestedMap(
-      ids=cls.batch.ids, labels=cls.batch.ids, paddings=cls.batch.paddings,
+      ids=cls.batch.ids,
+      labels=cls.batch.ids,
+      paddings=cls.batch.paddings,
       weights=np.ones((2, 4), np.float32),
     )
     # Larger weights than the default init make the model's choices far from ties.
     params = model.init(jax.random.key(1), train_batch)["params"]
     cls.params = jax.tree_util.tree_map(lambda w: w * 3.0, params)
-    cls.full = staticmethod(jax.jit(
-      lambda ids: model.apply(
-        {"params": cls.params}, ids, jnp.zeros(ids.shape), method=lambda m, i, p: m.lm(i, p).logits
+    cls.full = staticmethod(
+      jax.jit(
+        lambda ids: model.apply(
+          {"params": cls.params},
+          ids,
+          jnp.zeros(ids.shape),
+          method=lambda m, i, p: m.lm(i, p).logits,
+        )
       )
-    ))
+    )
 
   def log_probs(self, seq: list[int], length: int = 12) -> np.ndarray:
     """log-softmax of the full model's logits [len(seq), V] (the sequence zero-padded)."""
@@ -100,8 +107,9 @@ class LmDecodeTest(absltest.TestCase):
     # step reads cache entries written by the second, so a wrong reordering shows.
     alpha, beam, steps = 0.6, 16, 3
     _, out, _ = self.decode(
-      models.BeamSearchHParams(beam_size=beam, max_decode_steps=steps, eos_id=EOS,
-                               length_norm_alpha=alpha)
+      models.BeamSearchHParams(
+        beam_size=beam, max_decode_steps=steps, eos_id=EOS, length_norm_alpha=alpha
+      )
     )
     self.assertEqual(out.output_ids.shape, (2, beam, 4 + steps))
     for b, prompt in enumerate([[1, 2], [3, 0, 1, 2]]):
@@ -120,8 +128,7 @@ class LmDecodeTest(absltest.TestCase):
         self.assertAlmostEqual(float(out.scores[b, k]), score, places=4)
 
   def test_sampling_draws_num_samples_sorted_by_score(self):
-    decoder = models.SampleDecoderHParams(seqlen=8, num_samples=3, temperature=1.0, k=0,
-                                          eos_id=EOS)
+    decoder = models.SampleDecoderHParams(seqlen=8, num_samples=3, temperature=1.0, k=0, eos_id=EOS)
     with self.assertRaisesRegex(ValueError, "'random' rng"):
       self.decode(decoder)
     _, out, _ = self.decode(decoder, jax.random.key(0))

@@ -240,9 +240,7 @@ class LanguageModelTest(absltest.TestCase):
       metrics["num_predictions"][0],
     )
     total = sum(p[0]["avg_xent"][0] * p[0]["avg_xent"][1] for p in parts)
-    np.testing.assert_allclose(
-      total / metrics["avg_xent"][1], metrics["avg_xent"][0], rtol=1e-5
-    )
+    np.testing.assert_allclose(total / metrics["avg_xent"][1], metrics["avg_xent"][0], rtol=1e-5)
     with self.assertRaisesRegex(ValueError, "eval_sample_weights"):
       weighted.apply(self.params_only, self.batch)
     _, predictions = self.model.clone(return_predictions=True).apply(self.params_only, self.batch)

@@ -121,13 +121,18 @@ class SampleDecodeTest(absltest.TestCase):
 
   def test_any_of_several_eos_ids_stops_a_row(self):
     free = run_decode(
-      self.ids, self.prefix_lengths, self.tables, sample_decode.DecoderHParams(seqlen=12, eos_id=None)
+      self.ids,
+      self.prefix_lengths,
+      self.tables,
+      sample_decode.DecoderHParams(seqlen=12, eos_id=None),
     )
     # Two tokens that greedy emits: each row must stop right after the first of either.
     row = free.output_ids[1, 3:]
     eos_ids = (int(row[0]), int(row[2]))
     out = run_decode(
-      self.ids, self.prefix_lengths, self.tables,
+      self.ids,
+      self.prefix_lengths,
+      self.tables,
       sample_decode.DecoderHParams(seqlen=12, eos_id=eos_ids),
     )
     for b in range(4):
@@ -136,7 +141,9 @@ class SampleDecodeTest(absltest.TestCase):
       self.assertEqual(out.decode_lengths[b], self.prefix_lengths[b] + first + 1, f"row {b}")
     # min_decode_steps: no EOS among the first three new tokens of any row.
     out = run_decode(
-      self.ids, self.prefix_lengths, self.tables,
+      self.ids,
+      self.prefix_lengths,
+      self.tables,
       sample_decode.DecoderHParams(seqlen=12, eos_id=eos_ids, min_decode_steps=3),
     )
     for b in range(4):

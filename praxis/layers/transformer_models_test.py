@@ -197,7 +197,9 @@ class TransformerLmTest(parameterized.TestCase):
     full = model.apply(variables, self.ids, zeros)
     self.assertEqual(full.activations.shape, (B, T, D))
     _, state = model.apply(
-      variables, np.zeros_like(self.ids), np.ones((B, T), np.float32),
+      variables,
+      np.zeros_like(self.ids),
+      np.ones((B, T), np.float32),
       mutable=[attentions.DECODER_CACHE],
     )
     step = jax.jit(
