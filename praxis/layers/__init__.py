@@ -17,7 +17,8 @@ Where to find a layer:
   normalizations: LayerNorm (Pax's 1 + scale), RmsNorm, RmsNormNoScale,
     BatchNorm (moving statistics in "non_trainable"), GroupNorm, IdentityNorm,
     WeightNormL2, SpectralNorm, compute_moments.
-  stochastics: Dropout (`__call__(x, deterministic)`; uses the "dropout" rng).
+  stochastics: Dropout (`__call__(x, deterministic)`; uses the "dropout" rng),
+    StochasticResidual (drops a residual branch per example).
   embedding_softmax: Embedding, FullSoftmax (soft-capped logits, z-loss, Pax's
     label smoothing, chunked loss), SharedEmbeddingSoftmax (tied input/output
     embedding), SigmoidCrossEntropy, GShardSharedEmbeddingSoftmax, TokenCounter,
@@ -43,10 +44,13 @@ Where to find a layer:
     CausalDepthwiseConv1D; mask and block helpers causal_mask, segment_mask,
     causal_segment_mask, convert_paddings_to_mask, merge_masks,
     limited_context_mask, extract_block_context, ...
-  transformers: TransformerFeedForward (gated option, residual dropout),
-    Transformer (one layer; pre / post / primer_hybrid norm), StackedTransformer
-    (masks from paddings / segment_ids, extend_step), StackedTransformerRepeated
-    (a StackedTransformer block scanned x_times with remat).
+  multi_query_attention: MultiQueryDotProductAttention (one or a few key/value
+    heads, local_window_size), OneHeadedAttentionProjection.
+  transformers: TransformerFeedForward (gated option, residual dropout and
+    droppath), Transformer (one layer; cross-attention; pre / post / post_skip /
+    primer_hybrid norm), StackedTransformer (masks from paddings / segment
+    masks, cross-attention, remat, local windows, extend_step),
+    StackedTransformerRepeated (a StackedTransformer block scanned x_times).
   repeats: Repeat (nn.scan + nn.remat over any layer; weights get a leading
     "layers" dim).
   checkpoint_policy: AutodiffCheckpointType (SAVE_NOTHING, SAVE_DOT_ONLY,
@@ -63,6 +67,7 @@ _MODULES = (
   "stochastics",
   "embedding_softmax",
   "attentions",
+  "multi_query_attention",
   "transformers",
   "transformer_models",
   "models",
