@@ -115,7 +115,8 @@ class LanguageModel(base_layer.BaseLayer):
     decoder_tpl: how `decode` generates: Pax's GreedyDecoderHParams (the default; set its
       seqlen), SampleDecoderHParams or BeamSearchHParams (see praxis.layers.lm_decode), or the
       seed's sample_decode.DecoderHParams.
-    model_type: set on the LM (TransformerLm.model_type).
+    model_type: set on the LM (TransformerLm.model_type); PREFIX reads `inputs_indicator` [B, T]
+      (1 on the prompt) from the batch. Only CAUSAL models decode.
     count_tokens: count the non-padded training tokens in a non-trainable variable.
     apply_eval_sample_weights: multiply every token's weight by its row's
       `eval_sample_weights` [B] (so padded eval examples count for nothing).
@@ -161,6 +162,14 @@ class LanguageModel(base_layer.BaseLayer):
     if self.count_tokens:
       self.token_counter(input_batch.ids, input_batch.paddings)
     labels = NestedMap(class_ids=input_batch.labels, class_weights=self._weights(input_batch))
+    kwargs = {}
+    if self.model_type == transformer_models.LanguageModelType.PREFIX:
+      if "inputs_indicator" not in input_batch:
+        raise ValueError(
+          "LanguageModel(model_type=PREFIX) needs inputs_indicator [B, T] in the batch "
+          "(1 on the prompt, 0 on the target)."
+        )
+      kwargs["causal_attention_mask"] = 1 - jnp.asarray(input_batch.inputs_indicator, jnp.int32)
     return self.lm(
       input_batch.ids,
       input_batch.paddings,
@@ -168,6 +177,7 @@ class LanguageModel(base_layer.BaseLayer):
       segment_ids=input_batch.get("segment_ids"),
       segment_pos=input_batch.get("segment_pos"),
       deterministic=deterministic,
+      **kwargs,
     )
 
   def compute_loss(
@@ -229,6 +239,10 @@ class LanguageModel(base_layer.BaseLayer):
         logprobs [B, S], scores [B]) plus the batch's `ids`.
     """
     hp = self.decoder_tpl
+    if self.model_type != transformer_models.LanguageModelType.CAUSAL:
+      raise NotImplementedError(
+        f"LanguageModel.decode decodes causal LMs only; model_type is {self.model_type.value}."
+      )
     if hp is None:
       raise ValueError(
         "LanguageModel.decode needs decoder_tpl; set it to "

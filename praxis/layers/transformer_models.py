@@ -34,6 +34,7 @@ import jax.numpy as jnp
 from praxis import base_hyperparams
 from praxis import base_layer
 from praxis import pytypes
+from praxis.layers import attentions
 from praxis.layers import embedding_softmax
 from praxis.layers import normalizations
 from praxis.layers import transformers
@@ -47,7 +48,7 @@ class LanguageModelType(str, enum.Enum):
   """Which tokens a position sees (Pax's): the past, or everything."""
 
   CAUSAL = "causal"
-  PREFIX = "prefix"  # bidirectional inside the prompt, causal after it: not implemented yet
+  PREFIX = "prefix"  # bidirectional inside the prompt, causal after it
   BIDIRECTIONAL = "bidirectional"
 
 
@@ -61,9 +62,10 @@ class TransformerLm(base_layer.BaseLayer):
     model_dims: D, set on the embedding, softmax, position embedding and stack.
     vocab_size: V, set on the embedding and softmax.
     packed_input: rows hold several segments (segment_ids/segment_pos given); set on the stack.
-    model_type: CAUSAL (a position sees itself and the past) or BIDIRECTIONAL (every position
-      of its segment; such an LM cannot decode). Sets the stack's mask_self_attention, as Pax.
-      PREFIX needs a stack that takes a segment mask and raises for now (docs/praxis.md).
+    model_type: CAUSAL (a position sees itself and the past), BIDIRECTIONAL (every position of
+      its segment) or PREFIX (causal where the call's causal_attention_mask is 1, bidirectional
+      among the 0 positions: the prompt of an input -> target example). Sets the stack's
+      mask_self_attention, as Pax. Only CAUSAL LMs decode.
     record_activations_in_xent_output: also return the final activations [B, T, D] as
       `activations` (Pax's; for a pooler on top).
     ngrammer_tpl, post_attention_ngrammer_tpls: Pax's n-gram embedding layers; not implemented
@@ -137,12 +139,7 @@ class TransformerLm(base_layer.BaseLayer):
     inner = cfg.block if _is_repeated(cfg) else cfg
     inner.model_dims = self.model_dims
     inner.packed_input = self.packed_input
-    if self.model_type == LanguageModelType.PREFIX:
-      raise NotImplementedError(
-        "TransformerLm(model_type=PREFIX) is not implemented yet (it needs the stack to take a "
-        "prefix-causal segment mask); use CAUSAL or BIDIRECTIONAL."
-      )
-    # As Pax: the model type decides the stack's self-attention mask.
+    # As Pax: the model type decides the stack's self-attention mask (PREFIX passes its own).
     inner.mask_self_attention = self.model_type == LanguageModelType.CAUSAL
     return cfg
 
@@ -171,6 +168,7 @@ class TransformerLm(base_layer.BaseLayer):
     segment_ids: jax.Array | None = None,
     segment_pos: jax.Array | None = None,
     deterministic: bool = True,
+    causal_attention_mask: jax.Array | None = None,
   ) -> NestedMap:
     """Runs the model on ids `inputs` [B, T] with `paddings` [B, T] (1 = padded).
 
@@ -182,6 +180,8 @@ class TransformerLm(base_layer.BaseLayer):
       segment_ids: [B, T] segment of each token (packed inputs); None means one segment.
       segment_pos: [B, T] position inside its segment; None means 0..T-1.
       deterministic: False enables dropout (needs a "dropout" rng).
+      causal_attention_mask: [B, T], PREFIX only: 1 where causality applies (the target), 0 on
+        the prompt, whose positions see each other.
 
     Returns:
       The softmax's NestedMap (logits, log_probs, per_example_xent, per_example_argmax,
@@ -197,10 +197,24 @@ class TransformerLm(base_layer.BaseLayer):
       segment_pos = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), (batch, length))
     emb = self._embed(inputs, segment_pos)  # [B, T, D]
     # segment_pos also feeds rotary attention, when the stack's attention uses it.
+    stack_ids = segment_ids if self.packed_input else None
+    segment_mask = None
+    if self.model_type == LanguageModelType.PREFIX:
+      if causal_attention_mask is None:
+        raise ValueError(
+          "TransformerLm(model_type=PREFIX) needs causal_attention_mask [B, T] (0 on the prompt, "
+          "1 on the target); LanguageModel passes 1 - inputs_indicator."
+        )
+      if stack_ids is None:  # As Pax: paddings folded in as segment 0.
+        stack_ids = (1.0 - paddings).astype(jnp.int32)
+      segment_mask = attentions.causal_segment_mask(
+        stack_ids, jnp.float32, causal_attention_mask
+      )  # [B, 1, T, T]
     output = self.transformer(
       emb,
       paddings,
-      segment_ids=segment_ids if self.packed_input else None,
+      segment_mask=segment_mask,
+      segment_ids=stack_ids,
       segment_pos=segment_pos,
       deterministic=deterministic,
     )  # [B, T, D]

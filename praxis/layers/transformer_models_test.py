@@ -224,10 +224,23 @@ class TransformerLmTest(parameterized.TestCase):
       variables = model.init(jax.random.key(0), self.ids, zeros)
       first = [model.apply(variables, ids, zeros).logits[:, 0] for ids in (self.ids, changed)]
       self.assertEqual(not np.allclose(first[0], first[1], atol=1e-6), sees_future, model_type)
-    with self.assertRaisesRegex(NotImplementedError, "PREFIX"):
-      lm_config(model_type=transformer_models.LanguageModelType.PREFIX).Instantiate().init(
-        jax.random.key(0), self.ids, zeros
-      )
+    # PREFIX: the first 3 positions (the prompt) see each other, the rest are causal.
+    model = lm_config(model_type=transformer_models.LanguageModelType.PREFIX).Instantiate()
+    causal = np.broadcast_to((np.arange(T) >= 3).astype(np.int32), (B, T))
+    variables = model.init(jax.random.key(0), self.ids, zeros, causal_attention_mask=causal)
+
+    def logits_after_changing(pos):
+      ids = self.ids.copy()
+      ids[:, pos] = (ids[:, pos] + 1) % V
+      return model.apply(variables, ids, zeros, causal_attention_mask=causal).logits
+
+    base = model.apply(variables, self.ids, zeros, causal_attention_mask=causal).logits
+    self.assertFalse(np.allclose(logits_after_changing(2)[:, 0], base[:, 0], atol=1e-6))
+    np.testing.assert_allclose(logits_after_changing(3)[:, :3], base[:, :3], atol=1e-6)
+    np.testing.assert_allclose(logits_after_changing(5)[:, :5], base[:, :5], atol=1e-6)
+    self.assertFalse(np.allclose(logits_after_changing(4)[:, 5], base[:, 5], atol=1e-6))
+    with self.assertRaisesRegex(ValueError, "causal_attention_mask"):
+      model.apply(variables, self.ids, zeros)
 
 
 if __name__ == "__main__":
