@@ -257,7 +257,8 @@ class Programs:
       with self.partitioner.rules_context():
         for index, batch in enumerate(batches_to_evaluate(data)):
           batch = self.partitioner.global_batch(pytypes.NestedMap(batch))
-          metrics, out = self._decode_fn(params, batch, jax.random.fold_in(step_rng, index))
+          # (metrics, out), or Pax's (metrics, out, decode_metrics) with Pax's decoder_tpl.
+          metrics, out = self._decode_fn(params, batch, jax.random.fold_in(step_rng, index))[:2]
           sums.add(metrics)
           out = {k: _host_value(v) for k, v in out.items()}
           if outputs is not None:
@@ -306,6 +307,8 @@ def _detokenize(data: Any, out: dict[str, np.ndarray]) -> dict[str, list[str]]:
   if not {"output_ids", "prefix_lengths", "decode_lengths"} <= set(out):
     return {}
   ids, starts, ends = out["output_ids"], out["prefix_lengths"], out["decode_lengths"]  # [B, S]
+  if ids.ndim == 3:  # Pax's decoders: [B, N, S] samples or beams, best first; the text is the best.
+    ids, starts, ends = ids[:, 0], starts[:, 0], ends[:, 0]
   try:
     prefix = data.ids_to_strings(ids, starts)
   except (AttributeError, NotImplementedError):

@@ -106,4 +106,83 @@ def apply(layer, layer_vars, method, *args, context_p=None, **kwargs):
     return layer.apply(layer_vars, *args, **kwargs, method=method)
 
 
-__all__ = ["TestCase", "to_np", "to_tf_nmap", "unshard_input_nmap", "apply", "py_utils"]
+def _lingvo_fflayer(ff: NestedMap) -> NestedMap:
+  """lingvo's FeedForwardNet variables (fc[0], fc[1]) from a TransformerFeedForward's."""
+  return NestedMap(
+    fc=[
+      NestedMap(w=ff.ffn_layer1.linear.w, b=ff.ffn_layer1.bias.b),
+      NestedMap(w=ff.ffn_layer2.linear.w, b=ff.ffn_layer2.bias.b),
+    ],
+    dropout=[NestedMap(), NestedMap()],
+  )
+
+
+def replace_jax_transformer_ffwd_vars_to_tf(jax_initial_vars: NestedMap) -> NestedMap:
+  """A TransformerFeedForward's variables as lingvo's TransformerFeedForwardLayer names them."""
+  return NestedMap(
+    fflayer=_lingvo_fflayer(jax_initial_vars),
+    layer_norm=NestedMap(
+      bias=jax_initial_vars.layer_norm.bias, scale=jax_initial_vars.layer_norm.scale
+    ),
+    residual_dropout=NestedMap(),
+    residual_droppath=NestedMap(),
+  )
+
+
+def replace_jax_attention_vars_to_tf(
+  jax_initial_vars: NestedMap, cross_attention: bool | None = False
+) -> NestedMap:
+  """A Transformer layer's variables as lingvo's batch-major TransformerLayer names them.
+
+  lingvo's cross-attention block reuses `layer_norm` (its init equals `cross_layer_norm`'s).
+  """
+  v = jax_initial_vars
+  out = v.copy()
+  out.fflayer = v.ff_layer.copy()
+  out.fflayer.residual_dropout = NestedMap()
+  out.fflayer.fflayer = _lingvo_fflayer(v.ff_layer)
+  out.fflayer.fflayer.dropout = [1.0, 1.0]
+  out.self_atten = NestedMap(
+    layer_norm=v.layer_norm,
+    atten=NestedMap(v.self_attention, atten_dropout=NestedMap()),
+    residual_dropout=1.0,
+  )
+  if cross_attention:
+    out.cross_atten = NestedMap(
+      layer_norm=v.layer_norm,
+      atten=NestedMap(v.cross_attention, atten_dropout=NestedMap()),
+      residual_dropout=1.0,
+    )
+  return out
+
+
+def replace_jax_single_shard_full_softmax_vars_to_tf(jax_initial_vars: NestedMap) -> NestedMap:
+  """A FullSoftmax's variables as lingvo's single-shard softmax names them (linear, bias)."""
+  out = jax_initial_vars.copy()
+  logits = out.pop("logits_ffn")
+  out.linear = NestedMap(w=logits.linear.w)
+  out.bias = NestedMap(b=logits.bias.b)
+  return out
+
+
+def replace_jax_simple_full_softmax_vars_to_tf(jax_initial_vars: NestedMap) -> NestedMap:
+  """A FullSoftmax's variables as lingvo's SimpleFullSoftmax names them (weight_0, bias_0)."""
+  out = jax_initial_vars.copy()
+  logits = out.pop("logits_ffn")
+  out.weight_0 = logits.linear.w
+  out.bias_0 = logits.bias.b
+  return out
+
+
+__all__ = [
+  "TestCase",
+  "to_np",
+  "to_tf_nmap",
+  "unshard_input_nmap",
+  "apply",
+  "py_utils",
+  "replace_jax_attention_vars_to_tf",
+  "replace_jax_transformer_ffwd_vars_to_tf",
+  "replace_jax_single_shard_full_softmax_vars_to_tf",
+  "replace_jax_simple_full_softmax_vars_to_tf",
+]

@@ -17,7 +17,8 @@ Where to find a layer:
   normalizations: LayerNorm (Pax's 1 + scale), RmsNorm, RmsNormNoScale,
     BatchNorm (moving statistics in "non_trainable"), GroupNorm, IdentityNorm,
     WeightNormL2, SpectralNorm, compute_moments.
-  stochastics: Dropout (`__call__(x, deterministic)`; uses the "dropout" rng).
+  stochastics: Dropout (`__call__(x, deterministic)`; uses the "dropout" rng),
+    StochasticResidual (drops a residual branch per example).
   embedding_softmax: Embedding, FullSoftmax (soft-capped logits, z-loss, Pax's
     label smoothing, chunked loss), SharedEmbeddingSoftmax (tied input/output
     embedding), SigmoidCrossEntropy, GShardSharedEmbeddingSoftmax, TokenCounter,
@@ -27,9 +28,14 @@ Where to find a layer:
     top-k decode loop (one lax.while_loop over an extend_step function).
   transformer_models: TransformerLm (embedding or tied softmax, sinusoidal /
     trainable / no position embedding, StackedTransformer[Repeated], final
-    LayerNorm; `__call__` and the KV-cache `extend_step`).
-  models: LanguageModel (Pax's LM metrics, aux losses, `decode` with the KV
-    cache), ClassificationModel (MLP + softmax; loss, accuracy), lm_metrics.
+    LayerNorm; `__call__` and the KV-cache `extend_step`; model_type),
+    LanguageModelType.
+  models: LanguageModel (Pax's LM metrics, aux losses, per-example scores,
+    `decode` with the KV cache), ClassificationModel (MLP + softmax; loss,
+    accuracy), lm_metrics; Pax's decoder settings (GreedyDecoderHParams,
+    SampleDecoderHParams, BeamSearchHParams from praxis.decoder_hparams).
+  lm_decode: LanguageModel.decode with Pax's decoder settings (greedy,
+    num_samples sampling, beam search via praxis.beam_search).
   attentions: DotProductAttention (Pax's fields: per-dim scale by default,
     combined QKV, dconv, rotary, relative bias, logit cap; KV cache +
     extend_step; ours: num_kv_heads), DotProductAttentionWithLPB,
@@ -38,10 +44,13 @@ Where to find a layer:
     CausalDepthwiseConv1D; mask and block helpers causal_mask, segment_mask,
     causal_segment_mask, convert_paddings_to_mask, merge_masks,
     limited_context_mask, extract_block_context, ...
-  transformers: TransformerFeedForward (gated option, residual dropout),
-    Transformer (one layer; pre / post / primer_hybrid norm), StackedTransformer
-    (masks from paddings / segment_ids, extend_step), StackedTransformerRepeated
-    (a StackedTransformer block scanned x_times with remat).
+  multi_query_attention: MultiQueryDotProductAttention (one or a few key/value
+    heads, local_window_size), OneHeadedAttentionProjection.
+  transformers: TransformerFeedForward (gated option, residual dropout and
+    droppath), Transformer (one layer; cross-attention; pre / post / post_skip /
+    primer_hybrid norm), StackedTransformer (masks from paddings / segment
+    masks, cross-attention, remat, local windows, extend_step),
+    StackedTransformerRepeated (a StackedTransformer block scanned x_times).
   repeats: Repeat (nn.scan + nn.remat over any layer; weights get a leading
     "layers" dim).
   pipeline: LayerwiseShardablePipelined (GPipe over a "stage" dim),
@@ -62,6 +71,7 @@ _MODULES = (
   "stochastics",
   "embedding_softmax",
   "attentions",
+  "multi_query_attention",
   "transformers",
   "transformer_models",
   "models",

@@ -37,6 +37,9 @@ class AutodiffCheckpointType(str, enum.Enum):
   SAVE_FFN1 = "save_ffn1"  # FFN hidden activations
   SAVE_ITERATION_INPUT = "save_iteration_input"  # each repeat iteration's input
   SAVE_TRANSFORMER_LAYER_OUTPUT = "save_transformer_layer_output"
+  # Pax's default for StackedTransformer(remat=True): the attention projections, the context
+  # and the FFN output, not the logits nor the FFN hidden activations.
+  SAVE_DOT_EXCEPT_LOGITS_FFN1 = "save_dot_except_logits_ffn1"
 
 
 _NAMES = {
@@ -53,6 +56,15 @@ _NAMES = {
   AutodiffCheckpointType.SAVE_FFN1: ("ffn1",),
   AutodiffCheckpointType.SAVE_ITERATION_INPUT: ("iteration_input",),
   AutodiffCheckpointType.SAVE_TRANSFORMER_LAYER_OUTPUT: ("transformer_layer_out",),
+  AutodiffCheckpointType.SAVE_DOT_EXCEPT_LOGITS_FFN1: (
+    "combined_qkv_proj",
+    "query_proj",
+    "value_proj",
+    "key_proj",
+    "context",
+    "out_proj",
+    "ffn2",
+  ),
 }
 
 

@@ -175,6 +175,15 @@ class DotProductAttention(base_layer.BaseLayer):
     tpl.cast_as_fprop_dtype = self.cast_rotary_position_emb
     self.create_child("rotary_position_emb", tpl)
 
+  def _kv_projection_tpl(self, tpl: LayerTpl, input_dim: int, dim_per_head: int) -> LayerTpl:
+    """The key / value projection's template; a hook for MultiQueryDotProductAttention."""
+    del input_dim, dim_per_head
+    return tpl
+
+  def _kv_step(self, proj: base_layer.BaseLayer, x: jax.Array, time_step: jax.Array) -> jax.Array:
+    """One step of a key / value projection: [B, D] -> [B, K, H] (a hook, as above)."""
+    return proj.extend_step(x, time_step=time_step)
+
   def setup(self) -> None:
     if not self.input_dim or not self.hidden_dim:
       raise ValueError(
@@ -216,11 +225,13 @@ class DotProductAttention(base_layer.BaseLayer):
       tpl.weight_split_dims_mapping.wt = wp.proj
       self.create_child("combined_qkv", tpl)
     else:
-      self.create_child("key", projection(key_dim, k, key_dim**-0.5 if gshard else None))
+      key_tpl = projection(key_dim, k, key_dim**-0.5 if gshard else None)
+      self.create_child("key", self._kv_projection_tpl(key_tpl, key_dim, h))
       self.create_child(
         "query", projection(query_dim, n, (query_dim * h) ** -0.5 if gshard else None)
       )
-      self.create_child("value", projection(value_dim, k, value_dim**-0.5 if gshard else None))
+      value_tpl = projection(value_dim, k, value_dim**-0.5 if gshard else None)
+      self.create_child("value", self._kv_projection_tpl(value_tpl, value_dim, h))
     if self.use_rotary_position_emb:
       self._create_rotary_position_emb(self.rotary_position_emb_tpl, h)
     if self.relative_bias_tpl is not None:
@@ -599,8 +610,8 @@ class DotProductAttention(base_layer.BaseLayer):
     else:
       query_proj = self.query.extend_step(query_vec, time_step=time_step)
       if not is_cross_attention:
-        key_proj = self.key.extend_step(query_vec, time_step=time_step)
-        value_proj = self.value.extend_step(query_vec, time_step=time_step)
+        key_proj = self._kv_step(self.key, query_vec, time_step)
+        value_proj = self._kv_step(self.value, query_vec, time_step)
     key_name, value_name = "key_state", "value_state"
     if not is_cross_attention:
       if not (self.use_rotary_position_emb and self.consolidate_rope_key_state):

@@ -19,7 +19,8 @@ How to apply (the rngs and collections are the caller's choice):
           not; such a model logs a missing aux loss as 0.
   eval:   model.apply(variables, batch)
   decode: model.apply(variables, batch, method="decode", rngs={"random": key})
-          ("random" is needed only when sampling, temperature > 0).
+          ("random" is needed only when sampling, temperature > 0). decoder_tpl picks greedy,
+          sampling or beam search (Pax's praxis.decoder_hparams; see lm_decode.py).
 """
 
 from __future__ import annotations
@@ -32,14 +33,21 @@ import jax.numpy as jnp
 
 from praxis import base_hyperparams
 from praxis import base_layer
+from praxis import decoder_hparams
 from praxis import pytypes
-from praxis.layers import attentions
 from praxis.layers import embedding_softmax
 from praxis.layers import linears
+from praxis.layers import lm_decode
 from praxis.layers import sample_decode
 from praxis.layers import transformer_models
 
 Config = base_hyperparams.Config
+# Pax's decoder settings, which Pax exports from this module too.
+DecoderHParams = decoder_hparams.DecoderHParams
+GreedyDecoderHParams = decoder_hparams.GreedyDecoderHParams
+SampleDecoderHParams = decoder_hparams.SampleDecoderHParams
+BeamSearchHParams = decoder_hparams.BeamSearchHParams
+FlatBeamSearchHParams = decoder_hparams.FlatBeamSearchHParams
 NestedMap = pytypes.NestedMap
 WeightedScalars = pytypes.WeightedScalars
 template_field = base_hyperparams.template_field
@@ -66,14 +74,15 @@ def lm_metrics(
   correct = (per_example_argmax == labels).astype(jnp.float32)
   accuracy = jnp.sum(correct * weights) / safe
   aux_loss = jnp.asarray(aux_loss, jnp.float32)
-  return {
-    "total_loss": (avg_xent + aux_loss, num_preds),
-    "avg_xent": (avg_xent, num_preds),
-    "aux_loss": (aux_loss, jnp.asarray(aux_loss_weight, jnp.float32)),
-    "log_pplx": (avg_xent, num_preds),
-    "fraction_of_correct_next_step_preds": (accuracy, num_preds),
-    "num_predictions": (num_preds, jnp.ones((), jnp.float32)),
-  }
+  # A NestedMap, as Pax's: `metrics.avg_xent` and `metrics["avg_xent"]` both work.
+  return NestedMap(
+    total_loss=(avg_xent + aux_loss, num_preds),
+    avg_xent=(avg_xent, num_preds),
+    aux_loss=(aux_loss, jnp.asarray(aux_loss_weight, jnp.float32)),
+    log_pplx=(avg_xent, num_preds),
+    fraction_of_correct_next_step_preds=(accuracy, num_preds),
+    num_predictions=(num_preds, jnp.ones((), jnp.float32)),
+  )
 
 
 def _sown_aux_losses(variables: Any) -> dict[tuple[str, ...], tuple[Any, ...]]:
@@ -98,24 +107,48 @@ def _sum_new_aux_losses(before: dict, after: dict) -> jax.Array:
 class LanguageModel(base_layer.BaseLayer):
   """A TransformerLm with Pax's LM loss, metrics and decoding.
 
-  Children: `lm`.
+  Children: `lm` (and `token_counter` with count_tokens).
 
-  Attributes:
+  Attributes (Pax's):
     lm_tpl: the language model (TransformerLm).
-    decoder_tpl: how `decode` generates (DecoderHParams); None until set.
+    return_predictions: per_example_out is the LM's whole prediction NestedMap (logits, ...).
+    decoder_tpl: how `decode` generates: Pax's GreedyDecoderHParams (the default; set its
+      seqlen), SampleDecoderHParams or BeamSearchHParams (see praxis.layers.lm_decode), or the
+      seed's sample_decode.DecoderHParams.
+    model_type: set on the LM (TransformerLm.model_type); PREFIX reads `inputs_indicator` [B, T]
+      (1 on the prompt) from the batch. Only CAUSAL models decode.
+    count_tokens: count the non-padded training tokens in a non-trainable variable.
+    apply_eval_sample_weights: multiply every token's weight by its row's
+      `eval_sample_weights` [B] (so padded eval examples count for nothing).
   """
 
   lm_tpl: Config = template_field(transformer_models.TransformerLm)
-  decoder_tpl: sample_decode.DecoderHParams | None = None
+  return_predictions: bool = False
+  decoder_tpl: decoder_hparams.DecoderHParams | sample_decode.DecoderHParams | None = (
+    base_hyperparams.instance_field(decoder_hparams.GreedyDecoderHParams)
+  )
+  model_type: transformer_models.LanguageModelType = transformer_models.LanguageModelType.CAUSAL
+  count_tokens: bool = False
+  apply_eval_sample_weights: bool = False
 
   def setup(self):
-    self.lm = self.create_child(self.lm_tpl)
+    if self.count_tokens:
+      self.token_counter = self.create_child(Config(embedding_softmax.TokenCounter))
+    self.lm = self.create_child(self.lm_tpl, model_type=self.model_type)
 
-  @staticmethod
-  def _weights(input_batch: NestedMap) -> jax.Array:
+  def _weights(self, input_batch: NestedMap) -> jax.Array:
     paddings = input_batch.paddings.astype(jnp.float32)
     weights = input_batch.get("weights")
-    return 1.0 - paddings if weights is None else weights.astype(jnp.float32) * (1.0 - paddings)
+    weights = 1.0 - paddings if weights is None else weights.astype(jnp.float32) * (1.0 - paddings)
+    if self.apply_eval_sample_weights:
+      per_row = input_batch.get("eval_sample_weights")
+      if per_row is None:
+        raise ValueError(
+          "LanguageModel(apply_eval_sample_weights=True) needs eval_sample_weights [B] in the "
+          "batch; add them or turn the option off."
+        )
+      weights = weights * jnp.asarray(per_row, jnp.float32)[:, None]
+    return weights
 
   def compute_predictions(
     self, input_batch: NestedMap, deterministic: bool | None = None
@@ -126,7 +159,17 @@ class LanguageModel(base_layer.BaseLayer):
     """
     if deterministic is None:
       deterministic = not self.has_rng("dropout")
+    if self.count_tokens:
+      self.token_counter(input_batch.ids, input_batch.paddings)
     labels = NestedMap(class_ids=input_batch.labels, class_weights=self._weights(input_batch))
+    kwargs = {}
+    if self.model_type == transformer_models.LanguageModelType.PREFIX:
+      if "inputs_indicator" not in input_batch:
+        raise ValueError(
+          "LanguageModel(model_type=PREFIX) needs inputs_indicator [B, T] in the batch "
+          "(1 on the prompt, 0 on the target)."
+        )
+      kwargs["causal_attention_mask"] = 1 - jnp.asarray(input_batch.inputs_indicator, jnp.int32)
     return self.lm(
       input_batch.ids,
       input_batch.paddings,
@@ -134,6 +177,7 @@ class LanguageModel(base_layer.BaseLayer):
       segment_ids=input_batch.get("segment_ids"),
       segment_pos=input_batch.get("segment_pos"),
       deterministic=deterministic,
+      **kwargs,
     )
 
   def compute_loss(
@@ -148,11 +192,18 @@ class LanguageModel(base_layer.BaseLayer):
       weights,
       aux_loss,
     )
+    if self.return_predictions:
+      return metrics, predictions
+    per_sequence_xent = jnp.sum(predictions.per_example_xent * weights, axis=-1)  # [B]
     per_example_out = NestedMap(
       labels=input_batch.labels,
-      per_sequence_xent=jnp.sum(predictions.per_example_xent * weights, axis=-1),  # [B]
+      # Pax's per-example score: the weighted sum of the tokens' log-probs.
+      scores=-per_sequence_xent,
+      per_sequence_xent=per_sequence_xent,
       num_predictions=jnp.sum(weights, axis=-1),  # [B]
     )
+    if self.apply_eval_sample_weights:
+      per_example_out.eval_sample_weights = input_batch.eval_sample_weights
     return metrics, per_example_out
 
   def __call__(
@@ -170,8 +221,13 @@ class LanguageModel(base_layer.BaseLayer):
 
   # -- decoding ----------------------------------------------------------------------------------
 
-  def decode(self, input_batch: NestedMap) -> tuple[WeightedScalars, NestedMap]:
-    """Continues each row's prompt with `decoder_tpl` (greedy or sampled), using the KV cache.
+  def decode(self, input_batch: NestedMap) -> tuple[Any, ...]:
+    """Continues each row's prompt with `decoder_tpl`, using the KV cache.
+
+    With one of Pax's decoder settings (praxis.decoder_hparams) this is Pax's decode:
+    `praxis.layers.lm_decode.pax_decode`, which returns (metrics, decode_out, decode_metrics)
+    with a samples / beam dim in every per-row output. The rest of this docstring is the seed's
+    `sample_decode.DecoderHParams`, which returns (metrics, decode_out) without that dim.
 
     The prompt of row b is `ids[b, :prefix_lengths[b]]` (from the batch, else the number of
     non-padded positions). The prompts are run through the model once (the prefill, which fills
@@ -183,11 +239,17 @@ class LanguageModel(base_layer.BaseLayer):
         logprobs [B, S], scores [B]) plus the batch's `ids`.
     """
     hp = self.decoder_tpl
+    if self.model_type != transformer_models.LanguageModelType.CAUSAL:
+      raise NotImplementedError(
+        f"LanguageModel.decode decodes causal LMs only; model_type is {self.model_type.value}."
+      )
     if hp is None:
       raise ValueError(
         "LanguageModel.decode needs decoder_tpl; set it to "
         "sample_decode.DecoderHParams(seqlen=..., ...) in the model config."
       )
+    if isinstance(hp, decoder_hparams.DecoderHParams):
+      return lm_decode.pax_decode(self, input_batch, hp)
     ids = input_batch.ids
     batch, length = ids.shape
     if length > hp.seqlen:
@@ -195,9 +257,7 @@ class LanguageModel(base_layer.BaseLayer):
         f"LanguageModel.decode: the batch's ids have length {length}, longer than "
         f"decoder_tpl.seqlen {hp.seqlen}; raise seqlen or shorten the prompts."
       )
-    prefix_lengths = input_batch.get("prefix_lengths")
-    if prefix_lengths is None:
-      prefix_lengths = jnp.sum(1 - input_batch.paddings.astype(jnp.int32), axis=-1)  # [B]
+    prefix_lengths = lm_decode.prompt_lengths(input_batch)  # [B]
     buffer = jnp.pad(ids.astype(jnp.int32), [(0, 0), (0, hp.seqlen - length)])  # [B, S]
 
     rng = None
@@ -209,35 +269,8 @@ class LanguageModel(base_layer.BaseLayer):
         )
       rng = self.make_rng("random")
 
-    # The loop carries the cache as a plain pytree, so the LM runs as a pure function: an unbound
-    # copy applied to this model's variables.
-    # Unpacked: each row is one prompt, and the prefill passes no segment ids (packing changes
-    # the masks only, not the weights).
-    lm = self.lm.clone(parent=None, packed_input=False)
-    lm_variables = {
-      k: v
-      for k, v in self.lm.variables.items()
-      if k not in (attentions.DECODER_CACHE, base_layer.AUX_LOSS, base_layer.SUMMARIES)
-    }
-    # Prefill without paddings: positions after a prompt hold junk whose cache entries are
-    # rewritten by extend_step before any later position reads them (attention is causal).
-    _, prefill = lm.apply(
-      lm_variables, buffer, jnp.zeros(buffer.shape, jnp.float32), mutable=[attentions.DECODER_CACHE]
-    )
-
-    def extend_fn(cache, step_ids, time_step):
-      logits, updated = lm.apply(
-        {**lm_variables, attentions.DECODER_CACHE: cache},
-        step_ids,
-        time_step=time_step,
-        method="extend_step",
-        mutable=[attentions.DECODER_CACHE],
-      )
-      return updated[attentions.DECODER_CACHE], logits
-
-    decode_out = sample_decode.sample_decode(
-      extend_fn, prefill[attentions.DECODER_CACHE], buffer, prefix_lengths, hp, rng
-    )
+    cache, extend_fn = lm_decode.cached_lm_fns(self, buffer)
+    decode_out = sample_decode.sample_decode(extend_fn, cache, buffer, prefix_lengths, hp, rng)
     decode_out.ids = ids
     generated = (decode_out.decode_lengths - decode_out.prefix_lengths).astype(jnp.float32)
     metrics = {

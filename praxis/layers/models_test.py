@@ -222,6 +222,39 @@ class LanguageModelTest(absltest.TestCase):
     np.testing.assert_allclose(metrics["avg_xent"][1], ref["num"])
     np.testing.assert_allclose(per_example.num_predictions, weights.sum(-1))
 
+  def test_scores_eval_sample_weights_and_return_predictions(self):
+    # Pax's per-example score is minus the weighted sum of the token cross-entropies; with
+    # apply_eval_sample_weights a row of weight 0 counts for nothing, so two halves of a batch
+    # add up to the whole.
+    metrics, out = self.model.apply(self.params_only, self.batch)
+    np.testing.assert_allclose(out.scores, -out.per_sequence_xent, rtol=1e-6)
+    self.assertTrue(np.all(np.asarray(out.scores) < 0))
+    weighted = self.model.clone(apply_eval_sample_weights=True)
+    parts = []
+    for rows in ([1.0, 0.0, 0.0], [0.0, 1.0, 1.0]):
+      batch = NestedMap(self.batch, eval_sample_weights=np.array(rows, np.float32))
+      parts.append(weighted.apply(self.params_only, batch))
+    np.testing.assert_allclose(parts[0][1].scores + parts[1][1].scores, out.scores, rtol=1e-5)
+    np.testing.assert_allclose(
+      parts[0][0]["num_predictions"][0] + parts[1][0]["num_predictions"][0],
+      metrics["num_predictions"][0],
+    )
+    total = sum(p[0]["avg_xent"][0] * p[0]["avg_xent"][1] for p in parts)
+    np.testing.assert_allclose(total / metrics["avg_xent"][1], metrics["avg_xent"][0], rtol=1e-5)
+    with self.assertRaisesRegex(ValueError, "eval_sample_weights"):
+      weighted.apply(self.params_only, self.batch)
+    _, predictions = self.model.clone(return_predictions=True).apply(self.params_only, self.batch)
+    self.assertEqual(predictions.logits.shape, (3, 8, V))
+
+  def test_count_tokens_adds_the_unpadded_tokens_in_millions(self):
+    model = self.model.clone(count_tokens=True)
+    variables = model.init(jax.random.key(0), self.batch)
+    count = variables[base_layer.NON_TRAINABLE]["token_counter"]["approx_total_tokens_mm"]
+    self.assertEqual(float(count), 0.0)
+    _, updated = model.apply(variables, self.batch, mutable=[base_layer.NON_TRAINABLE])
+    new = updated[base_layer.NON_TRAINABLE]["token_counter"]["approx_total_tokens_mm"]
+    np.testing.assert_allclose(float(new), (3 * 8 - 3) / 1e6, rtol=1e-5)  # 3 padded positions
+
   def reference_greedy(self, ids, prefix_lengths, seqlen, eos_id, max_new):
     """Decoding without a cache: rerun the full model on the sequence so far, take the argmax.
 

@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from praxis import base_hyperparams
 from praxis import pytypes
@@ -49,16 +50,19 @@ class DecoderHParams(base_hyperparams.HParamsMixin):
     max_decode_steps: the most new tokens per row; None means until EOS or the end of the buffer.
     temperature: 0 picks the most likely token (greedy); > 0 samples from softmax(logits / T).
     top_k: if > 0, sample only among the k most likely tokens (ignored when greedy).
-    eos_id: the token that ends a row (2, Pax's default); None never stops early.
+    eos_id: the token that ends a row (2, Pax's default), or a tuple of such tokens; None never
+      stops early.
     pad_id: written after a row's end.
+    min_decode_steps: no EOS is chosen before this many new tokens (Pax's min_decode_steps).
   """
 
   seqlen: int = 0
   max_decode_steps: int | None = None
   temperature: float = 0.0
   top_k: int = 0
-  eos_id: int | None = 2
+  eos_id: int | tuple[int, ...] | None = 2
   pad_id: int = 0
+  min_decode_steps: int = 0
 
   def __post_init__(self):
     if self.seqlen <= 0:
@@ -130,6 +134,7 @@ def sample_decode(
       scores [B]: the sum of a row's logprobs.
   """
   batch, seqlen = ids.shape
+  eos_ids = () if hparams.eos_id is None else tuple(np.atleast_1d(hparams.eos_id).tolist())
   if seqlen != hparams.seqlen:
     raise ValueError(
       f"sample_decode: the ids buffer has length {seqlen} but "
@@ -152,8 +157,14 @@ def sample_decode(
     state, logits = extend_fn(state, output_ids[:, t], t)  # logits [B, V] for position t + 1
     log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)  # [B, V]
     step_rng = None if rng is None else jax.random.fold_in(rng, t)
+    choose_from = logits
+    if hparams.min_decode_steps > 0 and eos_ids:
+      # The token chosen now is new token num_new + 1; EOS must wait until it is allowed.
+      early = (num_new < hparams.min_decode_steps)[:, None]  # [B, 1]
+      is_eos = jnp.isin(jnp.arange(logits.shape[-1]), jnp.asarray(eos_ids))[None, :]  # [1, V]
+      choose_from = jnp.where(early & is_eos, -jnp.inf, logits)
     sampled = pick_next_token(
-      logits, step_rng, temperature=hparams.temperature, top_k=hparams.top_k
+      choose_from, step_rng, temperature=hparams.temperature, top_k=hparams.top_k
     )  # [B]
     pos = t + 1
     prompt_token = output_ids[:, pos]  # [B]
@@ -165,8 +176,8 @@ def sample_decode(
     logprobs = logprobs.at[:, pos].set(jnp.where(generate, token_logprob, 0.0))
     num_new = num_new + generate.astype(jnp.int32)
     finished = num_new >= max_new
-    if hparams.eos_id is not None:
-      finished |= token == hparams.eos_id
+    if eos_ids:
+      finished |= jnp.isin(token, jnp.asarray(eos_ids))
     done = done | (generate & finished)
     return t + 1, output_ids, logprobs, done, num_new, state
 

@@ -119,6 +119,38 @@ class SampleDecodeTest(absltest.TestCase):
     for b in stopped:
       self.assertEqual(out.output_ids[b, out.decode_lengths[b] - 1], eos)  # EOS kept, counted
 
+  def test_any_of_several_eos_ids_stops_a_row(self):
+    free = run_decode(
+      self.ids,
+      self.prefix_lengths,
+      self.tables,
+      sample_decode.DecoderHParams(seqlen=12, eos_id=None),
+    )
+    # Two tokens that greedy emits: each row must stop right after the first of either.
+    row = free.output_ids[1, 3:]
+    eos_ids = (int(row[0]), int(row[2]))
+    out = run_decode(
+      self.ids,
+      self.prefix_lengths,
+      self.tables,
+      sample_decode.DecoderHParams(seqlen=12, eos_id=eos_ids),
+    )
+    for b in range(4):
+      gen = list(free.output_ids[b, self.prefix_lengths[b] :])
+      first = next((i for i, t in enumerate(gen) if t in eos_ids), len(gen) - 1)
+      self.assertEqual(out.decode_lengths[b], self.prefix_lengths[b] + first + 1, f"row {b}")
+    # min_decode_steps: no EOS among the first three new tokens of any row.
+    out = run_decode(
+      self.ids,
+      self.prefix_lengths,
+      self.tables,
+      sample_decode.DecoderHParams(seqlen=12, eos_id=eos_ids, min_decode_steps=3),
+    )
+    for b in range(4):
+      new = out.output_ids[b, self.prefix_lengths[b] : self.prefix_lengths[b] + 3]
+      self.assertFalse(set(new.tolist()) & set(eos_ids), f"row {b}")
+      self.assertGreaterEqual(out.decode_lengths[b], self.prefix_lengths[b] + 3)
+
   def test_max_decode_steps_limits_new_tokens_per_row(self):
     hp = sample_decode.DecoderHParams(seqlen=12, max_decode_steps=3, eos_id=None)
     out, _ = self.check_against_reference(hp, max_new=3)

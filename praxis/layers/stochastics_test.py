@@ -1,10 +1,12 @@
-"""Tests for praxis.layers.stochastics.Dropout: eval is the identity, training is inverted dropout."""
+"""Tests for praxis.layers.stochastics: Dropout (eval is the identity, training is inverted
+dropout) and StochasticResidual."""
 
 from absl.testing import absltest
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from praxis import base_layer
 from praxis.layers import stochastics
 
 
@@ -64,6 +66,30 @@ class DropoutTest(absltest.TestCase):
     self.assertTrue(set(np.unique(np.asarray(out, np.float32))) <= {0.0, 2.0})
     with self.assertRaisesRegex(ValueError, r"keep_prob must be in \(0, 1\], got 0.0"):
       stochastics.Dropout.HParams(keep_prob=0.0).Instantiate().apply({}, x, deterministic=False)
+
+  def test_without_deterministic_pax_context_decides(self):
+    x = jnp.ones((64, 64))
+    layer = stochastics.Dropout.HParams(keep_prob=0.5).Instantiate()
+    with base_layer.JaxContext.new_context(hparams=base_layer.JaxContext.HParams(do_eval=True)):
+      np.testing.assert_array_equal(layer.apply({}, x), x)
+    out = np.asarray(layer.apply({}, x, rngs={"dropout": jax.random.key(0)}))
+    self.assertTrue(set(np.unique(out)) == {0.0, 2.0})
+
+
+class StochasticResidualTest(absltest.TestCase):
+  def test_drops_whole_examples_and_rescales_the_kept(self):
+    layer = stochastics.StochasticResidual.HParams(survival_prob=0.5, residual_weight=2.0)
+    layer = layer.Instantiate()
+    x = jnp.zeros((400, 3, 2))
+    residual = jnp.ones((400, 3, 2))
+    np.testing.assert_array_equal(layer.apply({}, x, residual, deterministic=True), 2.0 * residual)
+    out = np.asarray(
+      layer.apply({}, x, residual, deterministic=False, rngs={"random": jax.random.key(0)})
+    )
+    # Kept: residual / 0.5 * 2.0 = 4; dropped: 0. One draw per example.
+    self.assertTrue(set(np.unique(out)) == {0.0, 4.0})
+    np.testing.assert_array_equal(out, np.broadcast_to(out[:, :1, :1], out.shape))
+    self.assertAlmostEqual(float((out[:, 0, 0] > 0).mean()), 0.5, delta=0.1)
 
 
 if __name__ == "__main__":

@@ -26,12 +26,15 @@ Shape letters: B batch, T length, D model dims, V vocabulary.
 
 from __future__ import annotations
 
+import enum
+
 import jax
 import jax.numpy as jnp
 
 from praxis import base_hyperparams
 from praxis import base_layer
 from praxis import pytypes
+from praxis.layers import attentions
 from praxis.layers import embedding_softmax
 from praxis.layers import normalizations
 from praxis.layers import pipeline
@@ -42,16 +45,32 @@ NestedMap = pytypes.NestedMap
 template_field = base_hyperparams.template_field
 
 
+class LanguageModelType(str, enum.Enum):
+  """Which tokens a position sees (Pax's): the past, or everything."""
+
+  CAUSAL = "causal"
+  PREFIX = "prefix"  # bidirectional inside the prompt, causal after it
+  BIDIRECTIONAL = "bidirectional"
+
+
 class TransformerLm(base_layer.BaseLayer):
   """Causal Transformer LM: embedding, position embedding, stacked transformer, LN, softmax.
 
-  Children: `softmax` (and `embedding` when untied), `position_emb` (unless None), `transformer`,
-  `final_ln`.
+  Children (Pax's names): `softmax`, `embedding_lookup` (when untied), `position_emb` (unless
+  None), `transformer`, `final_ln`.
 
   Attributes:
     model_dims: D, set on the embedding, softmax, position embedding and stack.
     vocab_size: V, set on the embedding and softmax.
     packed_input: rows hold several segments (segment_ids/segment_pos given); set on the stack.
+    model_type: CAUSAL (a position sees itself and the past), BIDIRECTIONAL (every position of
+      its segment) or PREFIX (causal where the call's causal_attention_mask is 1, bidirectional
+      among the 0 positions: the prompt of an input -> target example). Sets the stack's
+      mask_self_attention, as Pax. Only CAUSAL LMs decode.
+    record_activations_in_xent_output: also return the final activations [B, T, D] as
+      `activations` (Pax's; for a pooler on top).
+    ngrammer_tpl, post_attention_ngrammer_tpls: Pax's n-gram embedding layers; not implemented
+      (praxis has no ngrammer module), so setting them raises.
     softmax_tpl: output layer; SharedEmbeddingSoftmax (tied) or FullSoftmax (with an embedding).
     separate_embedding_tpl: Embedding for untied embeddings; None means the softmax embeds.
     position_emb_tpl: PositionalEmbedding, TrainablePositionalEmbedding, or None (no absolute
@@ -63,6 +82,10 @@ class TransformerLm(base_layer.BaseLayer):
   model_dims: int = 0
   vocab_size: int = 0
   packed_input: bool = False
+  model_type: LanguageModelType = LanguageModelType.CAUSAL
+  record_activations_in_xent_output: bool = False
+  ngrammer_tpl: Config | None = template_field(None)
+  post_attention_ngrammer_tpls: list[Config] | None = None
   softmax_tpl: Config = template_field(embedding_softmax.SharedEmbeddingSoftmax)
   separate_embedding_tpl: Config | None = template_field(None)
   position_emb_tpl: Config | None = template_field(embedding_softmax.PositionalEmbedding)
@@ -82,6 +105,11 @@ class TransformerLm(base_layer.BaseLayer):
     return self.separate_embedding_tpl is None
 
   def setup(self):
+    if self.ngrammer_tpl is not None or self.post_attention_ngrammer_tpls is not None:
+      raise NotImplementedError(
+        "TransformerLm.ngrammer_tpl / post_attention_ngrammer_tpls: Pax's Ngrammer and "
+        "VQNgrammer are not implemented in this praxis; leave them None."
+      )
     if self.model_dims <= 0 or self.vocab_size <= 0:
       raise ValueError(
         f"TransformerLm needs positive model_dims and vocab_size, got "
@@ -91,7 +119,7 @@ class TransformerLm(base_layer.BaseLayer):
       self.softmax_tpl, input_dims=self.model_dims, num_classes=self.vocab_size
     )
     if not self.tied:
-      self.embedding = self.create_child(
+      self.embedding_lookup = self.create_child(
         self.separate_embedding_tpl, num_classes=self.vocab_size, input_dims=self.model_dims
       )
     elif not hasattr(self.softmax, "emb_lookup"):
@@ -114,6 +142,8 @@ class TransformerLm(base_layer.BaseLayer):
     inner = inner.block if _is_repeated(inner) else inner
     inner.model_dims = self.model_dims
     inner.packed_input = self.packed_input
+    # As Pax: the model type decides the stack's self-attention mask (PREFIX passes its own).
+    inner.mask_self_attention = self.model_type == LanguageModelType.CAUSAL
     return cfg
 
   # -- pieces ------------------------------------------------------------------------------------
@@ -123,7 +153,7 @@ class TransformerLm(base_layer.BaseLayer):
     if self.tied:
       emb = self.softmax.emb_lookup(ids)  # [B, T, D]
     else:
-      emb = self.embedding(ids)  # [B, T, D]
+      emb = self.embedding_lookup(ids)  # [B, T, D]
     if self.position_emb_tpl is not None:
       emb = emb + self.position_emb(position=position).astype(emb.dtype)  # [B, T, D]
     return self.maybe_shard(emb.astype(self.compute_dtype), ("batch", "length", "embed"))
@@ -141,6 +171,7 @@ class TransformerLm(base_layer.BaseLayer):
     segment_ids: jax.Array | None = None,
     segment_pos: jax.Array | None = None,
     deterministic: bool = True,
+    causal_attention_mask: jax.Array | None = None,
   ) -> NestedMap:
     """Runs the model on ids `inputs` [B, T] with `paddings` [B, T] (1 = padded).
 
@@ -152,6 +183,8 @@ class TransformerLm(base_layer.BaseLayer):
       segment_ids: [B, T] segment of each token (packed inputs); None means one segment.
       segment_pos: [B, T] position inside its segment; None means 0..T-1.
       deterministic: False enables dropout (needs a "dropout" rng).
+      causal_attention_mask: [B, T], PREFIX only: 1 where causality applies (the target), 0 on
+        the prompt, whose positions see each other.
 
     Returns:
       The softmax's NestedMap (logits, log_probs, per_example_xent, per_example_argmax,
@@ -167,40 +200,96 @@ class TransformerLm(base_layer.BaseLayer):
       segment_pos = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), (batch, length))
     emb = self._embed(inputs, segment_pos)  # [B, T, D]
     # segment_pos also feeds rotary attention, when the stack's attention uses it.
+    stack_ids = segment_ids if self.packed_input else None
+    segment_mask = None
+    if self.model_type == LanguageModelType.PREFIX:
+      if causal_attention_mask is None:
+        raise ValueError(
+          "TransformerLm(model_type=PREFIX) needs causal_attention_mask [B, T] (0 on the prompt, "
+          "1 on the target); LanguageModel passes 1 - inputs_indicator."
+        )
+      if stack_ids is None:  # As Pax: paddings folded in as segment 0.
+        stack_ids = (1.0 - paddings).astype(jnp.int32)
+      segment_mask = attentions.causal_segment_mask(
+        stack_ids, jnp.float32, causal_attention_mask
+      )  # [B, 1, T, T]
     output = self.transformer(
       emb,
       paddings,
-      segment_ids=segment_ids if self.packed_input else None,
+      segment_mask=segment_mask,
+      segment_ids=stack_ids,
       segment_pos=segment_pos,
       deterministic=deterministic,
     )  # [B, T, D]
     output = self._final_norm(output)
+    if self.is_mutable_collection(base_layer.DECODE_CACHE) and not self.is_initializing():
+      # Pax's decode counter: extend_step without a time_step continues from position 0.
+      self.put_variable(base_layer.DECODE_CACHE, "time_step", jnp.zeros((), jnp.int32))
     if labels is None:
-      return NestedMap(logits=self.softmax.get_logits(output))
-    return self.softmax(
-      output,
-      class_weights=labels.class_weights[..., None].astype(jnp.float32),
-      class_ids=labels.class_ids[..., None],
-    )
+      out = NestedMap(logits=self.softmax.get_logits(output))
+    else:
+      out = self.softmax(
+        output,
+        class_weights=labels.class_weights[..., None].astype(jnp.float32),
+        class_ids=labels.class_ids[..., None],
+      )
+    if self.record_activations_in_xent_output:
+      out.activations = output
+    return out
 
   def extend_step(
-    self, ids: jax.Array, *, time_step: jax.Array, segment_pos: jax.Array | None = None
-  ) -> jax.Array:
-    """Feeds `ids` [B] at position `time_step` using the decoder cache; returns logits [B, V].
+    self,
+    inputs: jax.Array,
+    segment_pos: jax.Array | None = None,
+    atten_mask: jax.Array | None = None,
+    *,
+    time_step: jax.Array | None = None,
+  ) -> NestedMap:
+    """Feeds ids `inputs` [B] at one position using the decoder cache (Pax's call shape).
 
     Apply with `mutable=["decoder_cache"]` after a prefill (`__call__` with the same mutable).
-    `segment_pos` [B] is each row's position (default `time_step` for all rows).
+    The position is `time_step` when given; otherwise, as in Pax, the cache's own `time_step`
+    counter (0 after the prefill), which each call advances by one.
+
+    Args:
+      inputs: [B] ids of this position.
+      segment_pos: [B] each row's position (default the time step for all rows).
+      atten_mask: Pax's explicit mask for multi-step extend; not supported (must be None).
+      time_step: int scalar position, or None for the cache's counter.
+
+    Returns:
+      NestedMap(logits [B, V], log_probs [B, V]) for the next position.
     """
-    batch = ids.shape[0]
+    if inputs.ndim != 1 or atten_mask is not None:
+      raise NotImplementedError(
+        "TransformerLm.extend_step feeds one position ([B] ids, no atten_mask); Pax's "
+        "multi-step extend ([B, k] ids) is not implemented."
+      )
+    batch = inputs.shape[0]
+    counter = time_step is None
+    if counter:
+      if not self.has_variable(base_layer.DECODE_CACHE, "time_step"):
+        raise ValueError(
+          "TransformerLm.extend_step without time_step needs the cache's counter: apply "
+          "__call__ with mutable=['decoder_cache'] first (the prefill)."
+        )
+      time_step = self.get_variable(base_layer.DECODE_CACHE, "time_step")
     time_step = jnp.asarray(time_step, jnp.int32)
     if segment_pos is None:
       segment_pos = jnp.full((batch,), time_step, jnp.int32)
-    emb = self._embed(ids[:, None], segment_pos[:, None])[:, 0]  # [B, D]
+    emb = self._embed(inputs[:, None], segment_pos[:, None])[:, 0]  # [B, D]
     output = self.transformer.extend_step(
       emb, time_step=time_step, segment_pos=segment_pos
     )  # [B, D]
     output = self._final_norm(output)
-    return self.softmax.get_logits(output[:, None])[:, 0]  # [B, V]
+    logits = self.softmax.get_logits(output[:, None])[:, 0]  # [B, V]
+    if counter:
+      self.put_variable(base_layer.DECODE_CACHE, "time_step", time_step + 1)
+    out = NestedMap(logits=logits)
+    out.log_probs = jax.nn.log_softmax(logits.astype(jnp.float32)).astype(logits.dtype)
+    if self.record_activations_in_xent_output:
+      out.activations = output
+    return out
 
 
 def _is_a(cfg: Config, cls: type) -> bool:

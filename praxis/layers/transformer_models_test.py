@@ -89,11 +89,11 @@ class TransformerLmTest(parameterized.TestCase):
 
     w = np.asarray(params["softmax"]["logits_ffn"]["linear"]["w"])  # [D, V]
     if kind == "tied":
-      self.assertNotIn("embedding", params)
+      self.assertNotIn("embedding_lookup", params)
       emb = w.T[self.ids]
     else:
-      emb = np.asarray(params["embedding"]["emb_var"])[self.ids]
-      self.assertEqual(params["embedding"]["emb_var"].shape, (V, D))
+      emb = np.asarray(params["embedding_lookup"]["emb_var"])[self.ids]
+      self.assertEqual(params["embedding_lookup"]["emb_var"].shape, (V, D))
     emb = emb + np_sinusoid(np.arange(T, dtype=np.float64)[None], D)
     stack = stack_config(model_dims=D).Instantiate()
     hidden = np.asarray(
@@ -118,7 +118,7 @@ class TransformerLmTest(parameterized.TestCase):
 
     def untied_loss(emb_var, w):
       p = {k: v for k, v in params.items()}
-      p["embedding"] = {"emb_var": emb_var}
+      p["embedding_lookup"] = {"emb_var": emb_var}
       p["softmax"] = {
         "logits_ffn": {"linear": {"w": w}, "bias": params["softmax"]["logits_ffn"]["bias"]}
       }
@@ -148,7 +148,8 @@ class TransformerLmTest(parameterized.TestCase):
       )
     )
     for t in range(prefix - 1, T):
-      logits, state = extend({**variables, **state}, self.ids[:, t], t)
+      out, state = extend({**variables, **state}, self.ids[:, t], t)
+      logits = out.logits
       np.testing.assert_allclose(
         logits, full_logits[:, t], rtol=1e-4, atol=1e-4, err_msg=f"{kind} step {t}"
       )
@@ -186,6 +187,60 @@ class TransformerLmTest(parameterized.TestCase):
     cfg.softmax_tpl = embedding_softmax.FullSoftmax.HParams()
     with self.assertRaisesRegex(ValueError, "cannot embed ids"):
       cfg.Instantiate().init(jax.random.key(0), self.ids, self.paddings)
+
+  def test_paxs_extend_step_counter_and_recorded_activations(self):
+    # Pax's protocol: prefill an all-padded buffer, then extend_step(ids [B]) without a
+    # time_step; the cache counts the positions itself.
+    model = lm_config(record_activations_in_xent_output=True).Instantiate()
+    zeros = np.zeros((B, T), np.float32)
+    variables = model.init(jax.random.key(0), self.ids, zeros)
+    full = model.apply(variables, self.ids, zeros)
+    self.assertEqual(full.activations.shape, (B, T, D))
+    _, state = model.apply(
+      variables,
+      np.zeros_like(self.ids),
+      np.ones((B, T), np.float32),
+      mutable=[attentions.DECODER_CACHE],
+    )
+    step = jax.jit(
+      lambda v, ids: model.apply(v, ids, method="extend_step", mutable=[attentions.DECODER_CACHE])
+    )
+    for t in range(T):
+      out, state = step({**variables, **state}, self.ids[:, t])
+      np.testing.assert_allclose(out.logits, full.logits[:, t], rtol=1e-4, atol=1e-4)
+      np.testing.assert_allclose(out.activations, full.activations[:, t], rtol=1e-4, atol=1e-4)
+    self.assertEqual(int(state[attentions.DECODER_CACHE]["time_step"]), T)
+
+  def test_model_type_decides_what_a_position_sees(self):
+    # Changing the last token changes the first position's logits only in a bidirectional LM.
+    changed = self.ids.copy()
+    changed[:, -1] = (changed[:, -1] + 1) % V
+    zeros = np.zeros((B, T), np.float32)
+    for model_type, sees_future in [
+      (transformer_models.LanguageModelType.CAUSAL, False),
+      (transformer_models.LanguageModelType.BIDIRECTIONAL, True),
+    ]:
+      model = lm_config(model_type=model_type).Instantiate()
+      variables = model.init(jax.random.key(0), self.ids, zeros)
+      first = [model.apply(variables, ids, zeros).logits[:, 0] for ids in (self.ids, changed)]
+      self.assertEqual(not np.allclose(first[0], first[1], atol=1e-6), sees_future, model_type)
+    # PREFIX: the first 3 positions (the prompt) see each other, the rest are causal.
+    model = lm_config(model_type=transformer_models.LanguageModelType.PREFIX).Instantiate()
+    causal = np.broadcast_to((np.arange(T) >= 3).astype(np.int32), (B, T))
+    variables = model.init(jax.random.key(0), self.ids, zeros, causal_attention_mask=causal)
+
+    def logits_after_changing(pos):
+      ids = self.ids.copy()
+      ids[:, pos] = (ids[:, pos] + 1) % V
+      return model.apply(variables, ids, zeros, causal_attention_mask=causal).logits
+
+    base = model.apply(variables, self.ids, zeros, causal_attention_mask=causal).logits
+    self.assertFalse(np.allclose(logits_after_changing(2)[:, 0], base[:, 0], atol=1e-6))
+    np.testing.assert_allclose(logits_after_changing(3)[:, :3], base[:, :3], atol=1e-6)
+    np.testing.assert_allclose(logits_after_changing(5)[:, :5], base[:, :5], atol=1e-6)
+    self.assertFalse(np.allclose(logits_after_changing(4)[:, 5], base[:, 5], atol=1e-6))
+    with self.assertRaisesRegex(ValueError, "causal_attention_mask"):
+      model.apply(variables, self.ids, zeros)
 
 
 if __name__ == "__main__":

@@ -43,20 +43,28 @@ def layer_norm(xp, p, x):
 
 
 def ff_ref(xp, p, x, pad, *, act, gated, policy):
-  h_in = layer_norm(xp, p["layer_norm"], x) if policy in ("pre", "primer_hybrid") else x
+  if policy == "pre":
+    h_in = layer_norm(xp, p["layer_norm"], x)
+  elif policy == "primer_hybrid":
+    h_in = layer_norm(xp, p["pre_layer_norm"], x)
+  else:
+    h_in = x
 
   def dense(name, v):
     return v @ p[name]["linear"]["w"] + p[name]["bias"]["b"]
 
-  h = act(dense("ffn_layer1", h_in))
-  if gated:
-    h = h * dense("ffn_layer1_gate", h_in)
+  if gated:  # Pax's: the activation is on the gate, ffn_layer1 stays linear
+    h = act(dense("ffn_layer1_gate", h_in)) * dense("ffn_layer1", h_in)
+  else:
+    h = act(dense("ffn_layer1", h_in))
   h = h * (1.0 - pad[..., None])
-  out = dense("ffn_layer2", h)
+  out = dense("ffn_layer2", h) * (1.0 - pad[..., None])
   if policy == "primer_hybrid":
     out = layer_norm(xp, p["post_layer_norm"], out)
+  elif policy == "post":  # Pax's "post": the norm is on the branch
+    out = layer_norm(xp, p["layer_norm"], out)
   out = x + out
-  if policy == "post":
+  if policy == "post_skip":
     out = layer_norm(xp, p["layer_norm"], out)
   return out
 
@@ -72,6 +80,7 @@ class TransformerFeedForwardTest(parameterized.TestCase):
     ("relu_pre", "relu", False, "pre"),
     ("gelu_gated_pre", "gelu", True, "pre"),
     ("relu_post", "relu", False, "post"),
+    ("relu_post_skip", "relu", False, "post_skip"),
     ("gelu_gated_primer_hybrid", "gelu", True, "primer_hybrid"),
   )
   def test_matches_numpy(self, act, gated, policy):
@@ -133,7 +142,7 @@ class TransformerFeedForwardTest(parameterized.TestCase):
 
 
 class TransformerLayerTest(parameterized.TestCase):
-  @parameterized.parameters("pre", "post", "primer_hybrid")
+  @parameterized.parameters("pre", "post", "post_skip", "primer_hybrid")
   def test_wiring_of_norms_attention_and_ffn(self, policy):
     layer = transformers.Transformer.HParams(
       input_dims=D, hidden_dims=F, num_heads=2, norm_policy=policy
@@ -162,9 +171,11 @@ class TransformerLayerTest(parameterized.TestCase):
       if policy == "pre":
         y = x + attend(ln("layer_norm", x))
       elif policy == "post":
+        y = x + ln("layer_norm", attend(x))
+      elif policy == "post_skip":
         y = ln("layer_norm", x + attend(x))
       else:
-        y = x + ln("post_layer_norm", attend(ln("layer_norm", x)))
+        y = x + ln("post_layer_norm", attend(ln("pre_layer_norm", x)))
       return ffn.apply({"params": p["ff_layer"]}, y, pad)
 
     def got(p, x):
@@ -176,6 +187,41 @@ class TransformerLayerTest(parameterized.TestCase):
     g2 = jax.grad(lambda p, x: jnp.sum(ref(p, x) * ct), argnums=(0, 1))(params, x)
     for a, b in zip(jax.tree.leaves(g1), jax.tree.leaves(g2)):
       np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+  def test_cross_attention_wiring(self):
+    layer = transformers.Transformer.HParams(
+      input_dims=D, hidden_dims=F, num_heads=2, use_cross_attention=True
+    ).Instantiate()
+    atten = attentions.DotProductAttention.HParams(
+      input_dim=D, hidden_dim=D, num_heads=2
+    ).Instantiate()
+    ffn = transformers.TransformerFeedForward.HParams(input_dims=D, hidden_dims=F).Instantiate()
+    rng = np.random.default_rng(12)
+    x = jnp.asarray(rng.normal(size=(B, T, D)), jnp.float32)
+    enc = jnp.asarray(rng.normal(size=(B, 5, D)), jnp.float32)
+    pad = jnp.zeros((B, T))
+    mask = attentions.causal_mask(x)
+    cross_mask = attentions.convert_paddings_to_mask(
+      jnp.array([[0, 0, 0, 1, 1], [0] * 5], jnp.float32)
+    )
+    params = randomize(layer.init(jax.random.key(0), x, pad, mask, enc, cross_mask)["params"], 13)
+    self.assertIn("cross_layer_norm", params)
+    out, probs = layer.apply({"params": params}, x, pad, mask, enc, cross_mask)
+
+    def ln(name, v):
+      return layer_norm(jnp, params[name], v)
+
+    y = x + atten.apply({"params": params["self_attention"]}, *([ln("layer_norm", x)] * 3), mask)[0]
+    y = (
+      y
+      + atten.apply(
+        {"params": params["cross_attention"]}, ln("cross_layer_norm", y), enc, enc, cross_mask
+      )[0]
+    )
+    want = ffn.apply({"params": params["ff_layer"]}, y, pad)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+    # The padded encoder positions get no attention.
+    np.testing.assert_array_equal(np.asarray(probs.cross_atten)[0, :, :, 3:], 0.0)
 
 
 def stack_config(**overrides):
@@ -240,8 +286,13 @@ class StackedTransformerTest(parameterized.TestCase):
     seg_ids = jnp.array([[1, 1, 1, 1, 2, 2]])
     seg_pos = jnp.array([[0, 1, 2, 3, 0, 1]])
     zeros = jnp.zeros((1, T))
-    params = randomize(stack.init(jax.random.key(0), packed, zeros, seg_ids, seg_pos)["params"], 7)
-    out = stack.apply({"params": params}, packed, zeros, seg_ids, seg_pos)
+    params = randomize(
+      stack.init(jax.random.key(0), packed, zeros, segment_ids=seg_ids, segment_pos=seg_pos)[
+        "params"
+      ],
+      7,
+    )
+    out = stack.apply({"params": params}, packed, zeros, segment_ids=seg_ids, segment_pos=seg_pos)
     alone = transformers.StackedTransformer.HParams(
       **{
         k: getattr(stack, k)
@@ -284,6 +335,52 @@ class StackedTransformerTest(parameterized.TestCase):
         self.assertEqual(reached, 0.0)
       else:
         self.assertGreater(reached, 1e-4)
+
+  def test_cross_attention_extend_step_reproduces_forward(self):
+    stack = transformers.StackedTransformer.HParams(
+      num_layers=2, model_dims=D, hidden_dims=F, num_heads=2, use_cross_attention=True
+    ).Instantiate()
+    rng = np.random.default_rng(14)
+    x = jnp.asarray(rng.normal(size=(B, T, D)), jnp.float32)
+    enc = jnp.asarray(rng.normal(size=(B, 5, D)), jnp.float32)
+    enc_pad = jnp.asarray([[0, 0, 0, 1, 1], [0] * 5], jnp.float32)
+    pad = jnp.zeros((B, T))
+    params = randomize(
+      stack.init(jax.random.key(0), x, pad, cross_inputs=enc, cross_paddings=enc_pad)["params"], 15
+    )
+    full = stack.apply({"params": params}, x, pad, cross_inputs=enc, cross_paddings=enc_pad)
+    # The prefill caches the encoder's keys/values; its own inputs are all padding.
+    _, cache = stack.apply(
+      {"params": params},
+      jnp.zeros_like(x),
+      jnp.ones_like(pad),
+      cross_inputs=enc,
+      cross_paddings=enc_pad,
+      mutable=[attentions.DECODER_CACHE],
+    )
+    for t in range(T):
+      out_t, cache = stack.apply(
+        {"params": params, **cache},
+        x[:, t],
+        time_step=t,
+        cross_paddings=enc_pad,
+        method=stack.extend_step,
+        mutable=[attentions.DECODER_CACHE],
+      )
+      np.testing.assert_allclose(out_t, full[:, t], rtol=1e-5, atol=1e-5, err_msg=f"step {t}")
+
+  def test_remat_and_list_of_layer_templates_keep_the_outputs(self):
+    stack = stack_config(num_layers=4)
+    x = jnp.asarray(np.random.default_rng(16).normal(size=(B, T, D)), jnp.float32)
+    pad = jnp.zeros((B, T))
+    ref = stack.Instantiate()
+    params = randomize(ref.init(jax.random.key(0), x, pad)["params"], 17)
+    want = ref.apply({"params": params}, x, pad)
+    rematted = stack.clone().set(remat=True).Instantiate()
+    np.testing.assert_allclose(rematted.apply({"params": params}, x, pad), want, rtol=1e-6)
+    two = stack.clone()
+    two.transformer_layer_params_tpl = [two.transformer_layer_params_tpl.clone() for _ in range(2)]
+    np.testing.assert_allclose(two.Instantiate().apply({"params": params}, x, pad), want, rtol=1e-6)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,179 @@
+"""Pax's decoder settings: GreedyDecoderHParams, SampleDecoderHParams, BeamSearchHParams.
+
+A LanguageModel's `decoder_tpl` is one of these (Pax's fields and defaults). They are plain
+dataclasses, as in Pax, so a config holds them as values: `pax_fiddle.Config(LanguageModel,
+decoder_tpl=BeamSearchHParams(beam_size=4, max_decode_steps=8))`.
+
+What `LanguageModel.decode` does with each:
+  GreedyDecoderHParams: argmax at every step (`praxis.layers.sample_decode`'s loop).
+  SampleDecoderHParams: `num_samples` draws per row from softmax(logits / temperature),
+    restricted to the `k` most likely tokens when k > 0.
+  BeamSearchHParams: `praxis.beam_search.beam_search` (length normalization, EOS handling).
+Fields that need Pax machinery we do not have (lazy prefix broadcast, mesh transposes,
+continuous batching, controlled decoding, classifier-free guidance, top-p, custom next-token
+samplers, flat beam search) are kept so configs load, and decode raises when one is set to a
+non-default value; docs/praxis.md lists them.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any, Sequence
+
+
+@dataclasses.dataclass
+class DecoderHParams:
+  """What every decoder shares.
+
+  Attributes:
+    seqlen: length of the output: prompt plus generated tokens (greedy and sampling).
+    min_prefix_len: Pax's minimum prompt length (a prompt is at least one token here).
+    eos_id: the token (or tokens) that end a row.
+    min_decode_steps: EOS may not be chosen before this many tokens were generated.
+    max_decode_steps: the most new tokens per row; None means up to seqlen. Beam search needs it.
+    fprop_for_prefix: Pax runs the prompt with one forward pass; we always do (the prefill).
+    lazy_prefix_broadcast: Pax's shared-prefix optimization; not supported.
+    decode_loop_mesh_axes_transpose: Pax's mesh transpose for the loop; not supported.
+    process_result_fn: called as fn(model, result) on the decode output.
+    emb_lookup_style: Pax's softmax-embedding lookup style (both styles give equal values).
+    use_extra_input_kwargs: Pax passes extra batch entries to the model; not supported.
+    num_cache_slots: Pax's continuous batching; not supported.
+    precompute_kv_cache_prefix_ids: Pax's precomputed prefix cache; not supported.
+  """
+
+  seqlen: int = 0
+  min_prefix_len: int = 5
+  eos_id: int | Sequence[int] = 2
+  min_decode_steps: int = 0
+  max_decode_steps: int | Sequence[int] | None = None
+  fprop_for_prefix: bool = False
+  lazy_prefix_broadcast: bool = False
+  decode_loop_mesh_axes_transpose: dict[str, str] | None = None
+  process_result_fn: Any = None
+  emb_lookup_style: str = "matmul"
+  use_extra_input_kwargs: bool = False
+  num_cache_slots: int = 0
+  precompute_kv_cache_prefix_ids: Any = None
+
+  def clone(self):
+    return copy.deepcopy(self)
+
+  def eos_ids(self) -> tuple[int, ...]:
+    """eos_id as a tuple (Pax allows one id or a sequence of them)."""
+    if self.eos_id is None:
+      return ()
+    return tuple(self.eos_id) if isinstance(self.eos_id, Sequence) else (self.eos_id,)
+
+
+@dataclasses.dataclass
+class GreedyDecoderHParams(DecoderHParams):
+  """Greedy decoding: the most likely token at every step."""
+
+
+@dataclasses.dataclass
+class BeamSearchHParams(DecoderHParams):
+  """Beam search.
+
+  Attributes:
+    beam_size: hypotheses kept per row (and returned per row).
+    tokens_per_beam: candidate tokens taken from each hypothesis before the global top-k;
+      None means beam_size (which makes the search exact for one step).
+    length_norm_alpha: a finished hypothesis of n new tokens scores
+      sum(logprobs) / ((5 + n) / 5) ** alpha.
+    early_exit: Pax's early exit; not supported.
+    use_matmul_beam_shuffle: Pax's one-hot-matmul reordering (same values); ignored.
+    output_id_offset: added to every generated id (search over a slice of the vocabulary).
+  """
+
+  beam_size: int = 1
+  tokens_per_beam: int | None = None
+  length_norm_alpha: float = 0.8
+  early_exit: bool = False
+  use_matmul_beam_shuffle: bool = False
+  output_id_offset: int = 0
+
+
+@dataclasses.dataclass
+class FlatBeamSearchHParams(BeamSearchHParams):
+  """Pax's flat beam search (one flattened beam over the batch); not supported here."""
+
+
+@dataclasses.dataclass
+class SampleDecoderHParams(DecoderHParams):
+  """Sampling.
+
+  Attributes:
+    num_samples: samples drawn per row.
+    temperature: softmax temperature; 0 is greedy.
+    k: sample among the k most likely tokens; 0 means the whole vocabulary.
+    top_k_recall_target: Pax's approximate top-k; only 1.0 (exact) is supported.
+    use_top_k_for_logprobs: Pax's top-k log-probs; not supported.
+    p: top-p (nucleus) sampling; not supported.
+    next_token_sampler_tpl: Pax's pluggable sampler; not supported (None).
+    sample_constraint: Pax's sample constraints; not supported.
+    global_normalize: Pax's normalization over the top-k; not supported.
+    cf_guidance_scale: classifier-free guidance; not supported.
+    controlled_decoding: Pax's controlled decoding; not supported.
+    sort_samples: order each row's samples by score, best first.
+    override_next_token_sampler_params: Pax's sampler override flag; no effect here.
+    optimize_eos: Pax's EOS-probability bookkeeping; not supported.
+    vanilla_sample_decode: Pax's switch to its simple loop; ours is that loop.
+    early_exit: stop when every row has finished (always on here).
+  """
+
+  num_samples: int = 1
+  temperature: float = 1.0
+  k: int = 40
+  top_k_recall_target: float = 1.0
+  use_top_k_for_logprobs: bool = False
+  p: Any = None
+  next_token_sampler_tpl: Any = None
+  sample_constraint: Any = None
+  global_normalize: bool = False
+  cf_guidance_scale: list[float] | float | None = None
+  controlled_decoding: Any = None
+  sort_samples: bool | None = True
+  override_next_token_sampler_params: bool = True
+  optimize_eos: bool = False
+  vanilla_sample_decode: bool = False
+  early_exit: bool = True
+
+
+# Fields whose non-default value asks for Pax machinery this praxis does not implement.
+UNSUPPORTED_FIELDS = (
+  "lazy_prefix_broadcast",
+  "decode_loop_mesh_axes_transpose",
+  "use_extra_input_kwargs",
+  "num_cache_slots",
+  "precompute_kv_cache_prefix_ids",
+  "early_exit",
+  "use_top_k_for_logprobs",
+  "p",
+  "sample_constraint",
+  "global_normalize",
+  "cf_guidance_scale",
+  "controlled_decoding",
+  "optimize_eos",
+  "next_token_sampler_tpl",
+)
+
+
+def check_supported(hparams: DecoderHParams) -> None:
+  """Raises if `hparams` sets a field this praxis does not implement (see UNSUPPORTED_FIELDS)."""
+  if isinstance(hparams, FlatBeamSearchHParams):
+    raise NotImplementedError(
+      "FlatBeamSearchHParams (Pax's flat beam search) is not implemented; use BeamSearchHParams."
+    )
+  defaults = type(hparams)()
+  for name in UNSUPPORTED_FIELDS:
+    if hasattr(hparams, name) and getattr(hparams, name) != getattr(defaults, name):
+      raise NotImplementedError(
+        f"{type(hparams).__name__}.{name}={getattr(hparams, name)!r} is not implemented in this "
+        f"praxis; leave it at its default ({getattr(defaults, name)!r})."
+      )
+  if isinstance(hparams, SampleDecoderHParams) and hparams.top_k_recall_target != 1.0:
+    raise NotImplementedError(
+      "SampleDecoderHParams.top_k_recall_target < 1 (approximate top-k) is not implemented; "
+      "leave it at 1.0."
+    )

@@ -1,0 +1,171 @@
+"""Pax's MultiQueryDotProductAttention: many query heads over one (or a few) key/value heads.
+
+    atten = pax_fiddle.Config(MultiQueryDotProductAttention, name='mqa', input_dim=64,
+                              hidden_dim=64, num_heads=8)       # num_kv_heads=1
+    variables = layer.init(key, x, x, x, mask)
+    encoded, probs = layer.apply(variables, x, x, x, mask)     # [B, T, D], [B, N, T, S]
+
+Variables (Pax's): `query` (w [D, N, H]), `key` and `value` — with one key/value head
+OneHeadedAttentionProjection (w [D, H], b [H]), with K > 1 heads AttentionProjection
+(w [D, K, H]) — and `post` (w [D, N, H]). As Pax's, the query is scaled by 1/sqrt(H) (no learned
+per_dim_scale) and `dconv_qkv` / `combine_qkv` are not supported.
+
+`local_window_size=(left, right)`: a query at position t attends to keys in [t - left, t + right]
+only (Gemma-style sliding windows; StackedTransformer.local_window_size sets it per layer).
+
+The computation is DotProductAttention's grouped-query path (query head n uses key/value head
+n // (N / K)); its decode cache keeps a heads dim of K (Pax's headless cache drops it).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from praxis import base_layer
+from praxis import pax_fiddle
+from praxis import pytypes
+from praxis.layers import attention_masks
+from praxis.layers import base_ops
+from praxis.layers import dot_product_attention
+
+template_field = base_layer.template_field
+LayerTpl = pax_fiddle.Config
+SplitDimsMapping = pytypes.SplitDimsMapping
+WeightHParams = base_layer.WeightHParams
+WeightInit = base_layer.WeightInit
+
+
+class OneHeadedAttentionProjection(base_layer.BaseLayer):
+  """[..., D] -> [..., H] with w [D, H] (+ b [H]): the key/value projection of one head.
+
+  Attributes:
+    input_dim: D.
+    output_dim: H.
+    use_bias: add b.
+    einsum_tpl: template of the einsum.
+  """
+
+  input_dim: int = 0
+  output_dim: int = 0
+  use_bias: bool = True
+  einsum_tpl: LayerTpl = template_field(base_ops.EinsumOp)
+
+  def setup(self) -> None:
+    wt = self.weight_split_dims_mapping.wt
+    self.create_variable(
+      "w",
+      WeightHParams(
+        shape=[self.input_dim, self.output_dim],
+        mesh_shape=self.mesh_shape,
+        tensor_split_dims_mapping=wt,
+        logical_axes=("embed", "kv"),
+      ),
+    )
+    if self.use_bias:
+      sharded = self.mesh_shape is not None and wt is not None
+      self.create_variable(
+        "b",
+        WeightHParams(
+          shape=[self.output_dim],
+          init=WeightInit.Constant(0.0),
+          mesh_shape=self.mesh_shape,
+          tensor_split_dims_mapping=[wt[1]] if sharded else None,
+          logical_axes=("kv",),
+        ),
+      )
+    self.create_child("einsum", self.einsum_tpl.clone())
+
+  def __call__(self, inputs: jax.Array) -> jax.Array:
+    if inputs.shape[-1] != self.input_dim:
+      raise ValueError(
+        f"OneHeadedAttentionProjection expects [..., {self.input_dim}], got {inputs.shape}."
+      )
+    inputs = self._cast_to_fprop_dtype(inputs)
+    out = self.einsum("...D,DH->...H", inputs, self.theta.w)
+    if self.use_bias:
+      out = out + self.theta.b
+    return out
+
+  def extend_step(self, inputs: jax.Array, *, time_step: jax.Array) -> jax.Array:
+    del time_step  # A projection has no state.
+    return self(inputs)
+
+
+class MultiQueryDotProductAttention(dot_product_attention.DotProductAttention):
+  """Multi-query / grouped-query attention with Pax's fields (module docstring).
+
+  Attributes (beyond DotProductAttention's, whose defaults differ as Pax's MQA):
+    num_kv_heads: key/value heads K (1 = multi-query); num_heads must be a multiple.
+    headless_proj_tpl: template of the key/value projections when K == 1.
+    chunked_attn_num_seq_split: Pax's query chunking; only 1 (no chunking) here.
+    local_window_size: (left, right) window of keys around each query; None is global.
+  """
+
+  num_kv_heads: int = 1
+  internal_enable_per_dim_scale: bool = False
+  headless_proj_tpl: LayerTpl = template_field(OneHeadedAttentionProjection)
+  chunked_attn_num_seq_split: int = 1
+  local_window_size: tuple[int, int] | None = None
+
+  class WeightSharding(dot_product_attention.DotProductAttention.WeightSharding):
+    """proj_headless: mesh split of a one-headed projection's w [D, H]."""
+
+    proj_headless: SplitDimsMapping = None
+
+  def setup(self) -> None:
+    if self.dconv_qkv or self.combine_qkv:
+      raise ValueError("MultiQueryDotProductAttention supports neither dconv_qkv nor combine_qkv.")
+    if self.chunked_attn_num_seq_split != 1:
+      raise NotImplementedError("MultiQueryDotProductAttention: chunked_attn_num_seq_split is 1.")
+    super().setup()
+
+  @property
+  def _headless(self) -> bool:
+    return self.num_kv_heads == 1
+
+  def _kv_projection_tpl(self, tpl: LayerTpl, input_dim: int, dim_per_head: int) -> LayerTpl:
+    if not self._headless:
+      return tpl
+    headless = self.headless_proj_tpl.clone().set(
+      input_dim=input_dim, output_dim=dim_per_head, use_bias=self.use_bias
+    )
+    headless.weight_split_dims_mapping.wt = self.weight_split_dims_mapping.proj_headless
+    return headless
+
+  def _kv_step(self, proj, x, time_step):
+    out = super()._kv_step(proj, x, time_step)
+    return out[..., None, :] if self._headless else out  # [B, 1, H]: one head
+
+  def _project(self, query_vec, key_vec, value_vec):
+    query, key, value = super()._project(query_vec, key_vec, value_vec)
+    if self._headless:  # [B, S, H] -> [B, S, 1, H]
+      key, value = key[:, :, None], value[:, :, None]
+    return query, key, value
+
+  def _window_mask(self, query_pos: jax.Array, key_pos: jax.Array, dtype) -> jax.Array:
+    """[T, S] additive mask hiding keys outside [t - left, t + right]."""
+    left, right = self.local_window_size
+    outside = (query_pos[:, None] > key_pos[None, :] + left) | (
+      query_pos[:, None] < key_pos[None, :] - right
+    )
+    return jnp.where(outside, attention_masks.large_negative_number(dtype), 0).astype(dtype)
+
+  def _dot_atten(self, query, key, value, atten_mask, relative_bias=None, deterministic=None):
+    if self.local_window_size is not None:
+      t, s = query.shape[1], key.shape[1]
+      window = self._window_mask(jnp.arange(t), jnp.arange(s), atten_mask.dtype)
+      atten_mask = jnp.minimum(atten_mask, window[None, None])  # [1|B, 1, T, S]
+    return super()._dot_atten(query, key, value, atten_mask, relative_bias, deterministic)
+
+  def _dot_atten_one_step(
+    self, query, key_state_name, value_state_name, atten_mask, relative_bias=None, time_step=None
+  ):
+    if self.local_window_size is not None and query.ndim == 3:
+      s = self.get_decode_state(key_state_name).shape[1]
+      step = jnp.reshape(jnp.asarray(time_step, jnp.int32), [1])
+      window = self._window_mask(step, jnp.arange(s), atten_mask.dtype)  # [1, S]
+      atten_mask = jnp.minimum(atten_mask, window[None])  # [1|B, 1, S]
+    return super()._dot_atten_one_step(
+      query, key_state_name, value_state_name, atten_mask, relative_bias, time_step=time_step
+    )
