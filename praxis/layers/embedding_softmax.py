@@ -80,12 +80,22 @@ def _with_trailing_one(x: jax.Array | None, lead: tuple[int, ...], name: str):
   )
 
 
-def _name_logits_axes(ff: LayerTpl, weight_axes) -> None:
-  """Our logical names for the logits weight w[D, V] (Linear's default says mlp)."""
+def _create_logits_ffn(layer) -> None:
+  """The child `logits_ffn` of a softmax layer: its feed_forward_tpl sized D -> num_classes,
+  linear, with the layer's bias_init and sharding, and our logical names on w[D, V]."""
+  ff = layer.feed_forward_tpl.clone().set(
+    input_dims=layer.input_dims,
+    output_dims=layer.num_classes,
+    activation_tpl=pax_fiddle.Config(activations.Identity),
+    bias_init=layer.bias_init,
+    weight_split_dims_mapping=layer.weight_split_dims_mapping.clone(),
+    activation_split_dims_mapping=layer.activation_split_dims_mapping.clone(),
+  )
   try:
-    ff.weight_axes = tuple(weight_axes)
+    ff.weight_axes = tuple(layer.weight_axes)  # Linear's default says mlp.
   except (AttributeError, TypeError, ValueError):
     pass  # a feed-forward template of another class: it names its own axes
+  layer.create_child("logits_ffn", ff)
 
 
 def _scale_and_shard(layer, embs: jax.Array) -> jax.Array:
@@ -225,16 +235,7 @@ class FullSoftmax(base_layer.BaseLayer):
         f"{type(self).__name__}.bi_tempered_loss_tpl is not supported here; leave it None."
       )
     if self.feed_forward_tpl is not None:
-      ff = self.feed_forward_tpl.clone().set(
-        input_dims=self.input_dims,
-        output_dims=self.num_classes,
-        activation_tpl=pax_fiddle.Config(activations.Identity),
-        bias_init=self.bias_init,
-        weight_split_dims_mapping=self.weight_split_dims_mapping.clone(),
-        activation_split_dims_mapping=self.activation_split_dims_mapping.clone(),
-      )
-      _name_logits_axes(ff, self.weight_axes)
-      self.create_child("logits_ffn", ff)
+      _create_logits_ffn(self)
 
   def get_logits(self, inputs: jax.Array, input_ids: jax.Array | None = None) -> jax.Array:
     """inputs [..., D] -> logits [..., V] (soft-capped if configured)."""
@@ -419,16 +420,7 @@ class SigmoidCrossEntropy(base_layer.BaseLayer):
 
   def setup(self) -> None:
     if self.feed_forward_tpl:
-      ff = self.feed_forward_tpl.clone().set(
-        input_dims=self.input_dims,
-        output_dims=self.num_classes,
-        activation_tpl=pax_fiddle.Config(activations.Identity),
-        bias_init=self.bias_init,
-        weight_split_dims_mapping=self.weight_split_dims_mapping.clone(),
-        activation_split_dims_mapping=self.activation_split_dims_mapping.clone(),
-      )
-      _name_logits_axes(ff, self.weight_axes)
-      self.create_child("logits_ffn", ff)
+      _create_logits_ffn(self)
     elif self.input_dims != self.num_classes:
       raise ValueError(
         f"SigmoidCrossEntropy without feed_forward_tpl needs input_dims == "
