@@ -43,6 +43,7 @@ from paxml import base_experiment
 from paxml import checkpoints
 from paxml import partitioning
 from paxml import summaries
+from paxml import tasks_lib
 from paxml import train_states
 from paxml import triggers
 from praxis import pytypes
@@ -389,7 +390,7 @@ def run_job(
   from paxml import job_files  # pylint: disable=g-import-not-at-top
 
   job_files.prepare(job_log_dir)
-  task = experiment.task()
+  task = tasks_lib.to_task_config(experiment.task())
   job_files.write_config_files(job_log_dir, mode, experiment, experiment.datasets(), task)
   is_eval = mode == "eval"
   partitioner = partitioning.for_experiment(experiment, task)

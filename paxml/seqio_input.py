@@ -41,7 +41,7 @@ import numpy as np
 import seqio
 import tensorflow as tf
 
-from paxml.data import base_input
+from praxis import base_input
 from praxis import pytypes
 
 NestedMap = pytypes.NestedMap

@@ -7,7 +7,7 @@ import jax
 import numpy as np
 
 from paxml import seqio_input
-from paxml.data import base_input
+from praxis import base_input
 from paxml.data import tokenizer
 from paxml.tasks.lm import kjv_seqio_tasks
 from paxml.tasks.lm import model_params

@@ -1,8 +1,20 @@
-"""`TaskConfig` (alias `SingleTask`): the model and training settings an experiment's `task()` returns.
+"""Pax's `tasks_lib.SingleTask` and the trainer's flat `TaskConfig` derived from it.
 
-Pax nests these in `SingleTask.train`; this version keeps one flat, frozen record whose field
-names are Pax's `train.*` names. A misspelt field is a `TypeError` at construction, which `main`
-reports in one line.
+Two spellings of a task, one source of truth:
+
+  * Pax's: `task()` returns `pax_fiddle.Config(tasks_lib.SingleTask, name=...)` with `model`
+    (a praxis model config, whose `ici_mesh_shape` / `dcn_mesh_shape` are the mesh), `train`
+    (`SingleTask.Train`: `learner` (paxml.learners.Learner with its `optimizer`),
+    `num_train_steps`, `save_interval_steps`, `summary_interval_steps`, ...), `vn`, `decode`,
+    `evaluate`, `infer` and the rest of Pax's fields, with Pax's defaults;
+  * the seed's: `task()` returns a `TaskConfig`, one flat frozen record whose field names are
+    Pax's `train.*` names (a misspelt field is a TypeError at construction, which `main`
+    reports in one line).
+
+The trainer reads only `TaskConfig`; `to_task_config(task)` is the one function that turns
+either spelling into it (a TaskConfig passes through). Pax fields this trainer does not apply
+are logged by name when set away from their defaults; variational noise, which would change
+the training itself, is refused.
 
 The model is a Flax module with the praxis model interface (`praxis.layers.models`):
   train:  `model.apply(variables, batch, rngs={"dropout": key}, mutable=["aux_loss"])
@@ -12,24 +24,25 @@ The model is a Flax module with the praxis model interface (`praxis.layers.model
   decode: `model.apply(variables, batch, method="decode", ...) -> (metrics, decode_out)`
           (optional). `praxis.layers.models.LanguageModel` is one.
 
-The optimizer is a praxis optimizer config (`praxis.optimizers`: Adam, AdamW, Adafactor, Sgd,
-Lion with their learning rate, schedule, gradient clipping, weight decay and EMA), e.g. Pax's
-`set_default_adam`:
+The optimizer is a praxis optimizer config (`praxis.optimizers`: Adam, AdamW, Adafactor,
+ShardedAdafactor, Sgd, Lion with their learning rate, schedule, gradient clipping, weight decay
+and EMA), e.g. Pax's `set_default_adam`:
 
-    optimizers.Adam.HParams.config(
+    pax_fiddle.Config(optimizers.Adam,
         learning_rate=2.5e-4, beta1=0.9, beta2=0.99, epsilon=1e-6, weight_decay=1e-3,
         clip_gradient_norm_to_value=5.0,
-        lr_schedule=schedules.LinearRampupExponentialDecay.HParams.config(
+        lr_schedule=pax_fiddle.Config(schedules.LinearRampupExponentialDecay,
             warmup_steps=4000, decay_start=4001, decay_end=300000, min_ratio=0.1, max=1.0))
 
-A shorthand for small experiments: leave `optimizer` None and give `learning_rate` (plus
-`warmup_steps` and `clip_gradient_norm_to_value`); that is Adam with a linear warm-up from 0 and
-then a constant rate (`optimizer_config()` spells it out).
+A TaskConfig shorthand for small experiments: leave `optimizer` None and give `learning_rate`
+(plus `warmup_steps` and `clip_gradient_norm_to_value`); that is Adam with a linear warm-up from
+0 and then a constant rate (`optimizer_config()` spells it out).
 
-Experiments keep their settings as Pax-style UPPERCASE class fields; `task_from_fields(self,
-model, **overrides)` builds the TaskConfig from them: each field from the experiment's attribute
-of the same name upper-cased (`NUM_TRAIN_STEPS`, `LEARNING_RATE`, `ICI_MESH_SHAPE`, ...), a
-keyword override first, TaskConfig's default where the experiment has neither.
+Seed-style experiments keep their settings as Pax-style UPPERCASE class fields;
+`task_from_fields(self, model, **overrides)` builds the TaskConfig from them: each field from
+the experiment's attribute of the same name upper-cased (`NUM_TRAIN_STEPS`, `LEARNING_RATE`,
+`ICI_MESH_SHAPE`, ...), a keyword override first, TaskConfig's default where the experiment has
+neither.
 """
 
 from collections.abc import Mapping, Sequence
@@ -37,8 +50,13 @@ import dataclasses
 import re
 from typing import Any
 
+from absl import logging
+import fiddle as fdl
 import flax.linen as nn
 
+from paxml import base_task
+from paxml import learners
+from praxis import base_hyperparams
 from praxis import optimizers
 from praxis import schedules
 
@@ -183,10 +201,6 @@ def transformer_dims(model: Any) -> tuple[int, int, int] | None:
   return layers, heads, stack.dim_per_head or (stack.model_dims or lm.model_dims) // heads
 
 
-# Pax's name for the task record.
-SingleTask = TaskConfig
-
-
 def task_from_fields(experiment: Any, model: nn.Module, **overrides: Any) -> TaskConfig:
   """A `TaskConfig` for `model` from the experiment's Pax-style UPPERCASE class fields.
 
@@ -213,3 +227,296 @@ def task_from_fields(experiment: Any, model: nn.Module, **overrides: Any) -> Tas
   }
   values.update(overrides)
   return TaskConfig(model=model, **values)
+
+
+# The collections Pax lets a step mutate (base_layer's AUX_LOSS, SUMMARIES, NON_TRAINABLE, ...).
+_TRAIN_MUTABLE = ["aux_loss", "summaries", "non_trainable", "params_axes", "intermediates"]
+_EVAL_MUTABLE = ["aux_loss", "summaries", "non_trainable", "params_axes", "intermediates"]
+_DECODE_MUTABLE = ["decoder_cache", "summaries"]
+
+
+def _list(values: list[str]) -> Any:
+  return dataclasses.field(default_factory=lambda: list(values))
+
+
+class SingleTask(base_task.BaseTask):
+  """Pax's task: a model and how to train, evaluate, decode and infer it (module docstring).
+
+  Attributes:
+    model: the model config (praxis.layers.models.LanguageModel, ...); its `ici_mesh_shape`
+      and `dcn_mesh_shape` are the experiment's mesh.
+    train: `SingleTask.Train`.
+    decode: `SingleTask.Decode`.
+    evaluate: `SingleTask.Evaluate`.
+    infer: `SingleTask.Infer`.
+    metrics: Pax's metrics aggregator (not applied here: metrics are averaged by weight).
+    loss_aggregator: Pax's loss aggregator (not applied here).
+    vn: `SingleTask.VariationalNoise` (refused when vn_scale > 0).
+    infer_writer: Pax's inference writer (not applied here).
+    early_stopping_fn: Pax's early-stopping callable (not applied here).
+    summary_verbosity: Pax's summary verbosity (not applied here).
+  """
+
+  @dataclasses.dataclass(frozen=True, kw_only=True)
+  class InferWriter:
+    """Pax's inference-writer settings (`--mode=infer` writes through eval_lib instead)."""
+
+    restore_checkpoint_dir: str = ""
+    restore_checkpoint_step: int | None = None
+    inference_runner: Any = None
+    output_format: str = "TFRECORD"
+    output_num_shards: int = 32
+
+  @dataclasses.dataclass(frozen=True, kw_only=True)
+  class VariationalNoise:
+    """Gaussian noise of scale `vn_scale` on the weights matching `vn_regex` from `vn_start_step`."""
+
+    vn_scale: float = 0.0
+    vn_regex: str = ""
+    vn_start_step: int = 0
+
+  @dataclasses.dataclass(frozen=True, kw_only=True)
+  class Train:
+    """Pax's training settings; `to_task_config` lists which reach the trainer.
+
+    Attributes (applied here):
+      learner: the paxml.learners.Learner config (its optimizer).
+      num_train_steps: training stops once the train state reaches this step.
+      save_interval_steps: a checkpoint every this many steps.
+      save_keep_interval_duration: also keep one checkpoint per this much time ('12h').
+      save_max_to_keep: older checkpoints beyond this many are deleted.
+      summary_interval_steps: train summaries every this many steps.
+      eval_interval_steps: evaluate every this many steps.
+      eval_skip_train: skip the eval on a training batch.
+      init_from_checkpoint_rules: warm start, {checkpoint dir: CheckpointLoadingRules}.
+      decode_interval_steps: decode every this many steps (with --decode_during_train).
+      random_seed: seeds initialisation and per-step randomness.
+      inputs_split_mapping, variable_norm_summary, max_inflight_steps, async_summary_writing,
+      compute_steps_per_sec_interval_steps, profiler_*, apply_mutable_list: the partitioner,
+      the summaries and the profiler of this trainer decide these (set by Pax's helpers; no
+      warning).
+    The rest are Pax's and logged when set away from the default.
+    """
+
+    learner: Any = base_hyperparams.template_field(learners.Learner)
+    num_train_steps: float = 1e7
+    save_interval_steps: int = 5000
+    save_keep_interval_duration: str | None = "12h"
+    save_max_to_keep: int = 10
+    max_inflight_steps: int = 2
+    summary_interval_steps: int = 100
+    log_train_output_interval_steps: int | None = None
+    summary_accumulate_interval_steps: int | None = None
+    async_summary_writing: bool = True
+    variable_norm_summary: bool = True
+    eval_interval_steps: int = 100
+    eval_skip_train: bool = False
+    eval_use_ema_states: bool = False
+    inputs_split_mapping: Any = None
+    init_from_checkpoint_rules: dict[str, CheckpointLoadingRules] = dataclasses.field(
+      default_factory=dict
+    )
+    decode_interval_steps: int | None = None
+    decode_start_after_n_steps: int = 0
+    decode_use_ema_states: bool = False
+    compute_steps_per_sec_interval_steps: int = 10
+    profiler_num_steps: int = 2
+    profiler_min_duration_sec: float = 1.0
+    profiler_capture_step: int | None = None
+    profiler_max_num_hosts: int | None = None
+    profiler_capture_host_profile: bool = False
+    always_use_train_for_model_init: bool = True
+    enforce_input_specs: bool = True
+    random_seed: int = 1234
+    apply_mutable_list: list[str] = _list(_TRAIN_MUTABLE)
+    tensorstore_metadata_key: str | None = None
+    enable_input_checkpointing: bool | None = False
+    restore_transformations: dict[str, Any] | None = None
+    external_checkpoint_path: Any = None
+    external_checkpoint_handler: Any = None
+    report_progress_hook: bool = False
+    gc_interval_steps: int = 0
+
+  @dataclasses.dataclass(frozen=True, kw_only=True)
+  class Decode:
+    """Pax's decode settings (this trainer seeds decoding from train.random_seed)."""
+
+    prng_key_fold_with_batch_index: bool = False
+    random_seed: int = 1234
+    profiler_num_steps: int = 0
+    profiler_min_duration_sec: float = 1.0
+    profiler_capture_step: int = 1
+    profiler_max_num_hosts: int | None = None
+    apply_mutable_list: list[str] = _list(_DECODE_MUTABLE)
+    metrics_prefix: str = "Metrics/"
+
+  @dataclasses.dataclass(frozen=True, kw_only=True)
+  class Evaluate:
+    """Pax's eval settings (this trainer seeds evaluation from train.random_seed)."""
+
+    random_seed: int = 1234
+    apply_mutable_list: list[str] = _list(_EVAL_MUTABLE)
+
+  @dataclasses.dataclass(frozen=True, kw_only=True)
+  class Infer:
+    """Pax's inference settings."""
+
+    random_seed: int = 1234
+
+  model: Any = None
+  train: Any = base_hyperparams.template_field(Train)
+  decode: Any = base_hyperparams.template_field(Decode)
+  evaluate: Any = base_hyperparams.template_field(Evaluate)
+  infer: Any = base_hyperparams.template_field(Infer)
+  metrics: Any = None
+  loss_aggregator: Any = None
+  vn: Any = base_hyperparams.template_field(VariationalNoise)
+  infer_writer: Any = None
+  early_stopping_fn: Any = None
+  summary_verbosity: int = 3
+
+
+# Train fields that reach TaskConfig under the same name.
+_TRAIN_TO_TASK = (
+  "save_interval_steps",
+  "save_keep_interval_duration",
+  "save_max_to_keep",
+  "summary_interval_steps",
+  "eval_interval_steps",
+  "eval_skip_train",
+  "decode_interval_steps",
+  "random_seed",
+  "init_from_checkpoint_rules",
+)
+# Train fields whose work this trainer does its own way; Pax's helpers set them, so no warning.
+_TRAIN_OWN_WAY = frozenset(
+  {
+    "learner",
+    "num_train_steps",
+    "inputs_split_mapping",
+    "variable_norm_summary",
+    "max_inflight_steps",
+    "async_summary_writing",
+    "compute_steps_per_sec_interval_steps",
+    "profiler_num_steps",
+    "profiler_min_duration_sec",
+    "profiler_capture_step",
+    "profiler_max_num_hosts",
+    "profiler_capture_host_profile",
+    "apply_mutable_list",
+    "always_use_train_for_model_init",
+    "enforce_input_specs",
+  }
+)
+
+
+def _set_fields(cfg: Any) -> dict[str, Any]:
+  """The fields a config (or dataclass instance) holds away from its class defaults."""
+  if cfg is None:
+    return {}
+  if isinstance(cfg, fdl.Buildable):
+    cls = fdl.get_callable(cfg)
+    values = dict(cfg.__arguments__)
+  else:
+    cls = type(cfg)
+    values = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.init}
+  changed = {}
+  for field in dataclasses.fields(cls):
+    if field.name not in values:
+      continue
+    if field.default is not dataclasses.MISSING:
+      default = field.default
+    elif field.default_factory is not dataclasses.MISSING:
+      default = field.default_factory()
+    else:
+      default = dataclasses.MISSING
+    value = values[field.name]
+    if isinstance(value, fdl.Buildable) or isinstance(default, fdl.Buildable):
+      if isinstance(value, fdl.Buildable) and isinstance(default, fdl.Buildable):
+        if value == default:
+          continue
+      changed[field.name] = value
+    elif value != default:
+      changed[field.name] = value
+  return changed
+
+
+def not_applied(task: Any) -> list[str]:
+  """`SingleTask` fields set away from Pax's defaults that this trainer does not apply."""
+  notes = []
+  for name in _set_fields(task):
+    if name not in ("name", "model", "train", "vn", "decode", "evaluate", "infer"):
+      notes.append(name)
+  train = task.train
+  for name in _set_fields(train):
+    if name not in _TRAIN_TO_TASK and name not in _TRAIN_OWN_WAY:
+      notes.append(f"train.{name}")
+  for name in _set_fields(train.learner):
+    if name not in learners.HONOURED:
+      notes.append(f"train.learner.{name}")
+  for part in ("decode", "evaluate", "infer"):
+    notes.extend(f"{part}.{name}" for name in _set_fields(getattr(task, part)))
+  return notes
+
+
+def to_task_config(task: Any) -> TaskConfig:
+  """What the trainer runs from, for whatever an experiment's `task()` returns.
+
+  A `TaskConfig` passes through. A `SingleTask` (its config, or the object built from it) gives
+  the TaskConfig of its model (built), its learner's optimizer, Pax's mesh (the model's
+  `ici_mesh_shape` / `dcn_mesh_shape`) and the `train` fields of the same names. Fields this
+  trainer does not apply are logged; variational noise and a loss other than total_loss raise.
+  """
+  if isinstance(task, TaskConfig):
+    return task
+  is_config = isinstance(task, fdl.Buildable)
+  target = fdl.get_callable(task) if is_config else type(task)
+  if not (isinstance(target, type) and issubclass(target, SingleTask)):
+    raise TypeError(
+      f"task() must return a tasks_lib.SingleTask config (pax_fiddle.Config(tasks_lib."
+      f"SingleTask, name=..., model=...)) or a tasks_lib.TaskConfig; got {target!r}"
+    )
+  name = getattr(task, "name", "") or "task"
+  if task.model is None:
+    raise ValueError(f"SingleTask {name!r} has no model: set task_p.model to a model config")
+  if task.vn.vn_scale:
+    raise NotImplementedError(
+      f"SingleTask {name!r}: variational noise (vn.vn_scale={task.vn.vn_scale}) is not "
+      "implemented by this trainer; set vn.vn_scale = 0"
+    )
+  learner = task.train.learner
+  if learner.loss_name not in (None, "total_loss"):
+    raise ValueError(
+      f"SingleTask {name!r}: train.learner.loss_name={learner.loss_name!r}; this trainer "
+      "minimises the model's 'total_loss' (set loss_name='total_loss' or leave it None)"
+    )
+  if learner.optimizer is None:
+    raise ValueError(
+      f"SingleTask {name!r} has no optimizer: set task_p.train.learner.optimizer, e.g. "
+      "model_params.set_default_adam(task_p, learning_rate, weight_decay)"
+    )
+  skipped = not_applied(task)
+  if skipped:
+    logging.warning(
+      "SingleTask %r: these Pax fields are set but not applied by this trainer: %s",
+      name,
+      ", ".join(skipped),
+    )
+  model_cfg = task.model
+  model = base_hyperparams.instantiate(model_cfg) if is_config else model_cfg
+  train = task.train
+  values = {field: getattr(train, field) for field in _TRAIN_TO_TASK}
+  return TaskConfig(
+    model=model,
+    num_train_steps=int(train.num_train_steps),
+    optimizer=learner.optimizer,
+    # Pax checks for NaN/Inf steps only when asked; this trainer's skip counter is its own.
+    ici_mesh_shape=_mesh(model_cfg, "ici_mesh_shape"),
+    dcn_mesh_shape=_mesh(model_cfg, "dcn_mesh_shape"),
+    **values,
+  )
+
+
+def _mesh(model: Any, field: str) -> Sequence[int] | None:
+  value = getattr(model, field, None)
+  return None if value is None else tuple(value)

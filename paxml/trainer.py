@@ -247,7 +247,7 @@ def _train(
   profiler,
 ) -> dict[str, float]:
   """`train_and_evaluate` once it holds the job_log_dir lease."""
-  task = experiment.task()
+  task = tasks_lib.to_task_config(experiment.task())
   datasets = experiment.datasets()
   job_files.write_config_files(job_log_dir, "train", experiment, datasets, task)
   partitioner = partitioning.for_experiment(experiment, task)

@@ -237,6 +237,28 @@ class HParamsMixin:
   HParams = _HParamsDescriptor()
 
 
+class FiddleBaseParameterizable(HParamsMixin):
+  """Pax's base for configurable non-layer classes (tasks, learners, early-stopping functions).
+
+  Every subclass becomes a keyword-only dataclass when it is defined, so its annotated class
+  attributes are its fields, as in Pax: `class Stop(FiddleBaseParameterizable): target: float =
+  1.0` is configured with `pax_fiddle.Config(Stop, target=2.0)`. All have a `name` field.
+  """
+
+  name: str = ""
+
+  def __init_subclass__(cls, **kwargs):
+    super().__init_subclass__(**kwargs)
+    dataclasses.dataclass(kw_only=True)(cls)
+
+  @classmethod
+  def config(cls, **kwargs) -> Config:
+    return Config(cls, **kwargs)
+
+
+dataclasses.dataclass(kw_only=True)(FiddleBaseParameterizable)
+
+
 @contextlib.contextmanager
 def _empty_flax_module_stack():
   """Builds objects outside any Flax module, as Pax does.

@@ -194,6 +194,91 @@ class Adafactor(BaseOptimizer):
     return optax.chain(*parts)
 
 
+def _decay_rate_adam(step: jax.Array, beta2: float) -> jax.Array:
+  """Pax's Adafactor 'adam' decay: beta2 with Adam's bias correction folded in."""
+  t = jnp.asarray(step, jnp.float32) + 1.0
+  return beta2 * (1.0 - beta2 ** (t - 1.0)) / (1.0 - beta2**t)
+
+
+@dataclasses.dataclass(kw_only=True)
+class ShardedAdafactor(BaseOptimizer):
+  """Pax's ShardedAdafactor fields, on optax's factored second moment.
+
+  Attributes:
+    decay_method: 'adam' (decay_adam with Adam's bias correction, as Pax's
+      set_default_adafactor) or 'pow' (1 - (step + 1)**-decay_pow).
+    decay_adam: the 'adam' method's beta2.
+    decay_pow: the 'pow' method's exponent.
+    beta1: momentum on the scaled updates (0: none).
+    clip_threshold: cap of each tensor's update RMS (None or <= 0: off).
+    factored: factor the second moment of matrices.
+    epsilon1_grad_sq_reg: added to the squared gradients.
+    min_dim_size_to_factor: factor only tensors whose two largest dims are at least this.
+    multiply_by_parameter_scale: scale updates by the parameter's RMS.
+    The other fields are Pax's; this build refuses them when set (layerwise_adaptation,
+    per-scope weight decay) or ignores them (quantized_dtype: the momentum stays float32;
+    sort_factored_second_moment_dims, per_var_learning_summary, maybe_inf_to_nan,
+    epsilon2_param_scale_reg, respect_skip_lp_regularization).
+  """
+
+  weight_decay: float = 0.0
+  layerwise_adaptation: bool = False
+  exclude_from_layerwise_adaptation: list[str] | None = None
+  decay_method: str = ""
+  decay_adam: float = 0.0
+  decay_pow: float = 0.0
+  beta1: float = 0.0
+  clip_threshold: float | None = 1.0
+  factored: bool = True
+  epsilon1_grad_sq_reg: float = 1e-30
+  quantized_dtype: str = "int8"
+  respect_skip_lp_regularization: bool = False
+  per_var_learning_summary: bool = False
+  sort_factored_second_moment_dims: bool = False
+  min_dim_size_to_factor: int = 128
+  multiply_by_parameter_scale: bool = False
+  epsilon2_param_scale_reg: float = 1e-3
+  maybe_inf_to_nan: bool = True
+  name: str = ""
+
+  def scaling(self) -> optax.GradientTransformation:
+    if self.layerwise_adaptation or isinstance(self.weight_decay, dict):
+      raise NotImplementedError(
+        "ShardedAdafactor: layerwise_adaptation and per-scope weight_decay dicts are not "
+        "provided; use a float weight_decay"
+      )
+    if self.decay_method == "adam":
+      if not 0 < self.decay_adam < 1:
+        raise ValueError(f"ShardedAdafactor: decay_adam must be in (0, 1), got {self.decay_adam}")
+      decay_rate, decay_fn = self.decay_adam, _decay_rate_adam
+    elif self.decay_method == "pow":
+      if self.decay_pow <= 0:
+        raise ValueError(f"ShardedAdafactor: decay_pow must be > 0, got {self.decay_pow}")
+      decay_rate, decay_fn = self.decay_pow, None
+    else:
+      raise ValueError(
+        f"ShardedAdafactor.decay_method must be 'adam' or 'pow', got {self.decay_method!r}"
+      )
+    kwargs = {} if decay_fn is None else {"decay_rate_fn": decay_fn}
+    parts = [
+      optax.scale_by_factored_rms(
+        self.factored,
+        decay_rate,
+        0,
+        self.min_dim_size_to_factor,
+        self.epsilon1_grad_sq_reg,
+        **kwargs,
+      )
+    ]
+    if self.clip_threshold and self.clip_threshold > 0:
+      parts.append(optax.clip_by_block_rms(self.clip_threshold))
+    if self.multiply_by_parameter_scale:
+      parts.append(optax.scale_by_param_block_rms())
+    if self.beta1 > 0:
+      parts.append(optax.ema(self.beta1, debias=False))
+    return optax.chain(*parts)
+
+
 class EmaState(NamedTuple):
   """The EMA of the parameters (same tree as the parameters)."""
 

@@ -15,6 +15,7 @@ import flax.linen as nn
 import jax
 
 from paxml import experiment_registry
+from paxml import tasks_lib
 from paxml import trainer
 from paxml.tools import abstract_build
 
@@ -105,7 +106,7 @@ def _lm_formula_args(lm) -> dict:
 
 def expected_param_count(experiment) -> int:
   """The formula's inputs, read from the built model's architecture fields."""
-  model = experiment.task().model
+  model = tasks_lib.to_task_config(experiment.task()).model
   if isinstance(model, models.LanguageModel):
     return lm_param_count(**_lm_formula_args(model.lm_tpl))
   raise AssertionError(
@@ -130,7 +131,9 @@ class FormulaTest(absltest.TestCase):
     self.assertAlmostEqual(n / 1e9, 18 * 12 * 3072**2 / 1e9 + 0.098, delta=0.01)
 
   def test_experiment_fields_reach_the_model_and_optimizer(self):
-    task = lm_cloud.LmCloudSpmd2B().task()
+    task_p = lm_cloud.LmCloudSpmd2B().task()
+    self.assertIs(task_p.__fn_or_cls__, tasks_lib.SingleTask)
+    task = tasks_lib.to_task_config(task_p)
     model = task.model
     self.assertEqual(jax.numpy.dtype(model.fprop_dtype), jax.numpy.bfloat16)
     lm = model.lm_tpl
@@ -167,7 +170,9 @@ class FormulaTest(absltest.TestCase):
       (lm.softmax_tpl.soft_cap_logits, lm.softmax_tpl.scale_sqrt_depth), (30.0, True)
     )
     self.assertIsNone(lm.separate_embedding_tpl)  # Tied.
-    self.assertEqual(math.prod(lm_cloud.LmCloudSpmd2B.ICI_MESH_SHAPE), 4)
+    self.assertEqual(task.ici_mesh_shape, (1, 4, 1))
+    self.assertEqual(task_p.train.learner.loss_name, "total_loss")
+    self.assertEqual(task_p.train.learner.repeat_prefix_sep, "_")
     opt = task.optimizer
     self.assertEqual(
       (
@@ -185,7 +190,9 @@ class FormulaTest(absltest.TestCase):
       (sched.warmup_steps, sched.decay_start, sched.decay_end, sched.min_ratio),
       (4000, 4001, 300000, 0.1),
     )
-    self.assertEqual(lm_cloud.LmCloudSpmd2B().not_applied(), [])
+    # set_default_adam's fields and the loop fields all reach the trainer.
+    self.assertEqual(tasks_lib.not_applied(task_p), [])
+    self.assertEqual((task.save_interval_steps, task.num_train_steps), (5000, 10_000_000))
 
   def test_counts_by_hand(self):
     # V=10, D=4, one layer, N=2, H=2, F=8, no biases anywhere:

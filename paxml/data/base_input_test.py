@@ -12,7 +12,7 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
 
-from paxml.data import base_input
+from praxis import base_input
 from paxml.data import indexed_input
 from paxml.data import synthetic
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import jax
 
-from paxml.data import base_input
+from praxis import base_input
 
 NestedMap = base_input.NestedMap
 _END = object()

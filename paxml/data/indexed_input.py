@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from paxml.data import base_input
+from praxis import base_input
 
 NestedMap = base_input.NestedMap
 

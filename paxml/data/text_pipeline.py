@@ -32,7 +32,7 @@ from typing import Any, Iterator
 import numpy as np
 import tensorflow as tf
 
-from paxml.data import base_input
+from praxis import base_input
 from paxml.data import packing
 from paxml.data import tokenizer as tokenizer_lib
 

@@ -8,7 +8,7 @@ from absl.testing import absltest
 import numpy as np
 import tensorflow as tf
 
-from paxml.data import base_input
+from praxis import base_input
 from paxml.data import text_pipeline
 from paxml.data import tokenizer as tokenizer_lib
 

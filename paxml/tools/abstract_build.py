@@ -20,6 +20,7 @@ import functools
 import math
 from typing import Any
 
+import fiddle as fdl
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -53,20 +54,27 @@ def batch_spec(experiment: base_experiment.BaseExperiment) -> pytypes.NestedMap:
   must split it into its microbatches, whatever machine builds it).
   """
   config = experiment.train_dataset()
-  missing = [f for f in ("batch_size", "seq_len") if getattr(config, f, None) is None]
+  # Pax's inputs: a LingvoInputAdaptor's sizes are its wrapped `input`'s; SeqIOInput's length
+  # is its task_feature_lengths' 'targets'.
+  inner = getattr(config, "input", None)
+  sized = inner if isinstance(inner, fdl.Buildable) else config
+  seq_len = getattr(sized, "seq_len", None)
+  if seq_len is None:
+    seq_len = (getattr(sized, "task_feature_lengths", None) or {}).get("targets")
+  missing = [f for f, v in (("batch_size", sized.batch_size), ("seq_len", seq_len)) if v is None]
   if missing:
     raise ValueError(
       f"{type(experiment).__name__}: the training dataset config "
       f"({getattr(config.__fn_or_cls__, '__name__', config)}) does not set {missing}; the "
       "abstract build reads the batch shape from these fields"
     )
-  rows = config.batch_size * (getattr(config, "num_infeed_hosts", None) or 1)
+  rows = sized.batch_size * (getattr(config, "num_infeed_hosts", None) or 1)
   percore = getattr(experiment, "PERCORE_BATCH_SIZE", None)
   ici = getattr(experiment, "ICI_MESH_SHAPE", None)
   if percore is not None and ici is not None:
     dcn = getattr(experiment, "DCN_MESH_SHAPE", None) or ()
     rows = round(percore * math.prod(ici) * math.prod(dcn))
-  shape = (rows, config.seq_len)
+  shape = (rows, seq_len)
   return pytypes.NestedMap(
     {k: jax.ShapeDtypeStruct(shape, dtype) for k, dtype in LM_BATCH_DTYPES.items()}
   )
@@ -167,7 +175,7 @@ def build(experiment: base_experiment.BaseExperiment, seed: int = 0) -> Built:
   """
   if hasattr(experiment, "DATA_DIR") and not experiment.DATA_DIR:
     experiment.DATA_DIR = "<DATA_DIR: not read by an abstract build>"
-  task = experiment.task()
+  task = tasks_lib.to_task_config(experiment.task())
   batch = batch_spec(experiment)
   optimizer, learning_rate_fn = train_states.make_optimizer(task)
   boxed = jax.eval_shape(

@@ -27,6 +27,7 @@ import flax.linen as nn
 import jax
 
 from paxml import experiment_registry
+from paxml import tasks_lib
 from paxml import trainer
 from paxml.tools import abstract_build
 
@@ -104,7 +105,7 @@ def validate(exp: str, skip_step: bool = False, report: Callable[[str], None] = 
   steps = [
     ("registry", resolve),
     ("validate", lambda: state["exp"].validate()),
-    ("task", lambda: type(state["exp"].task().model).__name__),
+    ("task", lambda: type(tasks_lib.to_task_config(state["exp"].task()).model).__name__),
     ("datasets", lambda: str(abstract_build.batch_spec(state["exp"]).ids.shape)),
     ("abstract state", build),
     ("sharding", lambda: _check_sharding(state["built"])),

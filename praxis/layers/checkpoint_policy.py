@@ -40,9 +40,19 @@ class AutodiffCheckpointType(str, enum.Enum):
   # Pax's default for StackedTransformer(remat=True): the attention projections, the context
   # and the FFN output, not the logits nor the FFN hidden activations.
   SAVE_DOT_EXCEPT_LOGITS_FFN1 = "save_dot_except_logits_ffn1"
+  # Pax's C4 GPT-3 (MLPerf) setting: the attention projections and context, not the FFN.
+  SAVE_DOT_FOR_MLPERF_200B = "save_dot_for_mlperf_200b"
 
 
 _NAMES = {
+  AutodiffCheckpointType.SAVE_DOT_FOR_MLPERF_200B: (
+    "combined_qkv_proj",
+    "query_proj",
+    "value_proj",
+    "key_proj",
+    "context",
+    "out_proj",
+  ),
   AutodiffCheckpointType.SAVE_QKV_OUT_PROJ: (
     "query_proj",
     "key_proj",

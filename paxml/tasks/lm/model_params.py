@@ -1,522 +1,644 @@
-"""Shared pieces of the language-model experiments: one base class and the functions it calls.
+"""Pax's `paxml.tasks.lm.model_params`: the LM base experiments and the helpers they call.
 
-`TransformerLmSpmdAdam` holds Pax's defaults (`TransformerLmSpmdAdafactor` followed by
-`set_default_adam`, which is what every `LmCloudSpmd*` and `C4Spmd*` experiment ends up with) as
-UPPERCASE class fields. A registered experiment subclasses it and states only what differs; its
-`task()` and `datasets()` come from here. The building is done by plain functions, so a test or
-a notebook can call them with other values:
+The classes and functions carry Pax's names, fields, defaults and call shapes, so Pax's
+experiment files (lm_cloud.py, c4.py, c4_multislice.py) import and build against them:
 
-  language_model_config(exp)  the praxis LanguageModel config the fields describe
-  language_model(exp)         that config, built
-  small_language_model(...)   a plain pre-LN LanguageModel from five sizes, for the small demo
-                              and test experiments that have none of the Pax fields
-  optimizer_config(exp)       Pax's set_default_adam as a praxis optimizer config
-  synthetic_datasets(...)     Pax's `SyntheticDataset` (constant ids) for train and eval
-  num_heads(exp)              heads from NUM_HEADS / DIMS_PER_HEAD, as Pax derives them
+  TransformerLmSpmdAdafactor     SPMD decoder-only LM (LanguageModel -> TransformerLm ->
+                                 StackedTransformer[Repeated]), ShardedAdafactor
+  TransformerLmSpmdPipelineAdafactor   the same with the stack pipelined over a `stage` axis
+  TransformerLmPmapAdam          Pax's data-parallel LM with Adam
+  TransformerLmSpmdAdam, TransformerLmSpmdPipelineAdam   c4's Adam bases (c4.py re-exports them)
+  set_default_adam, set_default_adafactor, set_adam_and_learning_rate_schedule
+  set_sharding_annotations_v1    the mesh on the model config, batch split over replica x data
+  maybe_setup_moe_params         Pax's MoE switch (dense models only here)
 
-`ProgressionLm` is the other base: a `small_language_model` on arithmetic progressions, the body
-of demo.SyntheticDemoLm and of the tests' TinyLm (paxml/testing/tiny_lm.py), which set its sizes.
+Each `task()` returns `pax_fiddle.Config(tasks_lib.SingleTask)`; a subclass edits it
+(`task_p = super().task(); task_p.train.num_train_steps = 300`). Sharding: Pax's
+`set_sharding_params_v1` annotates each layer; here the model gets the mesh and its axis names,
+and `praxis.sharding`'s rules table (the same placements, per logical axis) shards the weights.
 
-Pax's chains (LmCloudSpmd2B -> LmCloudSpmd -> TransformerLmSpmdAdafactor + SyntheticDataset ->
-BaseExperiment) become: variant -> family (LmCloudSpmd) -> this base; mixins are functions.
+`small_language_model` and `ProgressionLm` (the demo and test LMs) live in progression_lm.py.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+import typing
+from typing import Any, Sequence
 
 import fiddle as fdl
 import jax
-import jax.numpy as jnp
+from jax import numpy as jnp
 
 from paxml import base_experiment
-from paxml import synthetic_input
 from paxml import tasks_lib
-from paxml.data import synthetic
-from praxis import base_hyperparams
+from paxml.tasks.lm import progression_lm
 from praxis import base_layer
+from praxis import layers
 from praxis import optimizers
+from praxis import pax_fiddle
+from praxis import pytypes
 from praxis import schedules
 from praxis.layers import activations
-from praxis.layers import attentions
-from praxis.layers import checkpoint_policy
-from praxis.layers import embedding_softmax
 from praxis.layers import models
-from praxis.layers import pipeline
-from praxis.layers import sample_decode
-from praxis.layers import transformer_models
-from praxis.layers import transformers
+
+NestedMap = pytypes.NestedMap
+WeightInit = base_layer.WeightInit
+
+# The demo and test LMs, under the names other modules import.
+small_language_model = progression_lm.small_language_model
+ProgressionLm = progression_lm.ProgressionLm
 
 
 def num_heads(exp: Any) -> int:
   """N as Pax derives it: NUM_HEADS if set (then N * DIMS_PER_HEAD must be MODEL_DIMS), else
   MODEL_DIMS / DIMS_PER_HEAD."""
+  name = type(exp).__name__
   if exp.DIMS_PER_HEAD is None:
     if exp.NUM_HEADS is None:
-      raise ValueError(f"{type(exp).__name__}: set NUM_HEADS or DIMS_PER_HEAD")
+      raise ValueError(f"{name}: set NUM_HEADS or DIMS_PER_HEAD")
     return exp.NUM_HEADS
   if exp.NUM_HEADS is None:
     if exp.MODEL_DIMS % exp.DIMS_PER_HEAD:
       raise ValueError(
-        f"{type(exp).__name__}: DIMS_PER_HEAD={exp.DIMS_PER_HEAD} does not "
-        f"divide MODEL_DIMS={exp.MODEL_DIMS}; change one of them"
+        f"{name}: DIMS_PER_HEAD={exp.DIMS_PER_HEAD} does not divide MODEL_DIMS="
+        f"{exp.MODEL_DIMS}; change one of them"
       )
     return exp.MODEL_DIMS // exp.DIMS_PER_HEAD
   if exp.NUM_HEADS * exp.DIMS_PER_HEAD != exp.MODEL_DIMS:
     raise ValueError(
-      f"{type(exp).__name__}: NUM_HEADS * DIMS_PER_HEAD = {exp.NUM_HEADS} * "
-      f"{exp.DIMS_PER_HEAD} must equal MODEL_DIMS={exp.MODEL_DIMS}"
+      f"{name}: NUM_HEADS * DIMS_PER_HEAD = {exp.NUM_HEADS} * {exp.DIMS_PER_HEAD} must equal "
+      f"MODEL_DIMS={exp.MODEL_DIMS}"
     )
   return exp.NUM_HEADS
 
 
 def dims_per_head(exp: Any) -> int:
-  """H: DIMS_PER_HEAD, or MODEL_DIMS / heads when it is None (Pax's pmap configs)."""
+  """H: DIMS_PER_HEAD, or MODEL_DIMS / heads when it is None."""
   return exp.DIMS_PER_HEAD or exp.MODEL_DIMS // num_heads(exp)
 
 
-def _activation_class(exp: Any) -> type:
-  cls = exp.ACTIVATION_CLS
-  if not (isinstance(cls, type) and issubclass(cls, activations.BaseActivation)):
-    raise ValueError(
-      f"{type(exp).__name__}: ACTIVATION_CLS must be a praxis activation class "
-      f"such as activations.GELU, got {cls!r}"
-    )
-  return cls
+def set_sharding_annotations_v1(
+  task_p: pax_fiddle.Config,
+  training_optimized: bool,
+  ici_mesh_shape: Sequence[int],
+  dcn_mesh_shape: Sequence[int] | None = None,
+) -> None:
+  """Pax's: the mesh (replica, data, mdl) on the model config, the batch over replica x data.
 
-
-def fprop_dtype(exp: Any) -> Any:
-  """FPROP_DTYPE as a dtype: the activations' (weights stay float32, as in Pax)."""
-  try:
-    return jnp.dtype(exp.FPROP_DTYPE)
-  except TypeError:
-    raise ValueError(
-      f"{type(exp).__name__}: FPROP_DTYPE={exp.FPROP_DTYPE!r} is not a dtype; use "
-      "'bfloat16' or 'float32'"
-    ) from None
-
-
-def remat_policy(exp: Any) -> checkpoint_policy.AutodiffCheckpointType:
-  """CHECKPOINT_POLICY (Pax's AutodiffCheckpointType name, e.g. 'SAVE_NOTHING') as the enum."""
-  try:
-    return checkpoint_policy.AutodiffCheckpointType[exp.CHECKPOINT_POLICY]
-  except KeyError:
-    valid = ", ".join(t.name for t in checkpoint_policy.AutodiffCheckpointType)
-    raise ValueError(
-      f"{type(exp).__name__}: CHECKPOINT_POLICY={exp.CHECKPOINT_POLICY!r} is not one of {valid}"
-    ) from None
-
-
-def language_model_config(exp: Any) -> base_hyperparams.Config:
-  """Pax's `TransformerLmSpmdAdafactor.task()` model, from the fields of `exp`.
-
-  LanguageModel -> TransformerLm (tied SharedEmbeddingSoftmax scaled by sqrt(D) on lookup,
-  initialised N(0, 1/D), logits soft-capped at SOFTMAX_CAP_LOGITS; sinusoidal positions; final
-  LayerNorm) -> StackedTransformer of NUM_LAYERS layers, or with USE_REPEATED_LAYER a
-  StackedTransformerRepeated scanning a one-layer block NUM_LAYERS times under CHECKPOINT_POLICY
-  remat. Each layer: pre-LayerNorm (NORM_POLICY), attention with COMBINE_QKV, no biases and
-  logits capped at ATTEN_LOGIT_CAP; a biased ACTIVATION_CLS MLP of HIDDEN_DIMS (gated with
-  USE_GATED_ACTIVATION); dropout DROPOUT_PROB. Activations run in FPROP_DTYPE, weights float32.
+  The per-layer placements of Pax's `TransformerLm.set_sharding_params_v1` are the rules table
+  of praxis/sharding.py here; an LM class that has `set_sharding_params_v1` gets it called as
+  in Pax. `training_optimized` is Pax's activation-sharding variant (not used by the table).
   """
-  heads = num_heads(exp)
-  head_dims = dims_per_head(exp)
-  if head_dims * heads != exp.MODEL_DIMS:
-    raise ValueError(
-      f"{type(exp).__name__}: heads x dims per head = {heads} x "
-      f"{head_dims} must equal MODEL_DIMS={exp.MODEL_DIMS}"
+  model_p = task_p.model
+  model_p.ici_mesh_shape = ici_mesh_shape
+  if dcn_mesh_shape is not None:
+    model_p.dcn_mesh_shape = dcn_mesh_shape
+  mesh_axis_names = ["replica", "data", "mdl"]
+  task_p.train.inputs_split_mapping = NestedMap(
+    map_1d=(("replica", "data"),), map_2d=(("replica", "data"), None)
+  )
+  model_p.mesh_axis_names = mesh_axis_names
+  lm_p = getattr(model_p, "lm_tpl", None)
+  setter = getattr(pax_fiddle.get_callable(lm_p), "set_sharding_params_v1", None) if lm_p else None
+  if setter is not None:
+    model_p.lm_tpl = setter(
+      lm_p,
+      replica_axis="replica",
+      data_axis="data",
+      mdl_axis="mdl",
+      ici_mesh_shape=model_p.ici_mesh_shape,
+      dcn_mesh_shape=model_p.dcn_mesh_shape,
+      mesh_axis_names=mesh_axis_names,
+      training_optimized=training_optimized,
     )
-  layer = transformers.Transformer.HParams.config(
-    norm_policy=exp.NORM_POLICY,
-    tr_atten_tpl=attentions.DotProductAttention.HParams.config(
-      use_bias=False, combine_qkv=exp.COMBINE_QKV, atten_logit_cap=exp.ATTEN_LOGIT_CAP
-    ),
-    tr_fflayer_tpl=transformers.TransformerFeedForward.HParams.config(
-      activation_tpl=_activation_class(exp).HParams.config(),
-      use_gated_activation=exp.USE_GATED_ACTIVATION,
-    ),
-  )
-  pipelined = getattr(exp, "NUM_STAGES", None) is not None
-  layers = exp.NUM_LAYERS // (exp.NUM_STAGES * exp.CIRCULAR_REPEAT) if pipelined else exp.NUM_LAYERS
-  stack = transformers.StackedTransformer.HParams.config(
-    num_layers=layers,
-    model_dims=exp.MODEL_DIMS,
-    hidden_dims=exp.HIDDEN_DIMS,
-    num_heads=heads,
-    dim_per_head=head_dims,
-    dropout_prob=exp.DROPOUT_PROB,
-    mask_self_attention=True,
-    packed_input=exp.PACKED_INPUT,
-    transformer_layer_params_tpl=layer,
-  )
-  if exp.USE_REPEATED_LAYER:
-    # One compiled layer scanned `layers` times; weights get a leading [layers] dim.
-    stack.num_layers = 1
-    stack = transformers.StackedTransformerRepeated.HParams.config(
-      block=stack, x_times=layers, checkpoint_policy=remat_policy(exp)
-    )
-  if pipelined:
-    # Pax's TransformerLmSpmdPipelineAdafactor: the stack above is one stage.
-    stack = pipeline.PipelinedTransformer.HParams.config(
-      pipeline_stage=stack,
-      num_pipeline_stages=exp.NUM_STAGES,
-      circular_repeat=exp.CIRCULAR_REPEAT,
-      num_pipeline_microbatches=exp.NUM_MICROBATCHES,
-      pipeline_microbatch_size=exp.MICROBATCH_SIZE,
-      stream_io=exp.STREAM_IO,
-      pipeline_broadcast_inputs=exp.PIPELINE_BROADCAST_INPUTS,
-      checkpoint_policy=remat_policy(exp),
-    )
-  softmax = embedding_softmax.SharedEmbeddingSoftmax.HParams.config(
-    scale_sqrt_depth=True,
-    soft_cap_logits=exp.SOFTMAX_CAP_LOGITS,
-    # N(0, 1/D): looked up and scaled by sqrt(D), the embeddings start with unit variance.
-    params_init=base_layer.WeightInit.Gaussian(1.0 / math.sqrt(exp.MODEL_DIMS)),
-  )
-  lm = transformer_models.TransformerLm.HParams.config(
-    model_dims=exp.MODEL_DIMS,
-    vocab_size=exp.VOCAB_SIZE,
-    packed_input=exp.PACKED_INPUT,
-    softmax_tpl=softmax,
-    position_emb_tpl=embedding_softmax.PositionalEmbedding.HParams.config(),
-    stacked_transformer_tpl=stack,
-  )
-  decoder = sample_decode.DecoderHParams(
-    seqlen=exp.MAX_SEQ_LEN, max_decode_steps=exp.DECODE_MAX_STEPS, eos_id=exp.DECODE_EOS_ID
-  )
-  return models.LanguageModel.HParams.config(
-    lm_tpl=lm, decoder_tpl=decoder, fprop_dtype=fprop_dtype(exp)
+
+
+def _lr_schedule(warmup_steps: int, decay_start: int, decay_end: int) -> pax_fiddle.Config:
+  return pax_fiddle.Config(
+    schedules.LinearRampupExponentialDecay,
+    warmup_steps=warmup_steps,
+    decay_start=decay_start,
+    decay_end=decay_end,
+    min_ratio=0.1,
+    max=1.0,
   )
 
 
-def language_model(exp: Any) -> models.LanguageModel:
-  """The built `language_model_config(exp)`."""
-  return base_hyperparams.instantiate(language_model_config(exp))
-
-
-def small_language_model(
+def set_default_adam(
+  task_p: pax_fiddle.Config,
+  learning_rate: float,
+  weight_decay: float,
   *,
-  vocab_size: int,
-  model_dims: int,
-  num_layers: int,
-  num_heads: int,
-  hidden_dims: int,
-  decode_seqlen: int,
-) -> models.LanguageModel:
-  """A small praxis LanguageModel: pre-LN layers (attention without biases, as Pax's LMs; a
-  biased ReLU MLP), tied embeddings N(0, 1/D) scaled by sqrt(D), sinusoidal positions, float32.
+  warmup_steps: int = 4000,
+  decay_start: int = 4001,
+  decay_end: int = 300000,
+) -> None:
+  """Pax's: Adam(0.9, 0.99), decoupled weight decay, global-norm clipping at 5, linear warm-up
+  then exponential decay to 0.1x."""
+  lp = task_p.train.learner
+  lp.loss_name = "total_loss"
+  lp.optimizer = pax_fiddle.Config(
+    optimizers.Adam,
+    beta1=0.9,
+    beta2=0.99,
+    weight_decay=weight_decay,
+    clip_gradient_norm_to_value=5.0,
+    learning_rate=learning_rate,
+    lr_schedule=_lr_schedule(warmup_steps, decay_start, decay_end),
+  )
 
-  `decode` continues each row's prompt greedily to `decode_seqlen` tokens (prompt included),
-  never stopping early (no EOS): the experiments that use it decode synthetic progressions.
-  """
-  layer = transformers.Transformer.HParams.config()
-  layer.tr_atten_tpl.use_bias = False
-  stack = transformers.StackedTransformer.HParams.config(
-    num_layers=num_layers,
-    num_heads=num_heads,
-    hidden_dims=hidden_dims,
-    transformer_layer_params_tpl=layer,
+
+def set_default_adafactor(
+  task_p: pax_fiddle.Config,
+  learning_rate: float,
+  weight_decay: float,
+  *,
+  warmup_steps: int = 4000,
+  decay_start: int = 4001,
+  decay_end: int = 100000,
+  clip_gradient_norm_to_value: float = 5.0,
+) -> None:
+  """Pax's: ShardedAdafactor with Adam-style decay (0.99) and momentum 0.9."""
+  lp = task_p.train.learner
+  lp.loss_name = "total_loss"
+  lp.optimizer = pax_fiddle.Config(
+    optimizers.ShardedAdafactor,
+    decay_method="adam",
+    beta1=0.9,
+    decay_adam=0.99,
+    weight_decay=weight_decay,
+    clip_gradient_norm_to_value=clip_gradient_norm_to_value,
+    learning_rate=learning_rate,
+    lr_schedule=_lr_schedule(warmup_steps, decay_start, decay_end),
   )
-  lm = transformer_models.TransformerLm.HParams.config(
-    model_dims=model_dims, vocab_size=vocab_size, stacked_transformer_tpl=stack
-  )
-  # As language_model_config: looked up and scaled by sqrt(D), the embeddings have unit
-  # variance, as loud as the sinusoidal positions they are added to.
-  lm.softmax_tpl.scale_sqrt_depth = True
-  lm.softmax_tpl.params_init = base_layer.WeightInit.Gaussian(model_dims**-0.5)
-  return base_hyperparams.instantiate(
-    models.LanguageModel.HParams.config(
-      lm_tpl=lm, decoder_tpl=sample_decode.DecoderHParams(seqlen=decode_seqlen, eos_id=None)
+
+
+def maybe_setup_moe_params(model_p: pax_fiddle.Config) -> None:
+  """Pax's MoE switch: a stack with num_experts > 0 would get MoE feed-forward layers.
+
+  The stacks here are dense (no `num_experts`), so this does nothing for them and refuses a
+  stack that asks for experts."""
+  if fdl.get_callable(model_p) is layers.StackedTransformerRepeated:
+    model_p = model_p.block
+  if getattr(model_p, "num_experts", 0):
+    raise NotImplementedError(
+      "maybe_setup_moe_params: mixture-of-experts stacks (num_experts > 0) are not provided"
     )
-  )
 
 
-def optimizer_config(exp: Any) -> base_hyperparams.Config:
-  """Pax's `set_default_adam` (lm_cloud) / `set_adam_and_learning_rate_schedule` (c4).
-
-  Adam(ADAM_BETA1, ADAM_BETA2, ADAM_EPSILON), per-tensor update RMS capped at
-  ADAM_CLIP_THRESHOLD, decoupled WEIGHT_DECAY, global-norm clipping at
-  CLIP_GRADIENT_NORM_TO_VALUE, LEARNING_RATE times LinearRampupExponentialDecay(WARMUP_STEPS,
-  DECAY_START, DECAY_END, LR_MIN_RATIO).
-  """
-  return optimizers.Adam.HParams.config(
-    learning_rate=exp.LEARNING_RATE,
-    beta1=exp.ADAM_BETA1,
-    beta2=exp.ADAM_BETA2,
-    epsilon=exp.ADAM_EPSILON,
-    epsilon_root=exp.ADAM_EPSILON_ROOT,
-    clip_threshold=exp.ADAM_CLIP_THRESHOLD,
-    weight_decay=exp.WEIGHT_DECAY,
-    clip_gradient_norm_to_value=exp.CLIP_GRADIENT_NORM_TO_VALUE,
-    lr_schedule=schedules.LinearRampupExponentialDecay.HParams.config(
-      warmup_steps=exp.WARMUP_STEPS,
-      decay_start=exp.DECAY_START,
-      decay_end=exp.DECAY_END,
-      min_ratio=exp.LR_MIN_RATIO,
-      max=1.0,
-    ),
-  )
-
-
-def _synthetic(name: str, is_training: bool, percore_batch_size: float, seq_len: int) -> fdl.Config:
-  batch_size = round(percore_batch_size * jax.local_device_count())
-  if batch_size < 1:
-    raise ValueError(
-      f"PERCORE_BATCH_SIZE={percore_batch_size} x {jax.local_device_count()} "
-      "local devices rounds to no rows; raise PERCORE_BATCH_SIZE"
-    )
-  return fdl.Config(
-    synthetic.SyntheticLmData,
-    name=name,
-    is_training=is_training,
-    batch_size=batch_size,
-    seq_len=seq_len,
-    num_infeed_hosts=jax.process_count(),
-    infeed_host_index=jax.process_index(),
-  )
-
-
-def synthetic_datasets(percore_batch_size: float, seq_len: int) -> list[fdl.Config]:
-  """Pax's `SyntheticDataset`: constant rows of ones, `percore_batch_size` x local devices rows
-  per host, for training and (a copy) for eval."""
-  return [
-    _synthetic("train", True, percore_batch_size, seq_len),
-    _synthetic("synthetic", False, percore_batch_size, seq_len),
-  ]
-
-
-def synthetic_decode_datasets(percore_batch_size: float, prompt_len: int) -> list[fdl.Config]:
-  """Prompts for decoding: Pax's constant rows, `prompt_len` tokens long."""
-  return [_synthetic("synthetic", False, percore_batch_size, prompt_len)]
-
-
-class ProgressionLm(base_experiment.BaseExperiment):
-  """`small_language_model` trained to continue arithmetic progressions (paxml/synthetic_input.py).
-
-  The data and model fields are below; a subclass adds the loop's TaskConfig fields
-  (LEARNING_RATE ... DECODE_INTERVAL_STEPS, see tasks_lib.task_from_fields) and changes sizes.
-  Decoding keeps the first DECODE_PREFIX_LEN tokens of each row (start and stride) and continues
-  the progression to SEQ_LEN tokens. Not registered: it has no loop settings of its own.
-  """
-
-  VOCAB_SIZE = 32
-  SEQ_LEN = 32
-  BATCH_SIZE = 16
-  # Strides up to 8 keep the task learnable in a few hundred steps; the full
-  # range (up to VOCAB_SIZE - 1) needs modular arithmetic and many more steps.
-  MAX_STRIDE = 8
-  # None: a fresh data stream per run, as Pax advises for training data (the
-  # checkpoint records it, so a resumed run continues the same stream).
-  INPUT_SEED = None
-  # Fixed, so that every evaluation sees the same rows and their numbers compare.
-  EVAL_SEED = 1000
-  DECODE_PREFIX_LEN = 2
-
-  MODEL_DIMS = 64
-  NUM_LAYERS = 2
-  NUM_HEADS = 4
-  HIDDEN_DIMS = 4 * MODEL_DIMS  # Computed once: a subclass changing MODEL_DIMS sets this too.
-
-  def _input(self, **overrides) -> fdl.Config:
-    fields = dict(
-      batch_size=self.BATCH_SIZE,
-      seq_len=self.SEQ_LEN,
-      vocab_size=self.VOCAB_SIZE,
-      max_stride=self.MAX_STRIDE,
-    )
-    fields.update(overrides)  # The decode input replaces seq_len.
-    return fdl.Config(synthetic_input.SyntheticLmInput, **fields)
-
-  def datasets(self) -> list[fdl.Config]:
-    return [
-      self._input(seed=self.INPUT_SEED, is_training=True, name="train"),
-      self._input(seed=self.EVAL_SEED, is_training=False, name="progressions"),
-    ]
-
-  def decode_datasets(self) -> list[fdl.Config]:
-    # Rows of just the prompt: LanguageModel.decode continues each row after its last
-    # non-padded token.
-    return [
-      self._input(
-        seed=self.EVAL_SEED, is_training=False, name="progressions", seq_len=self.DECODE_PREFIX_LEN
+def _refuse(exp: Any, *fields: str) -> None:
+  for field in fields:
+    if getattr(exp, field, False):
+      raise NotImplementedError(
+        f"{type(exp).__name__}.{field}=True needs a GPU-specific layer that is not provided "
+        "here; set it to False"
       )
-    ]
 
-  def model(self) -> models.LanguageModel:
-    """`small_language_model` from the fields above."""
-    return small_language_model(
-      vocab_size=self.VOCAB_SIZE,
-      model_dims=self.MODEL_DIMS,
-      num_layers=self.NUM_LAYERS,
-      num_heads=self.NUM_HEADS,
-      hidden_dims=self.HIDDEN_DIMS,
-      decode_seqlen=self.SEQ_LEN,
+
+def _stack(exp: Any, num_layers: int, heads: int) -> pax_fiddle.Config:
+  """The StackedTransformer template of Pax's TransformerLmSpmdAdafactor (one stage's worth)."""
+  stack = pax_fiddle.Config(layers.StackedTransformer)
+  stack.model_dims = exp.MODEL_DIMS
+  stack.hidden_dims = exp.HIDDEN_DIMS
+  stack.num_layers = num_layers
+  stack.num_heads = heads
+  stack.dim_per_head = exp.DIMS_PER_HEAD
+  stack.dropout_prob = exp.DROPOUT_PROB
+  layer = typing.cast(Any, stack.transformer_layer_params_tpl)
+  layer.tr_atten_tpl.atten_logit_cap = exp.ATTEN_LOGIT_CAP
+  layer.norm_policy = exp.NORM_POLICY
+  layer.tr_atten_tpl.use_bias = False
+  layer.tr_atten_tpl.combine_qkv = exp.COMBINE_QKV
+  layer.tr_fflayer_tpl.activation_tpl = pax_fiddle.Config(exp.ACTIVATION_CLS)
+  layer.tr_fflayer_tpl.use_gated_activation = exp.USE_GATED_ACTIVATION
+  layer.tr_atten_tpl.dconv_qkv = exp.ENABLE_DCONV
+  if exp.RELATIVE_BIAS and exp.USE_ROTARY_POSITION_EMB:
+    raise ValueError(
+      f"{type(exp).__name__}: set at most one of RELATIVE_BIAS, USE_ROTARY_POSITION_EMB"
     )
+  if exp.RELATIVE_BIAS:
+    layer.tr_atten_tpl.relative_bias_tpl = pax_fiddle.Config(layers.RelativeBias)
+  if exp.USE_ROTARY_POSITION_EMB:
+    layer.tr_atten_tpl.use_rotary_position_emb = True
+  return stack
 
-  def task(self) -> tasks_lib.TaskConfig:
-    return tasks_lib.task_from_fields(self, self.model())
+
+def _lm_task(exp: Any, packed_input: bool) -> pax_fiddle.Config:
+  """SingleTask with Pax's LM embedding/softmax set-up (shared by the SPMD bases)."""
+  task_p = pax_fiddle.Config(tasks_lib.SingleTask, name="xformer_task")
+  task_p.model = pax_fiddle.Config(exp.MODEL_CLASS, name="xformer_lm")
+  model_p = task_p.model
+  model_p.lm_tpl.packed_input = packed_input
+  model_p.lm_tpl.model_dims = exp.MODEL_DIMS
+  model_p.lm_tpl.vocab_size = exp.VOCAB_SIZE
+  if exp.SEPARATE_EMBEDDING:
+    model_p.lm_tpl.separate_embedding_tpl = pax_fiddle.Config(layers.Embedding)
+    model_p.lm_tpl.softmax_tpl = pax_fiddle.Config(layers.FullSoftmax)
+  # N(0, 1/D): looked up and scaled by sqrt(D), the embeddings start with unit variance.
+  model_p.lm_tpl.softmax_tpl.params_init = WeightInit.Gaussian(1.0 / math.sqrt(exp.MODEL_DIMS))
+  if exp.SEPARATE_EMBEDDING:
+    model_p.lm_tpl.separate_embedding_tpl.scale_sqrt_depth = True
+  else:
+    model_p.lm_tpl.softmax_tpl.scale_sqrt_depth = True
+  model_p.lm_tpl.softmax_tpl.soft_cap_logits = exp.SOFTMAX_CAP_LOGITS
+  if exp.TRAINABLE_POSITION_EMB:
+    model_p.lm_tpl.position_emb_tpl = pax_fiddle.Config(
+      layers.TrainablePositionalEmbedding, max_seq_length=exp.TRAINABLE_PE_MAX_SEQ_LEN
+    )
+  return task_p
 
 
-class TransformerLmSpmdAdam(base_experiment.BaseExperiment):
-  """Pax's `TransformerLmSpmdAdafactor` defaults with `set_default_adam`, on synthetic data.
+def _loop_fields(exp: Any, task_p: pax_fiddle.Config) -> None:
+  task_p.train.save_interval_steps = exp.CHECKPOINT_EVERY_N_STEPS
+  task_p.train.summary_interval_steps = exp.SUMMARY_INTERVAL_STEPS
+  task_p.train.save_max_to_keep = exp.CHECKPOINT_MAX_TO_KEEP
+  task_p.train.eval_interval_steps = exp.EVAL_INTERVAL_STEPS
+  task_p.train.profiler_num_steps = exp.PROFILER_NUM_STEPS
+  task_p.train.profiler_min_duration_sec = exp.PROFILER_MIN_DURATION_SEC
+  task_p.train.profiler_capture_step = exp.PROFILER_CAPTURE_STEP
 
-  Subclasses override fields; `task()` and `datasets()` read them. `not_applied()` lists the
-  Pax fields this build does not honour (validate_config prints them): none at present.
-  """
 
-  # Architecture (language_model_config).
+class TransformerLmSpmdAdafactor(base_experiment.BaseExperiment):
+  """Pax's base SPMD Transformer LM with ShardedAdafactor (fields and defaults are Pax's)."""
+
   NUM_LAYERS = 10
   VOCAB_SIZE = 32000
   DIMS_PER_HEAD = 128
-  NUM_HEADS = None  # None: MODEL_DIMS / DIMS_PER_HEAD.
+  NUM_HEADS = None
   MODEL_DIMS = 2048
   HIDDEN_DIMS = MODEL_DIMS * 4
-  FPROP_DTYPE = "bfloat16"  # Activations; weights stay float32.
+  FPROP_DTYPE = jnp.bfloat16
   PACKED_INPUT = True
+
+  USE_REPEATED_LAYER = False
+  SEPARATE_EMBEDDING = False
+  TRAINABLE_POSITION_EMB = False
+  TRAINABLE_PE_MAX_SEQ_LEN = 16 * 1024
+  RELATIVE_BIAS = False
+  USE_ROTARY_POSITION_EMB = False
   NORM_POLICY = "pre"
+  ENABLE_DCONV = False
   COMBINE_QKV = True
   ACTIVATION_CLS = activations.ReLU
   USE_GATED_ACTIVATION = False
+  DECAY_END = 100000
+  USE_FP8 = False
+  USE_EXPERT_PARALLEL = False
+  USE_CUDNN_FLASH_ATTENTION = False
+
+  DROPOUT_PROB = 0.0
+  LEARNING_RATE = 2.5e-4
+  CLIP_GRADIENT_NORM_TO_VALUE = 5.0
+  WEIGHT_DECAY = 1e-3
   SOFTMAX_CAP_LOGITS = 30.0
   ATTEN_LOGIT_CAP = 50.0
-  DROPOUT_PROB = 0.0
-  USE_REPEATED_LAYER = False
-  CHECKPOINT_POLICY = "SAVE_NOTHING"  # Pax's AutodiffCheckpointType name.
+  CHECKPOINT_POLICY = layers.AutodiffCheckpointType.SAVE_NOTHING
 
-  # Optimizer (optimizer_config): Pax's set_default_adam. Adam(0.9, 0.99, eps 1e-6), decoupled
-  # weight decay, global-norm clipping at 5, linear warm-up over 4000 steps then exponential
-  # decay from step 4001 to 0.1x at DECAY_END.
-  LEARNING_RATE = 2.5e-4
-  ADAM_BETA1 = 0.9
-  ADAM_BETA2 = 0.99
-  ADAM_EPSILON = 1e-6
-  ADAM_EPSILON_ROOT = 0.0
-  ADAM_CLIP_THRESHOLD = 1.0  # praxis Adam's per-tensor update RMS cap (Pax's default).
-  WEIGHT_DECAY = 1e-3
-  CLIP_GRADIENT_NORM_TO_VALUE = 5.0
-  WARMUP_STEPS = 4000
-  DECAY_START = WARMUP_STEPS + 1
-  DECAY_END = 300_000  # set_default_adam's; Pax's DECAY_END=100000 is Adafactor's.
-  LR_MIN_RATIO = 0.1
-
-  # Input.
-  PERCORE_BATCH_SIZE = 16
-  MAX_SEQ_LEN = 1024
-
-  # Decoding (--mode=decode, --decode_during_train): greedy continuations of DECODE_PROMPT_LEN
-  # tokens of the eval data, at most DECODE_MAX_STEPS new tokens, stopping at DECODE_EOS_ID
-  # (Pax's C4 decoder uses eos_id=1).
-  DECODE_PROMPT_LEN = 16
-  DECODE_MAX_STEPS = 32
-  DECODE_EOS_ID = 1
-
-  # Loop. Pax's Train.num_train_steps default is 1e7: "until stopped".
-  NUM_TRAIN_STEPS = 10_000_000
   CHECKPOINT_EVERY_N_STEPS = 5000
-  CHECKPOINT_MAX_TO_KEEP = 10
   SUMMARY_INTERVAL_STEPS = 100
+  CHECKPOINT_MAX_TO_KEEP = 10
   EVAL_INTERVAL_STEPS = 100
 
-  # Mesh (replica, data, mdl). None: every device on `data`.
+  PROFILER_NUM_STEPS = 2
+  PROFILER_MIN_DURATION_SEC = 1
+  PROFILER_CAPTURE_STEP = None
+
   ICI_MESH_SHAPE = None
   DCN_MESH_SHAPE = [1, 1, 1]
+  TRAINING_OPTIMIZED_SHARDING = True
 
-  def datasets(self) -> list[fdl.Config]:
-    return synthetic_datasets(self.PERCORE_BATCH_SIZE, self.MAX_SEQ_LEN)
+  MODEL_CLASS = models.LanguageModel
 
-  def decode_datasets(self) -> list[fdl.Config]:
-    return synthetic_decode_datasets(self.PERCORE_BATCH_SIZE, self.DECODE_PROMPT_LEN)
-
-  def task(self, **overrides: Any) -> tasks_lib.TaskConfig:
-    """The task; `overrides` (TaskConfig fields) are for subclasses."""
-    # The other loop fields (NUM_TRAIN_STEPS, the mesh, the intervals) are TaskConfig's names.
-    return tasks_lib.task_from_fields(
-      self,
-      language_model(self),
-      optimizer=optimizer_config(self),
-      # LEARNING_RATE and WARMUP_STEPS are set_default_adam's, already in optimizer_config;
-      # TaskConfig's fields of those names are the optimizer=None shorthand.
-      learning_rate=None,
-      warmup_steps=0,
-      # Pax's names for these two.
-      save_interval_steps=self.CHECKPOINT_EVERY_N_STEPS,
-      save_max_to_keep=self.CHECKPOINT_MAX_TO_KEEP,
-      **overrides,
-    )
-
-  def validate(self) -> None:
-    """Fails fast on fields that cannot build (bad dtype, remat policy, activation, heads)."""
-    fprop_dtype(self)
-    remat_policy(self)
-    _activation_class(self)
-    num_heads(self)
-    if self.DECODE_PROMPT_LEN + self.DECODE_MAX_STEPS > self.MAX_SEQ_LEN:
-      raise ValueError(
-        f"{type(self).__name__}: DECODE_PROMPT_LEN + DECODE_MAX_STEPS = "
-        f"{self.DECODE_PROMPT_LEN + self.DECODE_MAX_STEPS} exceeds MAX_SEQ_LEN="
-        f"{self.MAX_SEQ_LEN}, the decoder's buffer; shorten them"
+  def task(self) -> pax_fiddle.Config:
+    """Returns the task config."""
+    _refuse(self, "USE_FP8", "USE_EXPERT_PARALLEL", "USE_CUDNN_FLASH_ATTENTION")
+    task_p = _lm_task(self, self.PACKED_INPUT)
+    model_p = task_p.model
+    stack = _stack(self, self.NUM_LAYERS, num_heads(self))
+    if self.USE_REPEATED_LAYER:
+      # One compiled layer scanned NUM_LAYERS times; weights get a leading [layers] dim.
+      stack.num_layers = 1
+      model_p.lm_tpl.stacked_transformer_tpl = pax_fiddle.Config(
+        layers.StackedTransformerRepeated,
+        block=stack,
+        x_times=self.NUM_LAYERS,
+        checkpoint_policy=self.CHECKPOINT_POLICY,
       )
+    else:
+      model_p.lm_tpl.stacked_transformer_tpl = stack
+    model_p.fprop_dtype = self.FPROP_DTYPE
+    set_default_adafactor(
+      task_p,
+      self.LEARNING_RATE,
+      self.WEIGHT_DECAY,
+      decay_end=self.DECAY_END,
+      clip_gradient_norm_to_value=self.CLIP_GRADIENT_NORM_TO_VALUE,
+    )
+    _loop_fields(self, task_p)
+    if self.ICI_MESH_SHAPE is not None:
+      set_sharding_annotations_v1(
+        task_p, self.TRAINING_OPTIMIZED_SHARDING, self.ICI_MESH_SHAPE, self.DCN_MESH_SHAPE
+      )
+    maybe_setup_moe_params(model_p.lm_tpl.stacked_transformer_tpl)
+    return task_p
 
-  def not_applied(self) -> list[str]:
-    """Pax fields whose values this build does not honour. Every field above reaches the model,
-    the optimizer or the loop, so the list is empty."""
-    return []
 
+class TransformerLmSpmdPipelineAdafactor(TransformerLmSpmdAdafactor):
+  """Pax's pipelined SPMD Transformer LM: NUM_LAYERS in NUM_STAGES stages (x CIRCULAR_REPEAT)
+  on a [stage, replica, data, mdl] mesh; set NUM_MICROBATCHES or MICROBATCH_SIZE."""
 
-class TransformerLmSpmdPipelineAdam(TransformerLmSpmdAdam):
-  """Pax's `TransformerLmSpmdPipelineAdafactor` + `set_default_adam`: the stack is pipelined.
-
-  NUM_LAYERS are split over NUM_STAGES stages (x CIRCULAR_REPEAT passes); the stage is a plain
-  StackedTransformer (Pax turns the scanned layer off: the pipeline already loops). The mesh
-  has Pax's four axes [stage, replica, data, mdl] with ICI_MESH_SHAPE[0] x DCN_MESH_SHAPE[0]
-  = NUM_STAGES. Set NUM_MICROBATCHES or MICROBATCH_SIZE.
-  """
-
-  NUM_STAGES: int | None = None
+  USE_REPEATED_LAYER = False  # The pipeline already loops over stages.
+  NUM_STAGES = None
   CIRCULAR_REPEAT = 1
-  NUM_MICROBATCHES: int | None = None
-  MICROBATCH_SIZE: int | None = None
   PIPELINE_BROADCAST_INPUTS = False
-  STREAM_IO = False
-  # Pax shards the embedding's `data` dim over these axes; here the rules table decides.
-  EMB_W_DATA_DIMS: Any = "data"
-  USE_REPEATED_LAYER = False
+  NUM_MICROBATCHES = None
+  MICROBATCH_SIZE = None
   ICI_MESH_SHAPE = None
   DCN_MESH_SHAPE = [1, 1, 1, 1]
+  # Pax places the embedding's `data` dim on these axes; the rules table decides here.
+  EMB_W_DATA_DIMS = "data"
+  STREAM_IO = False
 
-  def task(self, **overrides: Any) -> tasks_lib.TaskConfig:
-    # NUM_MICROBATCHES is the pipeline's (Pax's name), not TaskConfig's gradient accumulation.
-    return super().task(num_microbatches=1, **overrides)
-
-  def validate(self) -> None:
-    super().validate()
+  def _check_pipeline(self) -> None:
     name = type(self).__name__
     if not self.NUM_STAGES or self.NUM_LAYERS % (self.NUM_STAGES * self.CIRCULAR_REPEAT):
       raise ValueError(
         f"{name}: NUM_LAYERS={self.NUM_LAYERS} must split into NUM_STAGES={self.NUM_STAGES} x "
         f"CIRCULAR_REPEAT={self.CIRCULAR_REPEAT} equal stages"
       )
-    if (self.NUM_MICROBATCHES is None) == (self.MICROBATCH_SIZE is None):
-      raise ValueError(f"{name}: set exactly one of NUM_MICROBATCHES and MICROBATCH_SIZE")
+    if self.NUM_MICROBATCHES is None and self.MICROBATCH_SIZE is None:
+      raise ValueError(f"{name}: set NUM_MICROBATCHES or MICROBATCH_SIZE")
     ici, dcn = self.ICI_MESH_SHAPE, self.DCN_MESH_SHAPE
-    if ici is None or len(ici) != 4 or len(dcn) != 4 or ici[0] * dcn[0] != self.NUM_STAGES:
+    if ici is None or len(ici) != 4 or dcn is None or len(dcn) != 4:
       raise ValueError(
         f"{name}: a pipelined experiment needs 4-entry ICI_MESH_SHAPE and DCN_MESH_SHAPE "
-        f"[stage, replica, data, mdl] whose stage sizes multiply to NUM_STAGES="
-        f"{self.NUM_STAGES}; got {ici} and {dcn}"
+        f"[stage, replica, data, mdl]; got {ici} and {dcn}"
+      )
+    if ici[0] * dcn[0] != self.NUM_STAGES:
+      raise ValueError(
+        f"{name}: the stage sizes ICI_MESH_SHAPE[0] x DCN_MESH_SHAPE[0] = {ici[0]} x {dcn[0]} "
+        f"must equal NUM_STAGES={self.NUM_STAGES}"
       )
 
-  def not_applied(self) -> list[str]:
-    notes = []
-    if self.EMB_W_DATA_DIMS != "data":
-      notes.append(
-        f"EMB_W_DATA_DIMS={self.EMB_W_DATA_DIMS}: the embedding is sharded by the rules table "
-        "(its embed dim over `data`)"
+  def task(self) -> pax_fiddle.Config:
+    """Returns the task config."""
+    _refuse(self, "USE_EXPERT_PARALLEL")
+    self._check_pipeline()
+    task_p = _lm_task(self, True)
+    model_p = task_p.model
+    per_stage = self.NUM_LAYERS // (self.NUM_STAGES * self.CIRCULAR_REPEAT)
+    stage = _stack(self, per_stage, num_heads(self))
+    if self.USE_REPEATED_LAYER:
+      stage.num_layers = 1
+      stage = pax_fiddle.Config(
+        layers.StackedTransformerRepeated,
+        block=stage,
+        x_times=per_stage,
+        checkpoint_policy=self.CHECKPOINT_POLICY,
       )
-    for field in ("STREAM_IO", "PIPELINE_BROADCAST_INPUTS"):
-      if getattr(self, field):
-        notes.append(
-          f"{field}=True: a transfer optimisation of Pax's pipeline; here the inputs start "
-          "replicated over the stages (same results)"
-        )
-    return notes
+    model_p.lm_tpl.stacked_transformer_tpl = pax_fiddle.Config(
+      layers.PipelinedTransformer,
+      pipeline_stage=stage,
+      num_pipeline_stages=self.NUM_STAGES,
+      circular_repeat=self.CIRCULAR_REPEAT,
+      num_pipeline_microbatches=self.NUM_MICROBATCHES,
+      pipeline_microbatch_size=self.MICROBATCH_SIZE,
+      stream_io=self.STREAM_IO,
+      checkpoint_policy=self.CHECKPOINT_POLICY,
+      pipeline_broadcast_inputs=self.PIPELINE_BROADCAST_INPUTS,
+    )
+    model_p.fprop_dtype = self.FPROP_DTYPE
+    set_default_adafactor(
+      task_p,
+      self.LEARNING_RATE,
+      self.WEIGHT_DECAY,
+      decay_end=self.DECAY_END,
+      clip_gradient_norm_to_value=self.CLIP_GRADIENT_NORM_TO_VALUE,
+    )
+    _loop_fields(self, task_p)
+    maybe_setup_moe_params(model_p.lm_tpl.stacked_transformer_tpl.pipeline_stage)
+    model_p.ici_mesh_shape = self.ICI_MESH_SHAPE
+    model_p.dcn_mesh_shape = self.DCN_MESH_SHAPE
+    model_p.mesh_axis_names = ["stage", "replica", "data", "mdl"]
+    # The batch over every axis but mdl, so the embedding and softmax (outside the pipeline)
+    # run data parallel across all devices, as in Pax.
+    batch_dims = ("stage", "replica", "data")
+    task_p.train.inputs_split_mapping = NestedMap(map_1d=(batch_dims,), map_2d=(batch_dims, None))
+    return task_p
+
+
+class TransformerLmPmapAdam(base_experiment.BaseExperiment):
+  """Pax's data-parallel Transformer LM with Adam (no mesh: every device on `data`)."""
+
+  NUM_LAYERS = 32
+  VOCAB_SIZE = 32000
+  NUM_HEADS = 16
+  MODEL_DIMS = 1024
+  HIDDEN_DIMS = MODEL_DIMS * 4
+  INPUT_DROPOUT_PROB = 0.0
+  DROPOUT_PROB = 0.0
+  LEARNING_RATE = 1e-3
+  WEIGHT_DECAY = 1e-3
+  USE_REPEATED_LAYER = False
+  ACTIVATION_CLS = activations.ReLU
+  USE_GATED_ACTIVATION = False
+  DECAY_END = 300000
+  REL_POS_EMB_DIM = None
+  PACKED_INPUT = True
+  ATTEN_LOGIT_CAP = 50.0
+  USE_BIAS = False
+
+  def task(self) -> pax_fiddle.Config:
+    """Returns the task config."""
+    task_p = pax_fiddle.Config(tasks_lib.SingleTask, name="xformer_task")
+    task_p.model = pax_fiddle.Config(models.LanguageModel, name="xformer_lm")
+    model_p = task_p.model
+    model_p.lm_tpl.packed_input = self.PACKED_INPUT
+    model_p.lm_tpl.model_dims = self.MODEL_DIMS
+    model_p.lm_tpl.vocab_size = self.VOCAB_SIZE
+    model_p.lm_tpl.softmax_tpl.scale_sqrt_depth = True
+    stack = pax_fiddle.Config(layers.StackedTransformer)
+    stack.model_dims = self.MODEL_DIMS
+    stack.hidden_dims = self.HIDDEN_DIMS
+    stack.num_layers = self.NUM_LAYERS
+    stack.num_heads = self.NUM_HEADS
+    stack.input_dropout_prob = self.INPUT_DROPOUT_PROB
+    stack.dropout_prob = self.DROPOUT_PROB
+    layer = stack.transformer_layer_params_tpl
+    layer.tr_atten_tpl.atten_logit_cap = self.ATTEN_LOGIT_CAP
+    layer.tr_atten_tpl.use_bias = self.USE_BIAS
+    layer.tr_fflayer_tpl.activation_tpl = pax_fiddle.Config(self.ACTIVATION_CLS)
+    layer.tr_fflayer_tpl.use_gated_activation = self.USE_GATED_ACTIVATION
+    if self.REL_POS_EMB_DIM is not None:
+      atten_xl = pax_fiddle.Config(layers.DotProductAttentionXL)
+      atten_xl.copy_fields_from(layer.tr_atten_tpl)
+      atten_xl.set(rel_pos_emb_dim=self.REL_POS_EMB_DIM)
+      layer.tr_atten_tpl = atten_xl
+    if self.USE_REPEATED_LAYER:
+      stack.num_layers = 1
+      model_p.lm_tpl.stacked_transformer_tpl = pax_fiddle.Config(
+        layers.StackedTransformerRepeated, block=stack, x_times=self.NUM_LAYERS
+      )
+    else:
+      model_p.lm_tpl.stacked_transformer_tpl = stack
+    model_p.lm_tpl.softmax_tpl.params_init = WeightInit.Gaussian(1.0 / math.sqrt(self.MODEL_DIMS))
+    maybe_setup_moe_params(model_p.lm_tpl.stacked_transformer_tpl)
+    set_default_adam(task_p, self.LEARNING_RATE, self.WEIGHT_DECAY, decay_end=self.DECAY_END)
+    return task_p
+
+
+def set_adam_and_learning_rate_schedule(cls: Any, task_p: pax_fiddle.Config) -> pax_fiddle.Config:
+  """Pax's c4 helper: Adam from the ADAM_* fields (falsy -> Pax's defaults) and the LR_SCHEDULE
+  ('linear_rampup_exponential_decay', 'linear_rampup_cosine_decay' or 'constant'); a None
+  LEARNING_RATE or LR_COS_* is derived from the global batch (PERCORE_BATCH_SIZE x devices) by
+  Pax's GPT-3 formulas."""
+  lp = task_p.train.learner
+  lp.loss_name = "total_loss"
+  lp.optimizer = pax_fiddle.Config(
+    optimizers.Adam,
+    beta1=cls.ADAM_BETA1 or 0.9,
+    beta2=cls.ADAM_BETA2 or 0.999,
+    weight_decay=cls.WEIGHT_DECAY or 0.0,
+    epsilon=cls.ADAM_EPSILON or 1e-6,
+    epsilon_root=cls.ADAM_EPSILON_ROOT or 0.0,
+    clip_gradient_norm_to_value=cls.CLIP_GRADIENT_NORM_TO_VALUE or 5.0,
+    clip_threshold=cls.ADAM_CLIP_THRESHOLD or 1.0,
+  )
+  global_batch_size = None
+  if hasattr(cls, "PERCORE_BATCH_SIZE"):
+    global_batch_size = int(cls.PERCORE_BATCH_SIZE * jax.device_count() + 1e-6)
+    if global_batch_size > 8192:
+      raise ValueError(
+        f"{type(cls).__name__}: global batch {global_batch_size} exceeds Pax's limit of 8192"
+      )
+
+  def derived(what: str) -> int:
+    if not global_batch_size:
+      raise ValueError(
+        f"{type(cls).__name__}: {what} is None and no global batch to derive it from; set it"
+      )
+    return global_batch_size
+
+  if cls.LEARNING_RATE is not None:
+    lp.optimizer.learning_rate = cls.LEARNING_RATE
+  else:
+    lp.optimizer.learning_rate = 2e-5 if derived("LEARNING_RATE") <= 3584 else 3e-5
+
+  if cls.LR_SCHEDULE == "linear_rampup_exponential_decay":
+    lp.optimizer.lr_schedule = pax_fiddle.Config(
+      schedules.LinearRampupExponentialDecay,
+      warmup_steps=cls.LR_LRED_WARMUP,
+      decay_start=cls.LR_LRED_DECAY_START,
+      decay_end=cls.LR_LRED_DECAY_END,
+      min_ratio=cls.LR_LRED_MIN_RATIO,
+      max=cls.LR_LRED_MAX,
+    )
+  elif cls.LR_SCHEDULE == "linear_rampup_cosine_decay":
+    # Pax's GPT-3 numbers are in steps at a 1536-sequence batch.
+    warmup = cls.LR_COS_WARMUP
+    if warmup is None:
+      warmup = math.ceil(265.0 * 1536 / derived("LR_COS_WARMUP") - 1e-6)
+    decay_start = cls.LR_COS_DECAY_START if cls.LR_COS_DECAY_START is not None else warmup + 1
+    decay_end = cls.LR_COS_DECAY_END
+    if decay_end is None:
+      decay_end = math.ceil(108600.0 * 1536 / derived("LR_COS_DECAY_END") - 1e-6)
+    lp.optimizer.lr_schedule = pax_fiddle.Config(
+      schedules.LinearRampupCosineDecay,
+      warmup_steps=warmup,
+      decay_start=decay_start,
+      decay_end=decay_end,
+      min_ratio=cls.LR_COS_MIN_RATIO,
+      max=cls.LR_COS_MAX,
+    )
+  elif cls.LR_SCHEDULE == "constant":
+    lp.optimizer.lr_schedule = pax_fiddle.Config(schedules.Constant)
+  else:
+    raise NotImplementedError(
+      f"LR_SCHEDULE={cls.LR_SCHEDULE!r}: use 'linear_rampup_exponential_decay', "
+      "'linear_rampup_cosine_decay' or 'constant'"
+    )
+  return task_p
+
+
+class _C4AdamFields:
+  """c4's Adam fields (a mixin of TransformerLmSpmdAdam and TransformerLmSpmdPipelineAdam)."""
+
+  NUM_LAYERS = 32
+  NUM_HEADS = 16
+  MODEL_DIMS = 1024
+  HIDDEN_DIMS = MODEL_DIMS * 4
+  FPROP_DTYPE = jnp.float32
+  PACKED_INPUT = True
+  USE_BIAS = False
+  EMBEDDING_LOOKUP_STYLE = "matmul"
+
+  LEARNING_RATE = 1e-3
+  ADAM_BETA1 = 0.9
+  ADAM_BETA2 = 0.99
+  ADAM_CLIP_THRESHOLD = 1.0
+  ADAM_EPSILON = 1e-6
+  ADAM_EPSILON_ROOT = 0.0
+
+  LR_SCHEDULE = "linear_rampup_exponential_decay"
+  LR_LRED_WARMUP = 4000
+  LR_LRED_DECAY_START = 4001
+  LR_LRED_DECAY_END = 300000
+  LR_LRED_MIN_RATIO = 0.1
+  LR_LRED_MAX = 1.0
+
+  LR_COS_MIN_RATIO = 0.1
+  LR_COS_MAX = 1.0
+  LR_COS_WARMUP = 4000
+  LR_COS_DECAY_START = 4001
+  LR_COS_DECAY_END = 300000
+
+  def task(self) -> pax_fiddle.Config:
+    """The base's task with PACKED_INPUT, USE_BIAS on attention and c4's Adam."""
+    task_p = super().task()  # pytype: disable=attribute-error
+    model_p = task_p.model
+    model_p.lm_tpl.packed_input = self.PACKED_INPUT
+    stack = model_p.lm_tpl.stacked_transformer_tpl
+    if fdl.get_callable(stack) is layers.PipelinedTransformer:
+      stack = stack.pipeline_stage
+    if self.USE_REPEATED_LAYER:
+      stack = stack.block
+    stack.transformer_layer_params_tpl.tr_atten_tpl.use_bias = self.USE_BIAS
+    return set_adam_and_learning_rate_schedule(cls=self, task_p=task_p)
+
+
+class TransformerLmSpmdAdam(_C4AdamFields, TransformerLmSpmdAdafactor):
+  """Pax's c4 `TransformerLmSpmdAdam`: TransformerLmSpmdAdafactor with c4's Adam (32 x 1024,
+  float32, learning rate 1e-3)."""
+
+
+class TransformerLmSpmdPipelineAdam(_C4AdamFields, TransformerLmSpmdPipelineAdafactor):
+  """Pax's c4 `TransformerLmSpmdPipelineAdam`: the pipelined base with c4's Adam."""
+
+
+class ClassificationModelAdam(base_experiment.BaseExperiment):
+  """Pax's MLP experiment base (lm_cloud's LargeMlp / SmallMlp), with Pax's fields.
+
+  Its model is Pax's `ClassificationMLPModel` (an MLPBlock between a tied embedding lookup and
+  its softmax), which praxis here does not provide yet: `task()` says so.
+  """
+
+  NUM_LAYER = 8
+  INPUT_DIM = 4096
+  HIDDEN_DIM = 7168
+  OUTPUT_DIM = 4096
+  LEARNING_RATE = 1e-3
+  WEIGHT_DECAY = 1e-3
+  CHECKPOINT_EVERY_N_STEPS = 5
+  SUMMARY_INTERVAL_STEPS = 5
+  NUM_TRAIN_STEPS = 10
+  MLP_WEIGHT_SHARDING = None
+  SOFTMAX_WEIGHT_SHARDING = None
+  MESH_SHAPE = None
+  TRAINING_OPTIMIZED_SHARDING = True
+
+  def task(self) -> pax_fiddle.Config:
+    raise NotImplementedError(
+      f"{type(self).__name__}: Pax's praxis.layers.models.ClassificationMLPModel is not "
+      "provided here; praxis.layers.models.ClassificationModel is the MLP classifier there is"
+    )

@@ -173,3 +173,54 @@ def _check_eval_table(p: BaseInput) -> None:
       "batches of a rolling stream, which a one-pass input runs out of. Set repeat=True, or "
       "reset_for_eval=True to evaluate the whole finite set each time."
     )
+
+
+@dataclasses.dataclass
+class LingvoInputAdaptor(BaseInput):
+  """Pax's adaptor around a Lingvo input generator, here around any input config.
+
+  Pax's lm_cloud experiments write
+
+      pax_fiddle.Config(base_input.LingvoInputAdaptor,
+                        input=input_generator.SyntheticLmData.HParams(batch_size=8, seq_len=1024),
+                        is_training=True, num_infeed_hosts=jax.process_count())
+
+  Lingvo is not used here: `input` is the config of a BaseInput (such as
+  `paxml.tasks.lm.input_generator.SyntheticLmData`), built with the adaptor's host fields
+  (`num_infeed_hosts`, `infeed_host_index`, `is_training`, `reset_for_eval`, `name`, the seed)
+  and its own `batch_size`; the adaptor's `batch_size` is taken from it, as Pax's is.
+
+  Attributes:
+    input: the wrapped input's config.
+  """
+
+  input: Any = None
+
+  def __post_init__(self):
+    if self.input is None:
+      raise InputConfigError(
+        f"{self.name}: LingvoInputAdaptor needs `input`, the config of the input it wraps "
+        "(e.g. input_generator.SyntheticLmData.HParams(batch_size=8, seq_len=1024))."
+      )
+    self.batch_size = self.input.batch_size
+    super().__post_init__()
+    config = self.input.clone() if hasattr(self.input, "clone") else self.input
+    for field in ("num_infeed_hosts", "infeed_host_index", "is_training", "reset_for_eval", "name"):
+      setattr(config, field, getattr(self, field))
+    config.input_random_seed = self.input_random_seed
+    self._wrapped = base_hyperparams.instantiate(config)
+
+  def get_next(self) -> NestedMap:
+    return self._wrapped.get_next()
+
+  def reset(self) -> None:
+    self._wrapped.reset()
+
+  def ids_to_strings(self, ids: np.ndarray, lengths: Sequence[int] | np.ndarray) -> list[str]:
+    return self._wrapped.ids_to_strings(ids, lengths)
+
+  def get_state(self) -> dict[str, Any]:
+    return self._wrapped.get_state()
+
+  def set_state(self, state: dict[str, Any]) -> None:
+    self._wrapped.set_state(state)
