@@ -56,6 +56,11 @@ SHARD_FIELD = "enum_shard_index"
 INDEX_FIELD = "enum_index_within_shard"
 
 
+def _shift_left_and_pad(x: tf.Tensor, value: Any) -> tf.Tensor:
+  """x[..., 1:] followed by `value`: [..., T] -> [..., T]."""
+  return tf.concat([x[..., 1:], tf.fill(tf.shape(x[..., :1]), tf.cast(value, x.dtype))], -1)
+
+
 class LanguageModelFeatures(seqio.DecoderFeatureConverter):
   """SeqIO's decoder feature converter, then Pax's LM field names.
 
@@ -71,10 +76,22 @@ class LanguageModelFeatures(seqio.DecoderFeatureConverter):
     weights_on_targets_only: bool | None = None,
     apply_length_check: bool = True,
     bos_id: int = 0,
+    use_custom_packing_ops: bool = False,
+    reverse_bos_padding: bool = False,
+    eos_id: int = 1,
   ):
+    """Pax's arguments; `reverse_bos_padding` feeds the targets themselves as `ids` (no BOS
+    shift) and predicts the next target, the last position predicting `eos_id` (Pax's C4
+    GPT setting)."""
     self._weights_on_targets_only = weights_on_targets_only
+    self._reverse_bos_padding = reverse_bos_padding
+    self._eos_id = eos_id
     super().__init__(
-      loss_on_targets_only=True, pack=pack, apply_length_check=apply_length_check, bos_id=bos_id
+      loss_on_targets_only=True,
+      pack=pack,
+      use_custom_packing_ops=use_custom_packing_ops,
+      apply_length_check=apply_length_check,
+      bos_id=bos_id,
     )
 
   @property
@@ -106,6 +123,11 @@ class LanguageModelFeatures(seqio.DecoderFeatureConverter):
     if self._weights_on_targets_only:
       weights *= tf.cast(b["decoder_loss_weights"] > 0, tf.float32)
     ret["weights"] = weights
+    if self._reverse_bos_padding:
+      ret["ids"] = ret["labels"]
+      ret["labels"] = _shift_left_and_pad(ret["labels"], self._eos_id)
+      ret["weights"] = _shift_left_and_pad(ret["weights"], 0.0)
+      ret["paddings"] = _shift_left_and_pad(ret["paddings"], 1.0)
     return ret
 
   def __call__(self, ds: tf.data.Dataset, task_feature_lengths: Mapping[str, int]):
@@ -167,6 +189,8 @@ class SeqIOInput(base_input.BaseInput):
     num_batches_to_skip: training only: batches to skip at the start.
     trim_output_features: truncate features to `task_feature_lengths`.
     overridden_vocab: the vocabulary of `ids_to_strings`; None takes the task's "targets" one.
+    annotate_padding_fields: Pax's switch to zero the `weights` (and set `paddings`) of eval
+      padding rows; here they are always zeroed, so it changes nothing.
   """
 
   mixture_name: str | None = None
@@ -182,6 +206,7 @@ class SeqIOInput(base_input.BaseInput):
   num_batches_to_skip: int | None = None
   trim_output_features: bool = True
   overridden_vocab: Any = None
+  annotate_padding_fields: bool = False
 
   def __post_init__(self):
     if self.name in ("", "input"):  # BaseInput's default: Pax names it after the data.

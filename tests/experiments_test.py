@@ -21,6 +21,7 @@ from paxml.tools import abstract_build
 
 # Every module that registers experiments; add new ones here.
 from paxml.tasks.lm.params import c4  # pylint: disable=unused-import
+from paxml.tasks.lm.params import c4_multislice  # pylint: disable=unused-import
 from paxml.tasks.lm.params import demo  # pylint: disable=unused-import
 from paxml.tasks.lm.params import lm_cloud  # pylint: disable=unused-import
 from praxis.layers import activations
