@@ -1,4 +1,5 @@
-"""Tests task_from_fields: a TaskConfig from an experiment's UPPERCASE class fields."""
+"""Tests task_from_fields (a TaskConfig from UPPERCASE class fields) and to_task_config (the
+TaskConfig of Pax's SingleTask)."""
 
 import dataclasses
 
@@ -6,6 +7,9 @@ from absl.testing import absltest
 import flax.linen as nn
 
 from paxml import tasks_lib
+from praxis import optimizers
+from praxis import pax_fiddle
+from praxis.layers import linears
 
 _MODEL = nn.Dense(features=1)
 
@@ -142,6 +146,78 @@ class TaskFromFieldsTest(absltest.TestCase):
   def test_override_that_is_no_field_is_a_type_error(self):
     with self.assertRaisesRegex(TypeError, "num_train_step is not a TaskConfig field"):
       tasks_lib.task_from_fields(_Experiment(), _MODEL, num_train_step=3)
+
+
+def _single_task() -> pax_fiddle.Config:
+  task_p = pax_fiddle.Config(tasks_lib.SingleTask, name="t")
+  task_p.model = pax_fiddle.Config(linears.Linear, name="m", input_dims=2, output_dims=3)
+  task_p.model.ici_mesh_shape = [1, 2, 1]
+  task_p.train.learner.optimizer = pax_fiddle.Config(optimizers.Adam, learning_rate=0.1)
+  return task_p
+
+
+class ToTaskConfigTest(absltest.TestCase):
+  def test_pax_defaults_and_set_fields_reach_the_task_config(self):
+    task_p = _single_task()
+    task_p.train.num_train_steps = 12
+    task_p.train.save_interval_steps = 4
+    task_p.train.eval_skip_train = True
+    task = tasks_lib.to_task_config(task_p)
+    self.assertIsInstance(task.model, linears.Linear)
+    self.assertEqual((task.model.input_dims, task.model.output_dims), (2, 3))
+    self.assertEqual((task.num_train_steps, task.save_interval_steps), (12, 4))
+    self.assertTrue(task.eval_skip_train)
+    # Pax's defaults where the task sets nothing.
+    self.assertEqual(
+      (task.save_max_to_keep, task.summary_interval_steps, task.eval_interval_steps),
+      (10, 100, 100),
+    )
+    self.assertEqual((task.save_keep_interval_duration, task.random_seed), ("12h", 1234))
+    self.assertEqual(task.ici_mesh_shape, (1, 2, 1))
+    self.assertIsNone(task.dcn_mesh_shape)
+    self.assertEqual(task.optimizer.learning_rate, 0.1)
+
+  def test_a_task_config_passes_through(self):
+    task = tasks_lib.TaskConfig(model=_MODEL, num_train_steps=1, learning_rate=0.1)
+    self.assertIs(tasks_lib.to_task_config(task), task)
+
+  def test_lists_the_fields_it_does_not_apply(self):
+    task_p = _single_task()
+    task_p.train.gc_interval_steps = 5
+    task_p.train.profiler_num_steps = 9  # Pax's helpers set it: the profiler's own business.
+    task_p.train.learner.bprop_variable_exclusion = ["w"]
+    task_p.decode.random_seed = 3
+    task_p.summary_verbosity = 0
+    self.assertEqual(
+      sorted(tasks_lib.not_applied(task_p)),
+      [
+        "decode.random_seed",
+        "summary_verbosity",
+        "train.gc_interval_steps",
+        "train.learner.bprop_variable_exclusion",
+      ],
+    )
+    self.assertEqual(tasks_lib.not_applied(_single_task()), [])
+
+  def test_refuses_what_would_change_training(self):
+    task_p = _single_task()
+    task_p.vn.vn_scale = 0.1
+    with self.assertRaisesRegex(NotImplementedError, "variational noise"):
+      tasks_lib.to_task_config(task_p)
+    task_p = _single_task()
+    task_p.train.learner.loss_name = "avg_xent"
+    with self.assertRaisesRegex(ValueError, "total_loss"):
+      tasks_lib.to_task_config(task_p)
+    task_p = _single_task()
+    task_p.train.learner.optimizer = None
+    with self.assertRaisesRegex(ValueError, "set_default_adam"):
+      tasks_lib.to_task_config(task_p)
+    with self.assertRaisesRegex(TypeError, "SingleTask"):
+      tasks_lib.to_task_config(pax_fiddle.Config(linears.Linear))
+
+  def test_a_task_needs_a_name(self):
+    with self.assertRaisesRegex(ValueError, "needs a name"):
+      pax_fiddle.instantiate(pax_fiddle.Config(tasks_lib.SingleTask))
 
 
 if __name__ == "__main__":

@@ -87,8 +87,11 @@ def set_sharding_annotations_v1(
   """Pax's: the mesh (replica, data, mdl) on the model config, the batch over replica x data.
 
   The per-layer placements of Pax's `TransformerLm.set_sharding_params_v1` are the rules table
-  of praxis/sharding.py here; an LM class that has `set_sharding_params_v1` gets it called as
-  in Pax. `training_optimized` is Pax's activation-sharding variant (not used by the table).
+  of praxis/sharding.py here (the same placements, per logical axis), and the mesh's axis
+  names are the partitioner's: so, unlike Pax, `model_p.mesh_axis_names` stays None (set, it
+  would switch the layers to per-layer split-dims annotations, which leave unannotated weights
+  replicated). An LM class that has `set_sharding_params_v1` gets it called as in Pax.
+  `training_optimized` is Pax's activation-sharding variant (not used by the table).
   """
   model_p = task_p.model
   model_p.ici_mesh_shape = ici_mesh_shape
@@ -98,7 +101,6 @@ def set_sharding_annotations_v1(
   task_p.train.inputs_split_mapping = NestedMap(
     map_1d=(("replica", "data"),), map_2d=(("replica", "data"), None)
   )
-  model_p.mesh_axis_names = mesh_axis_names
   lm_p = getattr(model_p, "lm_tpl", None)
   setter = getattr(pax_fiddle.get_callable(lm_p), "set_sharding_params_v1", None) if lm_p else None
   if setter is not None:
@@ -418,9 +420,10 @@ class TransformerLmSpmdPipelineAdafactor(TransformerLmSpmdAdafactor):
     )
     _loop_fields(self, task_p)
     maybe_setup_moe_params(model_p.lm_tpl.stacked_transformer_tpl.pipeline_stage)
+    # The mesh [stage, replica, data, mdl]; its axis names are the partitioner's (see
+    # set_sharding_annotations_v1 for why mesh_axis_names stays None).
     model_p.ici_mesh_shape = self.ICI_MESH_SHAPE
     model_p.dcn_mesh_shape = self.DCN_MESH_SHAPE
-    model_p.mesh_axis_names = ["stage", "replica", "data", "mdl"]
     # The batch over every axis but mdl, so the embedding and softmax (outside the pipeline)
     # run data parallel across all devices, as in Pax.
     batch_dims = ("stage", "replica", "data")
