@@ -26,6 +26,7 @@ from paxml.tasks.lm.params import demo  # pylint: disable=unused-import
 from paxml.tasks.lm.params import lm_cloud  # pylint: disable=unused-import
 from praxis.layers import activations
 from praxis.layers import checkpoint_policy
+from praxis.layers import classification_mlp
 from praxis.layers import embedding_softmax
 from praxis.layers import models
 from praxis.layers import pipeline
@@ -110,6 +111,12 @@ def expected_param_count(experiment) -> int:
   model = tasks_lib.to_task_config(experiment.task()).model
   if isinstance(model, models.LanguageModel):
     return lm_param_count(**_lm_formula_args(model.lm_tpl))
+  if isinstance(model, classification_mlp.ClassificationMLPModel):
+    # MLP I -> H -> ... -> H -> O with biases, then the tied softmax table [I, V=I] and bias.
+    mlp, i = model.mlp_tpl, model.mlp_tpl.ff_tpl.input_dims
+    dims = [i] + [mlp.hidden_dims] * (mlp.num_layers - 1) + [mlp.ff_tpl.output_dims]
+    layers = sum(a * b + b for a, b in zip(dims, dims[1:]))
+    return layers + i * model.softmax_tpl.num_classes + model.softmax_tpl.num_classes
   raise AssertionError(
     f"{type(experiment).__name__}: no parameter formula for a "
     f"{type(model).__name__}; add one to expected_param_count"

@@ -40,6 +40,7 @@ from praxis import pax_fiddle
 from praxis import pytypes
 from praxis import schedules
 from praxis.layers import activations
+from praxis.layers import classification_mlp
 from praxis.layers import models
 
 NestedMap = pytypes.NestedMap
@@ -620,11 +621,8 @@ class TransformerLmSpmdPipelineAdam(_C4AdamFields, TransformerLmSpmdPipelineAdaf
 
 
 class ClassificationModelAdam(base_experiment.BaseExperiment):
-  """Pax's MLP experiment base (lm_cloud's LargeMlp / SmallMlp), with Pax's fields.
-
-  Its model is Pax's `ClassificationMLPModel` (an MLPBlock between a tied embedding lookup and
-  its softmax), which praxis here does not provide yet: `task()` says so.
-  """
+  """Pax's MLP experiment base (lm_cloud's LargeMlp / SmallMlp): ClassificationMLPModel with
+  Adam for NUM_TRAIN_STEPS, on a MESH_SHAPE mesh when set."""
 
   NUM_LAYER = 8
   INPUT_DIM = 4096
@@ -641,7 +639,21 @@ class ClassificationModelAdam(base_experiment.BaseExperiment):
   TRAINING_OPTIMIZED_SHARDING = True
 
   def task(self) -> pax_fiddle.Config:
-    raise NotImplementedError(
-      f"{type(self).__name__}: Pax's praxis.layers.models.ClassificationMLPModel is not "
-      "provided here; praxis.layers.models.ClassificationModel is the MLP classifier there is"
+    task_p = pax_fiddle.Config(tasks_lib.SingleTask, name="classification_task")
+    task_p.model = pax_fiddle.Config(
+      classification_mlp.ClassificationMLPModel, name="classification_model"
     )
+    model_p = task_p.model
+    model_p.mlp_tpl.ff_tpl.input_dims = self.INPUT_DIM
+    model_p.mlp_tpl.ff_tpl.output_dims = self.OUTPUT_DIM
+    model_p.mlp_tpl.hidden_dims = self.HIDDEN_DIM
+    model_p.mlp_tpl.num_layers = self.NUM_LAYER
+    model_p.softmax_tpl.input_dims = self.INPUT_DIM
+    model_p.softmax_tpl.num_classes = self.INPUT_DIM
+    task_p.train.save_interval_steps = self.CHECKPOINT_EVERY_N_STEPS
+    task_p.train.summary_interval_steps = self.SUMMARY_INTERVAL_STEPS
+    # Pax's per-weight placements (wt = [-1, -1]: replicated) are the rules table's here.
+    set_sharding_annotations_v1(task_p, self.TRAINING_OPTIMIZED_SHARDING, self.MESH_SHAPE)
+    set_default_adam(task_p, self.LEARNING_RATE, self.WEIGHT_DECAY)
+    task_p.train.num_train_steps = self.NUM_TRAIN_STEPS
+    return task_p
