@@ -4,8 +4,11 @@ Public modules (import them directly; this file imports nothing, so
 `import paxml.experiment_registry` does not pull in JAX or TensorFlow):
   experiment_registry: `@register` and name lookup for `--exp`.
   base_experiment: `BaseExperiment`, what every experiment implements.
-  tasks_lib: `TaskConfig` (`SingleTask`), what `BaseExperiment.task()` returns;
-    `task_from_fields` builds one from an experiment's UPPERCASE fields.
+  tasks_lib: what `BaseExperiment.task()` returns: Pax's `SingleTask` config or the seed's flat
+    `TaskConfig` (`task_from_fields` builds one from UPPERCASE fields); `to_task_config`, the
+    one function from either to what the trainer reads.
+  base_task: Pax's `BaseTask`. learners: Pax's `Learner` (loss_name, optimizer, ...).
+  trainer_lib: Pax's `RunningMode` (what Pax's experiment files import from there).
   partitioning: the (replica, data, mdl) mesh, the logical-axis rules, state/batch shardings.
   train_states: `TrainState`, the praxis optimizer built (`make_optimizer`), sharded
     initialisation (`state_layout`).
@@ -30,10 +33,12 @@ Packages:
 
 __all__ = [
   "base_experiment",
+  "base_task",
   "checkpoints",
   "eval_lib",
   "experiment_registry",
   "job_files",
+  "learners",
   "main",
   "partitioning",
   "progress",
@@ -43,5 +48,6 @@ __all__ = [
   "tasks_lib",
   "train_states",
   "trainer",
+  "trainer_lib",
   "triggers",
 ]

@@ -1,39 +1,51 @@
-"""`BaseExperiment`: what an experiment class provides to the trainer.
+"""`BaseExperiment`: what an experiment class provides to the trainer (Pax's methods).
 
-An experiment is a small class, registered with
-`@experiment_registry.register`, whose methods return configurations: which
-inputs to read (`datasets`) and what to train (`task`). Nothing is built until
-the trainer asks, so listing or validating experiments stays cheap.
+An experiment is a small class, registered with `@experiment_registry.register`, whose methods
+return configurations: which inputs to read (`datasets`) and what to train (`task`: Pax's
+`pax_fiddle.Config(tasks_lib.SingleTask)` or the seed's `tasks_lib.TaskConfig`, see
+tasks_lib.py). Nothing is built until the trainer asks, so listing or validating experiments
+stays cheap.
 """
 
 import abc
 import typing
+from typing import Any
 
 import fiddle as fdl
-
-from paxml import tasks_lib
 
 if typing.TYPE_CHECKING:
   from paxml import partitioning  # For the annotation only; it imports JAX.
 
 
 class BaseExperiment(abc.ABC):
-  """Inputs and task of one experiment. Subclasses override both methods."""
+  """Inputs and task of one experiment. Subclasses override `datasets` and `task`."""
 
   @abc.abstractmethod
   def datasets(self) -> list[fdl.Config]:
-    """Returns input configs, built with `fdl.build`.
+    """Returns input configs (`pax_fiddle.Config` of `praxis.base_input.BaseInput`s).
 
-    Each built input has `is_training` and `get_next()`; exactly one is the
-    training input (`is_training=True`).
+    Each has `is_training`; exactly one is the training input (`is_training=True`).
     """
 
   @abc.abstractmethod
-  def task(self) -> tasks_lib.TaskConfig:
-    """Returns the model and training settings."""
+  def task(self) -> Any:
+    """Returns the task: a `pax_fiddle.Config(tasks_lib.SingleTask)` or a `TaskConfig`."""
+
+  def train_datasets(self) -> list[fdl.Config]:
+    """The configs in `datasets()` with `is_training=True` (Pax's)."""
+    return [config for config in self.datasets() if config.is_training]
+
+  def eval_datasets(self) -> list[fdl.Config]:
+    """The configs in `datasets()` with `is_training=False` (Pax's)."""
+    return [config for config in self.datasets() if not config.is_training]
 
   def decode_datasets(self) -> list[fdl.Config]:
-    """Returns the configs of the inputs `--mode=decode` and `--decode_during_train` decode."""
+    """Configs of the inputs `--mode=decode` and `--decode_during_train` decode; by default
+    `decoder_datasets()` (Pax's older name, which experiments may override instead)."""
+    return self.decoder_datasets()
+
+  def decoder_datasets(self) -> list[fdl.Config]:
+    """Pax's older name for `decode_datasets()`; none by default."""
     return []
 
   def partitioner(self) -> "partitioning.Partitioner | None":
@@ -53,3 +65,6 @@ class BaseExperiment(abc.ABC):
         f"is_training=True, got {len(train)} of {len(configs)}"
       )
     return train[0]
+
+  # Pax's deprecated name for the same.
+  training_dataset = train_dataset

@@ -11,7 +11,9 @@ Public modules (import them directly; this file imports nothing so that
   weight_hparams, jax_context: where base_layer's WeightHParams / JaxContext live.
   base_hyperparams: the configs under pax_fiddle, the seed's `Layer.HParams.config(...)`, and
     nested_struct_to_text (model_params.txt).
-  optimizers: Adam/AdamW, Adafactor, Sgd (momentum), Lion as configs; build(cfg) -> optax chain
+  base_input: Pax's BaseInput (sizes, multihost sharding, the eval table, input checkpointing)
+    and LingvoInputAdaptor (wraps another input's config).
+  optimizers: Adam/AdamW, Adafactor, ShardedAdafactor, Sgd (momentum), Lion as configs; build(cfg) -> optax chain
     with global-norm clipping, decoupled weight decay (regex exclusions), lr schedule, EMA.
   pytypes: NestedMap and type aliases.
   schedules: learning-rate schedules (Pax's set: Constant, Linear, Exponential, Cosine,
@@ -22,6 +24,7 @@ Public modules (import them directly; this file imports nothing so that
 
 __all__ = [
   "base_hyperparams",
+  "base_input",
   "base_layer",
   "jax_context",
   "optimizers",

@@ -66,14 +66,29 @@ class BaseOptimizer(base_hyperparams.HParamsMixin):
     weight_decay_exclude: regex over parameter paths that get no weight decay (None: decay all,
       as in Pax). `EXCLUDE_BIASES_AND_NORMS` is the usual choice.
     ema_decay: if > 0, keep an exponential moving average of the parameters with this decay.
+    clip_gradient_single_norm_to_value: Pax's per-tensor clipping: each gradient tensor's norm
+      is clipped to this value (0: off; not together with clip_gradient_norm_to_value).
+    l2_regularizer_weight: Pax's L2 regulariser: `+ l2 * param` on the gradient, before the
+      optimizer (skipping 1-D tensors with skip_lp_1d_vectors).
+    l1_regularizer_weight: Pax's L1 regulariser: `+ l1 * sign(param)` on the gradient.
+    skip_lp_1d_vectors: exempt vectors (biases, norm scales) from the L1/L2 regularisers.
+    decoupled_weight_decay: Pax's name for weight_decay on optimizers without their own field.
+    ewc_regularizer_weight, ewc_weight_per_var: Pax's EWC regulariser (not provided; > 0 raises).
   """
 
   learning_rate: float = 1e-3
   lr_schedule: Any = None
   clip_gradient_norm_to_value: float = 0.0
+  clip_gradient_single_norm_to_value: float = 0.0
+  l2_regularizer_weight: float | None = None
+  l1_regularizer_weight: float | None = None
+  skip_lp_1d_vectors: bool = False
+  decoupled_weight_decay: float | None = None
   weight_decay: float = 0.0
   weight_decay_exclude: str | None = None
   ema_decay: float = 0.0
+  ewc_regularizer_weight: float = 0.0
+  ewc_weight_per_var: Any = None
 
   def scaling(self) -> optax.GradientTransformation:
     """The optimizer-specific part of the chain (step 2 in the module docstring)."""
@@ -355,17 +370,69 @@ def build(cfg: Any, params: Any = None) -> optax.GradientTransformation:
     if params is not None:
       _log_exclusions(opt.weight_decay_exclude, params)
 
+  if opt.ewc_regularizer_weight > 0:
+    raise NotImplementedError(
+      f"{type(opt).__name__}: the EWC regulariser (ewc_regularizer_weight > 0) is not provided"
+    )
+  if opt.clip_gradient_norm_to_value > 0 and opt.clip_gradient_single_norm_to_value > 0:
+    raise ValueError(
+      f"{type(opt).__name__}: set one of clip_gradient_norm_to_value and "
+      "clip_gradient_single_norm_to_value, as in Pax"
+    )
   parts = []
   if opt.clip_gradient_norm_to_value > 0:
     parts.append(optax.clip_by_global_norm(opt.clip_gradient_norm_to_value))
+  if opt.clip_gradient_single_norm_to_value > 0:
+    parts.append(_clip_each_norm(opt.clip_gradient_single_norm_to_value))
+  parts.extend(_regularisers(opt))
   parts.append(opt.scaling())
-  if opt.weight_decay > 0:
+  weight_decay = opt.weight_decay or opt.decoupled_weight_decay or 0.0
+  if weight_decay > 0:
     exclude = opt.weight_decay_exclude
-    parts.append(optax.add_decayed_weights(opt.weight_decay, mask=lambda p: decay_mask(exclude, p)))
+    parts.append(optax.add_decayed_weights(weight_decay, mask=lambda p: decay_mask(exclude, p)))
   parts.append(optax.scale_by_learning_rate(opt.learning_rate_fn()))
   if opt.ema_decay > 0:
     parts.append(ema_of_params(opt.ema_decay))
   return optax.chain(*parts)
+
+
+def _clip_each_norm(max_norm: float) -> optax.GradientTransformation:
+  """Pax's clip_gradient_single_norm_to_value: g * min(1, max_norm / ||g||) per tensor."""
+
+  def clip(updates, state, params=None):
+    del params
+
+    def one(g):
+      norm = jnp.sqrt(jnp.sum(jnp.square(g.astype(jnp.float32))))
+      return (g * jnp.minimum(1.0, max_norm / jnp.maximum(norm, 1e-30))).astype(g.dtype)
+
+    return jax.tree.map(one, updates), state
+
+  return optax.GradientTransformation(lambda params: optax.EmptyState(), clip)
+
+
+def _regularisers(opt: BaseOptimizer) -> list[optax.GradientTransformation]:
+  """Pax's L2 / L1 regularisers as gradient terms (before the optimizer's own scaling)."""
+
+  def mask(params):
+    return jax.tree.map(lambda p: not (opt.skip_lp_1d_vectors and p.ndim <= 1), params)
+
+  parts = []
+  if opt.l2_regularizer_weight:
+    parts.append(optax.add_decayed_weights(opt.l2_regularizer_weight, mask=mask))
+  if opt.l1_regularizer_weight:
+    l1 = opt.l1_regularizer_weight
+
+    def add_l1(updates, state, params):
+      if params is None:
+        raise ValueError("l1_regularizer_weight needs the params in update()")
+      keep = mask(params)
+      return jax.tree.map(
+        lambda g, p, k: g + l1 * jnp.sign(p) if k else g, updates, params, keep
+      ), state
+
+    parts.append(optax.GradientTransformation(lambda params: optax.EmptyState(), add_l1))
+  return parts
 
 
 def learning_rate_fn(cfg: Any) -> Callable[[jax.typing.ArrayLike], jax.Array]:

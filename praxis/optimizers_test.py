@@ -169,6 +169,54 @@ class OptimizersTest(absltest.TestCase):
         expected = _flat(PARAMS)[name] - lr * g * min(1.0, c / norm)
         np.testing.assert_allclose(got[name], expected, rtol=1e-5, atol=1e-7, err_msg=name)
 
+  def test_pax_single_norm_clipping_and_l2(self):
+    # SGD: each tensor clipped to norm c on its own, then + l2 * p (vectors skipped).
+    c, lr, l2 = 0.5, 0.1, 0.01
+    cfg = optimizers.Sgd.HParams.config(
+      learning_rate=lr,
+      clip_gradient_single_norm_to_value=c,
+      l2_regularizer_weight=l2,
+      skip_lp_1d_vectors=True,
+    )
+    got = _run(cfg, grads=[GRADS[0]])[0][0]
+    params = _flat(PARAMS)
+    for name, g in _flat(GRADS[0]).items():
+      clipped = g * min(1.0, c / np.linalg.norm(g))
+      reg = l2 * params[name] if params[name].ndim > 1 else 0.0
+      np.testing.assert_allclose(
+        got[name], params[name] - lr * (clipped + reg), rtol=1e-5, atol=1e-7, err_msg=name
+      )
+    with self.assertRaisesRegex(ValueError, "one of"):
+      optimizers.build(
+        optimizers.Sgd.HParams.config(
+          clip_gradient_norm_to_value=1.0, clip_gradient_single_norm_to_value=1.0
+        )
+      )
+
+  def test_sharded_adafactor_adam_decay(self):
+    # Pax's set_default_adafactor: decay_method='adam' with decay_adam=0.99 has decay
+    # 0.99 * (1 - 0.99**(t-1)) / (1 - 0.99**t) at t = step + 1: 0 at the first step, so the
+    # factored statistics are the means of g^2 + eps, as Adafactor's first step; no momentum
+    # state yet matters (beta1 = 0.9 of a zero start, not debiased).
+    p = {"w": RNG.randn(4, 6).astype(np.float32)}
+    g = {"w": RNG.randn(4, 6).astype(np.float32)}
+    lr, eps = 0.1, 1e-30
+    cfg = optimizers.ShardedAdafactor.HParams.config(
+      learning_rate=lr, decay_method="adam", decay_adam=0.99, beta1=0.9, min_dim_size_to_factor=2
+    )
+    got = _run(cfg, grads=[g], params=p)[0][0]["w"]
+    gw, pw = g["w"].astype(np.float64), p["w"].astype(np.float64)
+    g2 = gw * gw + eps
+    row, col = g2.mean(axis=1), g2.mean(axis=0)
+    u = gw / np.sqrt(np.outer(row, col) / row.mean())
+    u = u / max(1.0, np.sqrt(np.mean(u * u)))  # clip_threshold 1
+    np.testing.assert_allclose(got, pw - lr * 0.1 * u, rtol=1e-5, atol=1e-6)
+    self.assertAlmostEqual(
+      float(optimizers._decay_rate_adam(1, 0.99)), 0.99 * 0.01 / (1 - 0.99**2), places=6
+    )
+    with self.assertRaisesRegex(ValueError, "decay_method"):
+      optimizers.build(optimizers.ShardedAdafactor.HParams.config())
+
   def test_ema_after_k_steps(self):
     decay = 0.8
     cfg = optimizers.Sgd.HParams.config(learning_rate=0.1, momentum=0.5, ema_decay=decay)
