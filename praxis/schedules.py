@@ -36,6 +36,10 @@ The classes (names and fields follow Pax's praxis/schedules.py):
   Transformer(warmup_steps, model_dim, ...)   the "Attention is all you need" (Noam) schedule.
   PiecewiseSchedule(boundaries, schedules)    sub-schedules in turn, each fed the steps since its
                                               boundary (optax.join_schedules).
+  Polynomial(power, start, limit, origin), DelayedCosine(start, limit),
+  LinearRampupPolynomialDecay(... power), SqrtDecay(decay_start, multiplier, offset),
+  LinearRampupPiecewiseConstant(boundaries, values), CycleSchedule(schedules, steps),
+  ContinuousSchedule(initial_value, start_step, half_life_steps, min): Pax's, same formulas.
 """
 
 from __future__ import annotations
@@ -277,13 +281,18 @@ class _LinearRampupDecay(BaseSchedule):
       )
     if self.max <= 0:
       raise ValueError(f"{name}: max must be > 0 (the peak multiplier), got {self.max}.")
+    # Pax's LinearRampupCosineDecay.start_step: 1.0 until then, every step below counted from it.
+    start = getattr(self, "start_step", 0)
     pieces, boundaries = [], []
+    if start > 0:
+      pieces.append(optax.constant_schedule(1.0))
+      boundaries.append(start)
     if self.warmup_steps > 0:
       pieces.append(optax.linear_schedule(0.0, self.max, self.warmup_steps))
-      boundaries.append(self.warmup_steps)
+      boundaries.append(start + self.warmup_steps)
     if self.decay_start > self.warmup_steps:
       pieces.append(optax.constant_schedule(self.max))
-      boundaries.append(self.decay_start)
+      boundaries.append(start + self.decay_start)
     pieces.append(self._decay(self.decay_end - self.decay_start))
     return optax.join_schedules(pieces, boundaries)
 
@@ -300,7 +309,11 @@ class LinearRampupExponentialDecay(_LinearRampupDecay):
 
 @dataclasses.dataclass(kw_only=True)
 class LinearRampupCosineDecay(_LinearRampupDecay):
-  __doc__ = _LinearRampupDecay.__doc__.replace("decay to", "decay along half a cosine to")
+  __doc__ = _LinearRampupDecay.__doc__.replace("decay to", "decay along half a cosine to") + (
+    "  start_step (Pax's): the multiplier is 1.0 before it; the steps above count from it.\n"
+  )
+
+  start_step: int = 0
 
   def _decay(self, steps: int) -> Schedule:
     return optax.cosine_decay_schedule(self.max, steps, alpha=self.min_ratio)
@@ -387,3 +400,173 @@ class PiecewiseSchedule(BaseSchedule):
     if list(self.boundaries) != sorted(self.boundaries):
       raise ValueError(f"PiecewiseSchedule: boundaries {self.boundaries} must be sorted.")
     return optax.join_schedules([s.make() for s in self.schedules], list(self.boundaries))
+
+
+@dataclasses.dataclass(kw_only=True)
+class Polynomial(BaseSchedule):
+  """`y0` before `x0`, `y1` from `x1`, between them `y0 + f(r) (y1 - y0)` with r the fraction of
+  the way: f(r) = r**power (origin 'start') or 1 - (1 - r)**power (origin 'limit').
+
+  Attributes:
+    power: the polynomial's power.
+    start: (x0, y0).
+    limit: (x1, y1), x1 > x0.
+    origin: 'start' or 'limit'.
+  """
+
+  power: int = 1
+  start: tuple[int, float] = (0, 1.0)
+  limit: tuple[int, float] = (1, 1.0)
+  origin: str = "start"
+
+  def make(self) -> Schedule:
+    _check_points("Polynomial", self.start, self.limit)
+    if self.origin not in ("start", "limit"):
+      raise ValueError(f"Polynomial: origin must be 'start' or 'limit', got {self.origin!r}.")
+    (x0, y0), (x1, y1) = self.start, self.limit
+    power, from_start = self.power, self.origin == "start"
+
+    def schedule(step):
+      x = jnp.asarray(step, jnp.float32)
+      r = jnp.clip((x - x0) / (x1 - x0), 0.0, 1.0)
+      f = r**power if from_start else 1 - (1 - r) ** power
+      return jnp.where(x < x0, y0, jnp.where(x >= x1, y1, y0 + f * (y1 - y0)))
+
+    return schedule
+
+
+@dataclasses.dataclass(kw_only=True)
+class DelayedCosine(BaseSchedule):
+  """`y0` before `x0`, half a cosine from `y0` to `y1` between `x0` and `x1`, then `y1`.
+
+  Attributes:
+    start: (x0, y0), y0 > 0.
+    limit: (x1, y1), x1 > x0, y1 >= 0.
+  """
+
+  start: tuple[int, float] = (0, 1.0)
+  limit: tuple[int, float] = (1, 0.5)
+
+  def make(self) -> Schedule:
+    _check_points("DelayedCosine", self.start, self.limit)
+    (x0, y0), (x1, y1) = self.start, self.limit
+    if y0 <= 0 or y1 < 0:
+      raise ValueError(f"DelayedCosine: need y0 > 0 and y1 >= 0, got {y0}, {y1}.")
+
+    def schedule(step):
+      phase = jnp.clip((jnp.asarray(step, jnp.float32) - x0) / (x1 - x0), 0.0, 1.0) * math.pi
+      return y1 + 0.5 * (y0 - y1) * (1 + jnp.cos(phase))
+
+    return schedule
+
+
+@dataclasses.dataclass(kw_only=True)
+class LinearRampupPolynomialDecay(_LinearRampupDecay):
+  __doc__ = _LinearRampupDecay.__doc__.replace("decay to", "decay polynomially (power) to")
+
+  power: int = 1
+
+  def _decay(self, steps: int) -> Schedule:
+    return optax.polynomial_schedule(self.max, self.max * self.min_ratio, self.power, steps)
+
+
+@dataclasses.dataclass(kw_only=True)
+class SqrtDecay(BaseSchedule):
+  """`multiplier / sqrt(max(step - offset, decay_start))`: constant, then inverse square root.
+
+  Attributes:
+    decay_start: the decay starts after this many steps.
+    multiplier: the scale.
+    offset: subtracted from the step.
+  """
+
+  decay_start: int = 10000
+  multiplier: float = 1.0
+  offset: float = 0.0
+
+  def make(self) -> Schedule:
+    start, multiplier, offset = float(self.decay_start), self.multiplier, self.offset
+    return lambda step: (
+      multiplier * jax.lax.rsqrt(jnp.maximum(jnp.asarray(step, jnp.float32) - offset, start))
+    )
+
+
+@dataclasses.dataclass(kw_only=True)
+class LinearRampupPiecewiseConstant(BaseSchedule):
+  """Linear from 0 to values[0] at boundaries[0], then values[i] on [boundaries[i],
+  boundaries[i + 1]), values[-1] after the last boundary.
+
+  Attributes:
+    boundaries: increasing steps (at least one).
+    values: one value per boundary.
+  """
+
+  boundaries: Sequence[int] = (1,)
+  values: Sequence[float] = (1.0,)
+
+  def make(self) -> Schedule:
+    if not self.boundaries or len(self.boundaries) != len(self.values):
+      raise ValueError(
+        f"LinearRampupPiecewiseConstant: {len(self.boundaries)} boundaries and "
+        f"{len(self.values)} values; give one value per boundary (at least one)."
+      )
+    first = self.boundaries[0]
+    ramp = optax.linear_schedule(0.0, self.values[0], first)
+    rest = optax.join_schedules(
+      [optax.constant_schedule(v) for v in self.values], [b - first for b in self.boundaries[1:]]
+    )
+    return optax.join_schedules([ramp, rest], [first])
+
+
+@dataclasses.dataclass(kw_only=True)
+class CycleSchedule(BaseSchedule):
+  """`schedules[i]` for `steps[i]` steps, in turn, over and over; each sees the absolute step.
+
+  Attributes:
+    schedules: the sub-schedules (configs of the classes above).
+    steps: how long each runs.
+  """
+
+  schedules: Sequence[BaseSchedule] = ()
+  steps: Sequence[int] = ()
+
+  def make(self) -> Schedule:
+    if not self.schedules or len(self.schedules) != len(self.steps):
+      raise ValueError(
+        f"CycleSchedule: {len(self.schedules)} schedules and {len(self.steps)} steps; give "
+        "one length per schedule."
+      )
+    ends = [sum(self.steps[: i + 1]) for i in range(len(self.steps))]
+    period, made = ends[-1], [s.make() for s in self.schedules]
+
+    def schedule(step):
+      position = jnp.mod(jnp.asarray(step), period)
+      out = made[0](step)
+      for boundary, sub in zip(ends[:-1], made[1:]):
+        out = jnp.where(position < boundary, out, sub(step))
+      return out
+
+    return schedule
+
+
+@dataclasses.dataclass(kw_only=True)
+class ContinuousSchedule(BaseSchedule):
+  """`initial_value`, halved every `half_life_steps` after `start_step`, down to `min` times it.
+
+  Attributes:
+    initial_value: the value until start_step.
+    start_step: where the decay starts.
+    half_life_steps: steps per halving.
+    min: the lowest value, relative to initial_value.
+  """
+
+  initial_value: float = 1.0
+  start_step: int = 400_000
+  half_life_steps: int = 100_000
+  min: float = 0.01
+
+  def make(self) -> Schedule:
+    limit = self.start_step + self.half_life_steps * math.log(self.min) / math.log(0.5)
+    exp = Exponential(start=(self.start_step, 1.0), limit=(limit, self.min)).make()
+    initial = self.initial_value
+    return lambda step: initial * exp(step)

@@ -129,6 +129,40 @@ class SchedulesTest(absltest.TestCase):
       },
     )
 
+  def test_linear_rampup_cosine_decay_start_step(self):
+    # Pax's start_step: 1.0 before it, then the schedule counted from it.
+    s = schedules.LinearRampupCosineDecay(
+      start_step=100, warmup_steps=10, decay_start=20, decay_end=120, min_ratio=0.1, max=2.0
+    )
+    self.assertValues(s, {0: 1.0, 99: 1.0, 100: 0.0, 105: 1.0, 110: 2.0, 170: 1.1, 300: 0.2})
+
+  def test_pax_polynomial_family(self):
+    p = schedules.Polynomial(power=2, start=(10, 1.0), limit=(20, 0.0))
+    self.assertValues(p, {0: 1.0, 15: 1.0 - 0.25, 20: 0.0, 30: 0.0})
+    p = schedules.Polynomial(power=2, start=(10, 1.0), limit=(20, 0.0), origin="limit")
+    self.assertValues(p, {15: 1.0 - 0.75})
+    d = schedules.LinearRampupPolynomialDecay(
+      warmup_steps=10, decay_start=20, decay_end=30, power=2, min_ratio=0.0, max=1.0
+    )
+    # optax's polynomial: (1 - t / T)**2 of the way from max to the end value.
+    self.assertValues(d, {5: 0.5, 20: 1.0, 25: 0.25, 40: 0.0})
+
+  def test_pax_cosine_sqrt_cycle_continuous(self):
+    c = schedules.DelayedCosine(start=(10, 1.0), limit=(20, 0.5))
+    self.assertValues(c, {0: 1.0, 15: 0.75, 20: 0.5, 99: 0.5})
+    q = schedules.SqrtDecay(decay_start=100, multiplier=2.0)
+    self.assertValues(q, {0: 0.2, 100: 0.2, 400: 0.1})
+    r = schedules.LinearRampupPiecewiseConstant(boundaries=[10, 20], values=[1.0, 0.5])
+    self.assertValues(r, {0: 0.0, 5: 0.5, 10: 1.0, 19: 1.0, 20: 0.5, 99: 0.5})
+    cycle = schedules.CycleSchedule(
+      schedules=[schedules.Constant(value=1.0), schedules.Constant(value=2.0)], steps=[3, 2]
+    )
+    self.assertValues(cycle, {0: 1.0, 2: 1.0, 3: 2.0, 4: 2.0, 5: 1.0, 8: 2.0})
+    cont = schedules.ContinuousSchedule(
+      initial_value=2.0, start_step=10, half_life_steps=5, min=0.25
+    )
+    self.assertValues(cont, {0: 2.0, 10: 2.0, 15: 1.0, 20: 0.5, 100: 0.5}, rtol=1e-5)
+
   def test_rampup_decay_without_warmup_or_hold(self):
     s = schedules.LinearRampupExponentialDecay(
       warmup_steps=0, decay_start=0, decay_end=10, min_ratio=0.01, max=1.0
