@@ -41,6 +41,7 @@ import numpy as np
 
 from paxml import base_experiment
 from paxml import checkpoints
+from paxml import leader
 from paxml import partitioning
 from paxml import summaries
 from paxml import train_states
@@ -73,7 +74,7 @@ def decode_step(
 def open_writer(job_log_dir: str, name: str, enabled: bool = True) -> Any:
   """summaries/<name>, written in a background thread; a no-op writer off process 0 and when
   not `enabled` (--enable_summary_writer=false)."""
-  if not enabled or jax.process_index() != 0:
+  if not enabled or not leader.is_leader():
     return summaries.NullSummaryWriter()
   return summaries.ThreadedSummaryWriter(summaries.SummaryWriter(job_log_dir, name))
 
@@ -219,7 +220,7 @@ class Programs:
     self, data: Any, outputs: list, *, score: bool, step: int, name: str
   ) -> dict[str, float]:
     """The SeqIO task's metrics of one eval (score) or decode (predict), prefixed as Pax's."""
-    if jax.process_index() != 0:
+    if not leader.is_leader():
       return {}  # The outputs are global; process 0 computes and writes, as Pax.
     out_dir = os.path.join(self.job_log_dir, "eval_out" if score else self.decode_dir, name)
     metrics = data.process_outputs(outputs, score_metrics=score, step=step, output_dir=out_dir)
@@ -281,7 +282,7 @@ class Programs:
         scalars.update(seqio_metrics)
       if write_summaries:
         self._writer(f"decode_test_{name}").scalars(step, scalars)
-      if jax.process_index() == 0:
+      if leader.is_leader():
         out_dir = os.path.join(self.job_log_dir, self.decode_dir, name)
         os.makedirs(out_dir, exist_ok=True)
         with open(os.path.join(out_dir, f"decoder_out_{step:08d}.jsonl"), "w") as f:
