@@ -51,6 +51,13 @@ def axis_names(rank: int) -> tuple[str, ...]:
   return (STAGE_AXIS,) + MESH_AXIS_NAMES if rank == len(MESH_AXIS_NAMES) + 1 else MESH_AXIS_NAMES
 
 
+def mesh_axis_names(
+  ici_mesh_shape: Sequence[int] | None, dcn_mesh_shape: Sequence[int] | None
+) -> tuple[str, ...]:
+  """The axes of the mesh these shapes declare (either may be None): `axis_names` of their rank."""
+  return axis_names(len(ici_mesh_shape or dcn_mesh_shape or MESH_AXIS_NAMES))
+
+
 def rules_for(names: Sequence[str]) -> tuple[tuple[str, Any], ...]:
   """The rules table for a mesh with these axes: the logical `stage` dim goes to `stage`."""
   if STAGE_AXIS in names:
@@ -62,6 +69,7 @@ def mesh_shapes(
   ici_mesh_shape: Sequence[int] | None,
   dcn_mesh_shape: Sequence[int] | None,
   num_devices: int,
+  platform: str = "",
 ) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]:
   """(axis names, ICI shape, DCN shape) of an experiment's mesh on `num_devices` devices.
 
@@ -73,7 +81,7 @@ def mesh_shapes(
   Raises:
     MeshError: the shapes are malformed or their product is not `num_devices`.
   """
-  names = axis_names(len(ici_mesh_shape or dcn_mesh_shape or MESH_AXIS_NAMES))
+  names = mesh_axis_names(ici_mesh_shape, dcn_mesh_shape)
   dcn = tuple(int(d) for d in (dcn_mesh_shape or (1,) * len(names)))
   ici = tuple(int(d) for d in (ici_mesh_shape or (1, num_devices // math.prod(dcn), 1)))
   for name, shape in (("ICI_MESH_SHAPE", ici), ("DCN_MESH_SHAPE", dcn)):
@@ -86,7 +94,7 @@ def mesh_shapes(
   if needed != num_devices:
     raise MeshError(
       f"ICI_MESH_SHAPE={list(ici)} x DCN_MESH_SHAPE={list(dcn)} needs {needed} devices, but "
-      f"{num_devices} device(s) are available; change the shapes so that their product is "
+      f"{num_devices} {platform + ' ' if platform else ''}device(s) are available; change the shapes so that their product is "
       f"{num_devices} (for fake CPU devices set "
       "XLA_FLAGS=--xla_force_host_platform_device_count=N)"
     )
@@ -108,7 +116,9 @@ def create_mesh(
     MeshError: the shapes are malformed or their product is not the device count.
   """
   devices = list(jax.devices() if devices is None else devices)
-  names, ici, dcn = mesh_shapes(ici_mesh_shape, dcn_mesh_shape, len(devices))
+  names, ici, dcn = mesh_shapes(
+    ici_mesh_shape, dcn_mesh_shape, len(devices), devices[0].platform if devices else ""
+  )
   return sharding.make_mesh(ici, dcn, devices, axis_names=names)
 
 

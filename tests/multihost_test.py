@@ -85,7 +85,7 @@ if int(num) > 1:
 experiment = getattr(multihost_test, exp)()
 result = trainer.train_and_evaluate(experiment, job_log_dir)
 from paxml import partitioning
-mesh = partitioning.for_experiment(experiment, experiment.task()).mesh
+mesh = partitioning.create_mesh(experiment.ICI_MESH_SHAPE, experiment.DCN_MESH_SHAPE)
 # The process of each device, by replica row: one process per slice when DCN splits `replica`.
 print("MESH", dict(mesh.shape), [sorted({d.process_index for d in row.flat}) for row in mesh.devices])
 print("RESULT", result["step"])

@@ -107,7 +107,7 @@ class Built:
   def rules(self) -> Any:
     """The logical-axis rules the experiment's partitioner uses (the default table if it
     declares none; building its partitioner would need its devices)."""
-    names = partitioning.axis_names(len(self.task.ici_mesh_shape or partitioning.MESH_AXIS_NAMES))
+    names = partitioning.mesh_axis_names(self.task.ici_mesh_shape, self.task.dcn_mesh_shape)
     return getattr(self.experiment, "SHARDING_RULES", partitioning.rules_for(names))
 
   def state_bytes_per_device(self, num_devices: int | None = None) -> dict[str, float]:
