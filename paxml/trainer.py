@@ -431,7 +431,7 @@ class _PeriodicWork:
                  step, as in Pax: a state is saved before its buffers are donated to the next.
     preemption   a SIGTERM on any process: save (unless already saved) and stop. Asking every
                  process is a collective: each step alone, each summary with others.
-    profiler     every step, when a profiler is given (its before_step).
+    profiler     every step but after the last, when a profiler is given (its before_step).
   after each step:
     profiler     its after_step, with the step's outputs.
     summaries    every `summary_interval_steps` and the last step: train summaries, progress line.
@@ -468,7 +468,7 @@ class _PeriodicWork:
     preemption_interval = 1 if jax.process_count() == 1 else task.summary_interval_steps
     before.add("preemption", triggers.StepInterval(preemption_interval), self.check_preemption)
     if self.profiler:
-      before.add("profiler", every_step, lambda: self.profiler.before_step(self.loop.step))
+      before.add("profiler", every_step, self.before_profiled_step)
       after.add(
         "profiler",
         every_step,
@@ -485,6 +485,10 @@ class _PeriodicWork:
     step, final = self.loop.step, self.loop.step >= self.setup.task.num_train_steps
     self.checkpointer.save(step, self.loop.state, self.setup.train_input.get_state(), force=final)
     self.checkpointer.check()  # A failed background save stops the run now, not a save later.
+
+  def before_profiled_step(self) -> None:
+    if self.loop.step < self.setup.task.num_train_steps:  # Not after the last: no step follows.
+      self.profiler.before_step(self.loop.step)
 
   def check_preemption(self) -> None:
     if self.loop.step >= self.setup.task.num_train_steps:
