@@ -25,7 +25,10 @@ Public modules (import them directly; this file imports nothing, so
   summaries: TensorBoard writers (`SummaryWriter` under `<job_log_dir>/summaries/<name>`,
     null, threaded and multi-directory writers).
   trainer: `train_and_evaluate` and the pure `train_step`, the train loop.
-  main: the command-line entry point.
+  leader: `is_leader()`, the one process that writes what the job writes once.
+  user_paths: `resolve()`, command-line paths against the directory `bazel run` started in.
+  main: the command-line entry point; pax_flags: Pax's flags it accepts and what each does;
+    fiddle_overrides: --fdl_config / --fdl_set applied to experiments.
 Packages:
   toolkit: a bobbin-compatible training toolkit (`from paxml import toolkit as bobbin`).
   experiment_api: a JAXline-compatible experiment API (platform.main, AbstractExperiment).
@@ -37,9 +40,12 @@ __all__ = [
   "checkpoints",
   "eval_lib",
   "experiment_registry",
+  "fiddle_overrides",
   "job_files",
+  "leader",
   "learners",
   "main",
+  "pax_flags",
   "partitioning",
   "progress",
   "seqio_input",
@@ -50,4 +56,5 @@ __all__ = [
   "trainer",
   "trainer_lib",
   "triggers",
+  "user_paths",
 ]

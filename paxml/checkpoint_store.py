@@ -38,6 +38,7 @@ import orbax.checkpoint as ocp
 
 from paxml import checkpoint_integrity as integrity
 from paxml import checkpoint_retention
+from paxml import leader
 from paxml.durations import Duration, parse_duration
 
 STATE_ITEM = "state"  # The pytree item of every step.
@@ -220,7 +221,7 @@ class CheckpointStore:
       self._manager.wait_until_finished()
       self._manager.check_for_errors()
       step_dir = self.step_dir(pending.step)
-      if jax.process_index() == 0:
+      if leader.is_leader():
         if not os.path.isdir(step_dir):
           raise CheckpointError(f"Orbax did not finish writing {step_dir}")
         integrity.write_manifest(step_dir, pending.step, integrity.finish_array_checksums(sums))
@@ -250,7 +251,7 @@ class CheckpointStore:
     self._finish_pending()
 
   def _apply_retention(self) -> None:
-    if self._max_to_keep is None or self._read_only or jax.process_index() != 0:
+    if self._max_to_keep is None or self._read_only or not leader.is_leader():
       return
     complete = self.complete_steps()
     saved_at = {s: self._saved_at(s) for s in complete} if self._keep_seconds else {}
@@ -384,7 +385,7 @@ class CheckpointStore:
       logging.warning("%s in %s; skipping it and trying an older one.", error, self.directory)
       return
     destination = None
-    if jax.process_index() == 0:
+    if leader.is_leader():
       os.makedirs(corrupt_dir(self.directory), exist_ok=True)
       destination = os.path.join(corrupt_dir(self.directory), STEP_FORMAT.format(step))
       suffix = 1

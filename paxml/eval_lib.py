@@ -41,6 +41,7 @@ import numpy as np
 
 from paxml import base_experiment
 from paxml import checkpoints
+from paxml import leader
 from paxml import partitioning
 from paxml import summaries
 from paxml import tasks_lib
@@ -71,9 +72,10 @@ def decode_step(
   return model.apply({"params": params}, batch, method="decode", rngs={"random": rng})
 
 
-def open_writer(job_log_dir: str, name: str) -> Any:
-  """summaries/<name>, written in a background thread; a no-op writer off process 0."""
-  if jax.process_index() != 0:
+def open_writer(job_log_dir: str, name: str, enabled: bool = True) -> Any:
+  """summaries/<name>, written in a background thread; a no-op writer off process 0 and when
+  not `enabled` (--enable_summary_writer=false)."""
+  if not enabled or not leader.is_leader():
     return summaries.NullSummaryWriter()
   return summaries.ThreadedSummaryWriter(summaries.SummaryWriter(job_log_dir, name))
 
@@ -133,6 +135,8 @@ class Programs:
   random_seed: int = 0
   """Seeds sampling in decode: batch i at checkpoint step s uses fold_in(fold_in(seed, s), i),
   so decoding one checkpoint twice gives the same samples."""
+  summaries_enabled: bool = True
+  """False (--enable_summary_writer=false): no summaries/ event files."""
 
   @classmethod
   def create(
@@ -147,6 +151,7 @@ class Programs:
     with_decode: bool,
     decode_dir: str = "decoder_out",
     random_seed: int = 0,
+    summaries_enabled: bool = True,
   ):
     """Builds the eval datasets only if `with_eval_test`, the decode ones only if `with_decode`."""
     eval_inputs, decode_inputs = [], []
@@ -168,6 +173,7 @@ class Programs:
       decode_inputs,
       decode_dir,
       random_seed,
+      summaries_enabled,
     )
 
   def __post_init__(self):
@@ -193,7 +199,7 @@ class Programs:
 
   def _writer(self, name: str) -> Any:
     if name not in self._writers:
-      self._writers[name] = open_writer(self.job_log_dir, name)
+      self._writers[name] = open_writer(self.job_log_dir, name, self.summaries_enabled)
     return self._writers[name]
 
   def _evaluate(self, params: Any, batches, outputs: list | None = None) -> dict[str, float]:
@@ -215,7 +221,7 @@ class Programs:
     self, data: Any, outputs: list, *, score: bool, step: int, name: str
   ) -> dict[str, float]:
     """The SeqIO task's metrics of one eval (score) or decode (predict), prefixed as Pax's."""
-    if jax.process_index() != 0:
+    if not leader.is_leader():
       return {}  # The outputs are global; process 0 computes and writes, as Pax.
     out_dir = os.path.join(self.job_log_dir, "eval_out" if score else self.decode_dir, name)
     metrics = data.process_outputs(outputs, score_metrics=score, step=step, output_dir=out_dir)
@@ -277,7 +283,7 @@ class Programs:
         scalars.update(seqio_metrics)
       if write_summaries:
         self._writer(f"decode_test_{name}").scalars(step, scalars)
-      if jax.process_index() == 0:
+      if leader.is_leader():
         out_dir = os.path.join(self.job_log_dir, self.decode_dir, name)
         os.makedirs(out_dir, exist_ok=True)
         with open(os.path.join(out_dir, f"decoder_out_{step:08d}.jsonl"), "w") as f:
@@ -378,10 +384,17 @@ def run_job(
   mode: str,
   *,
   restore_step: int | None = None,
+  restore_dir: str | None = None,
+  eval_during_decode: bool = False,
+  enable_summary_writer: bool = True,
   poll_secs: float = 10.0,
   wait_timeout_secs: float | None = None,
 ) -> dict[str, Any]:
   """A standalone eval/decode job on the checkpoints of `job_log_dir` (module docstring).
+
+  `restore_dir` (--restore_checkpoint_dir): read the checkpoints there instead (a job_log_dir,
+  its checkpoints/ or one checkpoint_%08d directory); outputs still go to `job_log_dir`.
+  `eval_during_decode`: decode jobs also evaluate the eval datasets (Pax's flag).
 
   Returns {'steps': the checkpoint steps it processed, 'results': the last results}.
   """
@@ -400,10 +413,11 @@ def run_job(
     partitioner,
     None,
     job_log_dir,
-    with_eval_test=is_eval,
+    with_eval_test=is_eval or eval_during_decode,
     with_decode=not is_eval,
     decode_dir="output" if mode == "infer" else "decoder_out",
     random_seed=task.random_seed,
+    summaries_enabled=enable_summary_writer,
   )
   inputs = programs.eval_inputs if is_eval else programs.decode_inputs
   if not inputs:
@@ -416,7 +430,9 @@ def run_job(
   layout = train_states.state_layout(task, optimizer, partitioner, peek(inputs[0][1]), init_rng)
   programs = dataclasses.replace(programs, param_shardings=layout.shardings.params)
 
-  reader = checkpoints.CheckpointReader(checkpoints.checkpoint_dir(job_log_dir), missing_ok=True)
+  reader = checkpoints.CheckpointReader(
+    restore_dir or checkpoints.checkpoint_dir(job_log_dir), missing_ok=not restore_dir
+  )
   done, results = [], {}
   follow = mode in ("eval", "decode") and restore_step is None
   try:
@@ -458,6 +474,9 @@ def run_job(
           results = programs.eval_test(params, step)
         else:
           results = programs.decode(params, step, write_summaries=mode != "infer")
+          if eval_during_decode:
+            evals = programs.eval_test(params, step)
+            results.update({f"eval_test_{k}": v for k, v in evals.items()})
         done.append(step)
         if mode in ("decode_once", "infer") or step >= task.num_train_steps:
           break

@@ -17,6 +17,7 @@ from typing import Any
 import flax.linen as nn
 import jax
 
+from paxml import leader
 from praxis import base_hyperparams
 from praxis import pytypes
 
@@ -47,10 +48,6 @@ def prepare(job_log_dir: str) -> None:
       f"--job_log_dir={job_log_dir} cannot be written ({e.strerror or e}); pass a directory "
       "you can create and write to"
     ) from e
-
-
-def _should_write() -> bool:
-  return jax.process_index() == 0
 
 
 def _write(path: str, text: str) -> None:
@@ -123,7 +120,7 @@ def write_config_files(
   job_log_dir: str, mode: str, experiment: Any, datasets: list[Any], task: Any
 ) -> None:
   """model_params.txt and experiment_cls_vars.txt (mode-prefixed outside training)."""
-  if not _should_write():
+  if not leader.is_leader():
     return
   _write(
     os.path.join(job_log_dir, _prefixed(mode, MODEL_PARAMS)), model_params_text(datasets, task)
@@ -138,7 +135,7 @@ def write_post_init_files(
   job_log_dir: str, abstract_params: Any, param_shardings: Any, host_batch: Any
 ) -> None:
   """post_init_model_params.txt and input_specs.json."""
-  if not _should_write():
+  if not leader.is_leader():
     return
   _write(
     os.path.join(job_log_dir, POST_INIT_MODEL_PARAMS),

@@ -20,6 +20,8 @@ import time
 from absl import logging
 import jax
 
+from paxml import leader
+
 LOCK_FILE = "train.lock"
 
 
@@ -151,7 +153,7 @@ class JobLease:
   the same JobLockError when it could not be taken."""
 
   def __init__(self, job_log_dir: str):
-    self._lock = JobLock(job_log_dir) if jax.process_index() == 0 else None
+    self._lock = JobLock(job_log_dir) if leader.is_leader() else None
 
   def __enter__(self) -> "JobLease":
     error = ""

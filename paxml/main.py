@@ -3,7 +3,9 @@ r"""Command-line entry point: find the experiment named by --exp and run it.
   ./bazelw run //paxml:main -- --exp=tasks.lm.params.demo.DemoLm \
       --job_log_dir=/tmp/pax_demo
 
-`run` does the work without flags, so tests and notebooks call it directly.
+`run` does the work without flags, so tests and notebooks call it directly. Every flag of Pax's
+main is accepted (paxml/pax_flags.py says what each does here), Fiddle's --fdl_config / --fdl_set
+included (paxml/fiddle_overrides.py), and JAX's --jax_* options.
 """
 
 from collections.abc import Sequence
@@ -64,8 +66,11 @@ def _import_tensorflow_quietly() -> None:
 _import_tensorflow_quietly()
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
+from paxml import base_experiment
 from paxml import experiment_lint
 from paxml import experiment_registry
+from paxml import fiddle_overrides
+from paxml import pax_flags
 from paxml import user_paths
 
 # Registers the built-in experiments, so their short names (`demo.DemoLm`)
@@ -91,9 +96,10 @@ _JOB_LOG_DIR = flags.DEFINE_string(
 _MODE = flags.DEFINE_enum(
   "mode",
   "train",
-  MODES,
+  MODES + pax_flags.TF_DATA_SERVICE_MODES,
   "train; eval / decode: follow the checkpoints in job_log_dir and evaluate / decode each new "
-  "one until the last; decode_once: decode one checkpoint; infer: decode_once into output/.",
+  "one until the last; decode_once: decode one checkpoint; infer: decode_once into output/. "
+  "(Pax's tf_data_service_* modes are refused: the tf.data service is not part of this project.)",
 )
 _EVAL_ON_TEST = flags.DEFINE_bool(
   "eval_on_test", False, "While training, also evaluate the eval datasets at eval steps."
@@ -101,10 +107,11 @@ _EVAL_ON_TEST = flags.DEFINE_bool(
 _DECODE_DURING_TRAIN = flags.DEFINE_bool(
   "decode_during_train", False, "While training, decode the decode datasets at decode steps."
 )
-_RESTORE_CHECKPOINT_STEP = flags.DEFINE_integer(
+_RESTORE_CHECKPOINT_STEP = flags.DEFINE_multi_integer(
   "restore_checkpoint_step",
   None,
-  "eval/decode modes: start from this checkpoint step instead of the latest.",
+  "eval/decode modes: start from this checkpoint step instead of the latest; repeat it with "
+  "--mode=decode_once (or infer) to decode several steps.",
 )
 _EVAL_WAIT_TIMEOUT = flags.DEFINE_float(
   "eval_wait_timeout",
@@ -161,13 +168,17 @@ def initialize_distributed(
   num_hosts: int | None = None,
   host_idx: int | None = None,
   auto_detect: bool = False,
+  *,
+  multiprocess_gpu: bool = False,
 ) -> None:
   """Joins a multi-process JAX job; must run before anything starts JAX's backend.
 
   Explicit (`server_addr`, `num_hosts`, `host_idx`, all three) or `auto_detect`; neither:
-  single process. On CPU the processes exchange data with gloo collectives.
+  single process. Pax's `multiprocess_gpu` without the three is `auto_detect`. On CPU the
+  processes exchange data with gloo collectives.
   """
   explicit = [server_addr, num_hosts, host_idx]
+  auto_detect = auto_detect or (multiprocess_gpu and all(v is None for v in explicit))
   if not auto_detect and all(v is None for v in explicit):
     return
   if not auto_detect and any(v is None for v in explicit):
@@ -190,13 +201,18 @@ def initialize_distributed(
 
 
 def run(
-  exp: str,
+  exp: "str | base_experiment.BaseExperiment",
   job_log_dir: str,
   mode: str = "train",
   *,
   eval_on_test: bool = False,
   decode_during_train: bool = False,
-  restore_checkpoint_step: int | None = None,
+  eval_during_decode: bool = False,
+  restore_checkpoint_step: int | Sequence[int] | None = None,
+  restore_checkpoint_dir: str | None = None,
+  enable_checkpoint_saving: bool = True,
+  enable_summary_writer: bool = True,
+  fdl_set: Sequence[str] = (),
   wait_timeout_secs: float | None = None,
   pgle_collect: tuple[int, int] | None = None,
   pgle_profile: str | None = None,
@@ -205,24 +221,45 @@ def run(
 ) -> dict[str, Any]:
   """Runs experiment `exp` in `mode`; returns the trainer's final metrics or the job's results.
 
-  `pgle_collect=(start_step, num_steps)` traces those steps into a PGLE profile; `pgle_profile`
-  runs with one (see pgle_collection.py); `jax_profiler_port` starts jax.profiler's server.
-  `wait_timeout_secs` stops an eval/decode job that sees no new checkpoint for that long.
-  `data_dir` sets the experiment's DATA_DIR field (an error for experiments without one).
+  `exp` is a registered name or an experiment object (what --fdl_config builds). The keywords
+  are the flags of the same names (paxml/pax_flags.py): `fdl_set` holds --fdl_set's PATH=VALUE
+  settings (paxml/fiddle_overrides.py); `restore_checkpoint_step` may list several steps for
+  decode_once / infer. `pgle_collect=(start_step, num_steps)` traces those steps into a PGLE
+  profile; `pgle_profile` runs with one (see pgle_collection.py); `jax_profiler_port` starts
+  jax.profiler's server. `wait_timeout_secs` stops an eval/decode job that sees no new
+  checkpoint for that long. `data_dir` sets the experiment's DATA_DIR field (an error for
+  experiments without one).
 
   Raises:
     experiment_registry.Error: `exp` names no experiment, or several.
     UsageError: a configuration, mesh, directory or option that cannot work, explained.
   """
-  experiment_cls = experiment_registry.get_experiment(exp)
   if mode not in MODES:
     raise UsageError(f"--mode={mode} is not one of {', '.join(MODES)}")
-  name = experiment_registry.canonical_name(experiment_cls)
-  experiment = experiment_cls()
+  steps = _restore_steps(restore_checkpoint_step)
+  if len(steps) > 1 and mode not in ("decode_once", "infer"):
+    raise UsageError(
+      f"--restore_checkpoint_step given {len(steps)} times: only --mode=decode_once or infer "
+      "processes several steps"
+    )
+  if mode == "train" and restore_checkpoint_dir:
+    raise UsageError(
+      "--restore_checkpoint_dir is read by eval/decode jobs (as in Pax); to start training from "
+      "another run's checkpoint set the task's init_from_checkpoint_rules"
+    )
+  if isinstance(exp, str):
+    experiment = experiment_registry.get_experiment(exp)()
+  else:
+    experiment = exp
+  name = experiment_registry.canonical_name(type(experiment))
   if data_dir is not None:
     if not hasattr(experiment, "DATA_DIR"):
       raise UsageError(f"--data_dir: {name} reads no data directory (it has no DATA_DIR field)")
     experiment.DATA_DIR = data_dir
+  try:
+    fiddle_overrides.apply_settings(experiment, fdl_set)
+  except fiddle_overrides.OverrideError as e:
+    raise UsageError(str(e)) from e
   try:
     # Building the configs here catches a misspelt or invalid hyperparameter before any work.
     experiment.validate()
@@ -277,15 +314,24 @@ def run(
         job_log_dir,
         eval_on_test=eval_on_test,
         decode_during_train=decode_during_train,
+        enable_checkpoint_saving=enable_checkpoint_saving,
+        enable_summary_writer=enable_summary_writer,
         profiler=profiler,
       )
-    return eval_lib.run_job(
-      experiment,
-      job_log_dir,
-      mode,
-      restore_step=restore_checkpoint_step,
-      wait_timeout_secs=wait_timeout_secs,
-    )
+    job = {"steps": [], "results": {}}
+    for step in steps or [None]:
+      result = eval_lib.run_job(
+        experiment,
+        job_log_dir,
+        mode,
+        restore_step=step,
+        restore_dir=restore_checkpoint_dir,
+        eval_during_decode=eval_during_decode,
+        enable_summary_writer=enable_summary_writer,
+        wait_timeout_secs=wait_timeout_secs,
+      )
+      job = {"steps": job["steps"] + result["steps"], "results": result["results"]}
+    return job
   except (
     partitioning.MeshError,
     job_files.JobLogDirError,
@@ -294,8 +340,31 @@ def run(
     checkpoint_integrity.CorruptCheckpointError,
     trainer.TrainingDivergedError,
     text_pipeline.InputDataError,
+    fiddle_overrides.OverrideError,
   ) as e:
     raise UsageError(str(e)) from e
+
+
+def _restore_steps(value: int | Sequence[int] | None) -> list[int]:
+  if value is None:
+    return []
+  return [int(value)] if isinstance(value, int) else [int(v) for v in value]
+
+
+def _experiment_from_flags() -> "str | base_experiment.BaseExperiment":
+  """--exp's name, or the experiment Fiddle's flags build (Pax's create_experiment_config)."""
+  if _EXP.value is not None:
+    return _EXP.value
+  try:
+    experiment = fiddle_overrides.experiment_from_flags(pax_flags.FDL.value)
+  except (ValueError, AttributeError, ImportError) as e:
+    raise UsageError(f"--fdl_config / --fdl: {e}") from e
+  if experiment is None:
+    raise UsageError(
+      "no experiment given: pass --exp=NAME (e.g. --exp=tasks.lm.params.demo.DemoLm), or "
+      "--fdl_config=module.Experiment, --fdl_config_file=FILE or --fdl=config:..."
+    )
+  return experiment
 
 
 class _HideLibraryInfo(std_logging.Filter):
@@ -332,20 +401,43 @@ def main(argv: Sequence[str]) -> int:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   if logging.get_verbosity() < logging.DEBUG:
     logging.get_absl_handler().addFilter(_HideLibraryInfo())
+  for notice in pax_flags.notices():
+    logging.warning("%s", notice)
   try:
+    if _MODE.value in pax_flags.TF_DATA_SERVICE_MODES:
+      raise UsageError(
+        f"--mode={_MODE.value}: the tf.data service (Pax's TPU input servers) is not part of "
+        "this project; each trainer process reads its own input"
+      )
     pgle_collect = None
     if _PGLE_COLLECT_START_STEP.value is not None:
       pgle_collect = (_PGLE_COLLECT_START_STEP.value, _PGLE_COLLECT_NUM_STEPS.value)
     initialize_distributed(
-      _SERVER_ADDR.value, _NUM_HOSTS.value, _HOST_IDX.value, _DISTRIBUTED_AUTO.value
+      _SERVER_ADDR.value,
+      _NUM_HOSTS.value,
+      _HOST_IDX.value,
+      _DISTRIBUTED_AUTO.value,
+      multiprocess_gpu=pax_flags.MULTIPROCESS_GPU.value,
     )
+    pax_flags.setup_jax()
+    import jax  # pylint: disable=g-import-not-at-top  # After initialize_distributed.
+
+    pax_flags.startup_jitter(pax_flags.STARTUP_RANDOM_JITTER_MAX_SECS.value, jax.process_count())
+    exp = _experiment_from_flags()
+    restore_dir = pax_flags.RESTORE_CHECKPOINT_DIR.value
     result = run(
-      _EXP.value,
+      exp,
       user_paths.resolve(_JOB_LOG_DIR.value),
       _MODE.value,
       eval_on_test=_EVAL_ON_TEST.value,
       decode_during_train=_DECODE_DURING_TRAIN.value,
+      eval_during_decode=pax_flags.EVAL_DURING_DECODE.value,
       restore_checkpoint_step=_RESTORE_CHECKPOINT_STEP.value,
+      restore_checkpoint_dir=restore_dir and user_paths.resolve(restore_dir),
+      enable_checkpoint_saving=pax_flags.ENABLE_CHECKPOINT_SAVING.value,
+      enable_summary_writer=pax_flags.ENABLE_SUMMARY_WRITER.value,
+      # With --fdl_config, Fiddle has applied them already (to what the config names).
+      fdl_set=flags.FLAGS.fdl_set if isinstance(exp, str) else (),
       pgle_collect=pgle_collect,
       pgle_profile=_PGLE_PROFILE.value and user_paths.resolve(_PGLE_PROFILE.value),
       jax_profiler_port=_JAX_PROFILER_PORT.value,
@@ -378,7 +470,9 @@ def main(argv: Sequence[str]) -> int:
 
 
 if __name__ == "__main__":
-  # Required only when run as a program: tests import this module and parse
-  # their own flags.
-  flags.mark_flags_as_required(["exp", "job_log_dir"])
-  app.run(main)
+  # Only when run as a program: tests import this module and parse their own flags.
+  pax_flags.define_jax_flags()  # --jax_* (Pax calls jax.config.config_with_absl() here too).
+  flags.mark_flags_as_required(
+    ["job_log_dir"]
+  )  # --exp, or Fiddle's flags (_experiment_from_flags).
+  app.run(main, flags_parser=pax_flags.flags_parser)

@@ -51,6 +51,13 @@ def axis_names(rank: int) -> tuple[str, ...]:
   return (STAGE_AXIS,) + MESH_AXIS_NAMES if rank == len(MESH_AXIS_NAMES) + 1 else MESH_AXIS_NAMES
 
 
+def mesh_axis_names(
+  ici_mesh_shape: Sequence[int] | None, dcn_mesh_shape: Sequence[int] | None
+) -> tuple[str, ...]:
+  """The axes of the mesh these shapes declare (either may be None): `axis_names` of their rank."""
+  return axis_names(len(ici_mesh_shape or dcn_mesh_shape or MESH_AXIS_NAMES))
+
+
 def rules_for(names: Sequence[str]) -> tuple[tuple[str, Any], ...]:
   """The rules table for a mesh with these axes: the logical `stage` dim goes to `stage`."""
   if STAGE_AXIS in names:
@@ -58,43 +65,60 @@ def rules_for(names: Sequence[str]) -> tuple[tuple[str, Any], ...]:
   return LOGICAL_AXIS_RULES
 
 
-def create_mesh(
-  ici_mesh_shape: Sequence[int] | None = None,
-  dcn_mesh_shape: Sequence[int] | None = None,
-  devices: Sequence[jax.Device] | None = None,
-) -> jax.sharding.Mesh:
-  """Returns a `replica, data, mdl` mesh over `devices` (default: all of them).
+def mesh_shapes(
+  ici_mesh_shape: Sequence[int] | None,
+  dcn_mesh_shape: Sequence[int] | None,
+  num_devices: int,
+  platform: str = "",
+) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]:
+  """(axis names, ICI shape, DCN shape) of an experiment's mesh on `num_devices` devices.
 
-  Pipelined experiments give four sizes, Pax's `stage, replica, data, mdl`: the leading `stage`
-  axis holds the pipeline stages (praxis.layers.pipeline; the rules map the logical `stage` to it).
-
-  Args:
-    ici_mesh_shape: the mesh within a slice (or host); None puts every device on `data`
-      (data parallelism, with the weights' model dims FSDP-sharded over `data` by the rules).
-    dcn_mesh_shape: how many slices (hosts) lie along each axis; None or all ones for one.
-    devices: the devices to lay out; their number must be prod(ici) * prod(dcn).
+  The one reading of Pax's ICI_MESH_SHAPE x DCN_MESH_SHAPE: three sizes (`replica, data, mdl`)
+  or four (a leading `stage` axis for pipelines); a None ICI shape puts every device on `data`
+  (data parallelism, with the weights' model dims FSDP-sharded over `data` by the rules); a None
+  DCN shape is one slice.
 
   Raises:
-    MeshError: the shapes are malformed or their product is not the device count.
+    MeshError: the shapes are malformed or their product is not `num_devices`.
   """
-  devices = list(jax.devices() if devices is None else devices)
-  names = axis_names(len(ici_mesh_shape or dcn_mesh_shape or MESH_AXIS_NAMES))
-  dcn = tuple(dcn_mesh_shape or (1,) * len(names))
-  ici = tuple(ici_mesh_shape or (1, len(devices) // math.prod(dcn), 1))
+  names = mesh_axis_names(ici_mesh_shape, dcn_mesh_shape)
+  dcn = tuple(int(d) for d in (dcn_mesh_shape or (1,) * len(names)))
+  ici = tuple(int(d) for d in (ici_mesh_shape or (1, num_devices // math.prod(dcn), 1)))
   for name, shape in (("ICI_MESH_SHAPE", ici), ("DCN_MESH_SHAPE", dcn)):
-    if len(shape) != len(names) or any(int(d) < 1 for d in shape):
+    if len(shape) != len(names) or any(d < 1 for d in shape):
       raise MeshError(
         f"{name}={list(shape)} must have {len(names)} positive entries, one per mesh axis "
         f"{names} (or 4 with a leading stage axis for pipelines)"
       )
   needed = math.prod(ici) * math.prod(dcn)
-  if needed != len(devices):
+  if needed != num_devices:
     raise MeshError(
       f"ICI_MESH_SHAPE={list(ici)} x DCN_MESH_SHAPE={list(dcn)} needs {needed} devices, but "
-      f"{len(devices)} {devices[0].platform} device(s) are available; change the shapes so "
-      f"that their product is {len(devices)} (for fake CPU devices set "
+      f"{num_devices} {platform + ' ' if platform else ''}device(s) are available; change the shapes so that their product is "
+      f"{num_devices} (for fake CPU devices set "
       "XLA_FLAGS=--xla_force_host_platform_device_count=N)"
     )
+  return names, ici, dcn
+
+
+def create_mesh(
+  ici_mesh_shape: Sequence[int] | None = None,
+  dcn_mesh_shape: Sequence[int] | None = None,
+  devices: Sequence[jax.Device] | None = None,
+) -> jax.sharding.Mesh:
+  """Returns the `replica, data, mdl` (or `stage, replica, data, mdl`) mesh over `devices`
+  (default: all of them), shaped as `mesh_shapes` reads the two shapes.
+
+  Devices are laid out by praxis.sharding.make_mesh: in-slice (ICI) neighbours along each axis,
+  slices (DCN: TPU slices, else processes, else blocks of fake devices) outermost.
+
+  Raises:
+    MeshError: the shapes are malformed or their product is not the device count.
+  """
+  devices = list(jax.devices() if devices is None else devices)
+  names, ici, dcn = mesh_shapes(
+    ici_mesh_shape, dcn_mesh_shape, len(devices), devices[0].platform if devices else ""
+  )
   return sharding.make_mesh(ici, dcn, devices, axis_names=names)
 
 

@@ -45,6 +45,19 @@ class MeshTest(absltest.TestCase):
     first = {d.id for d in mesh.devices[:, :2, :].flat}
     self.assertEqual(first, {d.id for d in jax.devices()[:4]})
 
+  def test_mesh_shapes_is_the_one_reading_of_the_two_shapes(self):
+    self.assertEqual(
+      partitioning.mesh_shapes(None, None, 8), (("replica", "data", "mdl"), (1, 8, 1), (1, 1, 1))
+    )
+    # Without an ICI shape, the devices of each slice go on `data`.
+    self.assertEqual(
+      partitioning.mesh_shapes(None, (2, 1, 1), 8),
+      (("replica", "data", "mdl"), (1, 4, 1), (2, 1, 1)),
+    )
+    self.assertEqual(partitioning.mesh_shapes((2, 1, 2, 1), None, 4)[0][0], "stage")
+    with self.assertRaisesRegex(partitioning.MeshError, r"needs 16 devices, but 8"):
+      partitioning.mesh_shapes((1, 4, 2), (2, 1, 1), 8)
+
   def test_wrong_rank_is_named(self):
     with self.assertRaisesRegex(partitioning.MeshError, r"ICI_MESH_SHAPE=\[2, 4\] must have 3"):
       partitioning.create_mesh((2, 4))

@@ -18,8 +18,11 @@ guessed.
 """
 
 import dataclasses
+import math
 import time
+from typing import Any
 
+import flax.linen as nn
 import jax
 
 # Dense bf16 peak FLOP/s per device, matched as a substring of `jax.Device.device_kind`. First
@@ -53,6 +56,26 @@ def flops_per_token(
     layers, heads, dims_per_head = transformer_dims
     flops += 12.0 * layers * heads * dims_per_head * seq_len
   return flops
+
+
+def num_matmul_params(params: Any) -> int:
+  """N of the formula: the size of every weight but a learned position table (a lookup).
+  `params` may be boxed (`jax.eval_shape` of an init) or not, arrays or ShapeDtypeStructs."""
+  total = 0
+  # Boxes are read, not unboxed: nn.unbox would add sharding constraints under an active mesh.
+  is_box = lambda x: isinstance(x, nn.meta.AxisMetadata)
+  for path, leaf in jax.tree_util.tree_flatten_with_path(params, is_leaf=is_box)[0]:
+    if "position_emb" not in jax.tree_util.keystr(path):
+      total += math.prod(getattr(leaf, "value", leaf).shape)
+  return total
+
+
+def model_flops_per_token(
+  params: Any, transformer_dims: tuple[int, int, int] | None, seq_len: int
+) -> float:
+  """The model FLOPs of one token of training, for a model with these `params` (the one
+  function the trainer's MFU and the tools' FLOPs use)."""
+  return flops_per_token(num_matmul_params(params), transformer_dims, seq_len)
 
 
 def format_duration(seconds: float) -> str:

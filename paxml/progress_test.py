@@ -4,7 +4,9 @@ import types
 from unittest import mock
 
 from absl.testing import absltest
+import flax.linen as nn
 import jax
+import jax.numpy as jnp
 
 from paxml import progress
 
@@ -14,6 +16,19 @@ class ProgressTest(absltest.TestCase):
     # Hand-computed: 6 * 1000 + 12 * 2 layers * 4 heads * 8 dims * 16 tokens = 6000 + 12288.
     self.assertEqual(progress.flops_per_token(1000, (2, 4, 8), 16), 18288.0)
     self.assertEqual(progress.flops_per_token(1000, None, 16), 6000.0)
+
+  def test_model_flops_count_every_weight_but_the_position_table(self):
+    # Boxed (as jax.eval_shape of an init gives them) and plain leaves both count.
+    params = {
+      "embedding": nn.LogicallyPartitioned(jnp.zeros((10, 4)), ("vocab", "embed")),
+      "position_emb": {"emb_var": jnp.zeros((16, 4))},
+      "ffn": {"w": jax.ShapeDtypeStruct((4, 8), jnp.float32), "b": jnp.zeros((8,))},
+    }
+    self.assertEqual(progress.num_matmul_params(params), 40 + 32 + 8)
+    self.assertEqual(
+      progress.model_flops_per_token(params, (2, 4, 8), 16),
+      progress.flops_per_token(80, (2, 4, 8), 16),
+    )
 
   def test_peak_table(self):
     def device(kind):

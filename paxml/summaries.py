@@ -29,6 +29,8 @@ import jax
 import numpy as np
 import tensorflow as tf
 
+from paxml import leader
+
 # TensorFlow is here only to write event files. Hide any GPU from it, or a GPU
 # build of TF reserves most of the GPU memory that JAX needs.
 tf.config.set_visible_devices([], "GPU")
@@ -234,11 +236,6 @@ def _default_tag_to_key(tag: str) -> tuple[str, str]:
   return key, rest
 
 
-def is_leader_process() -> bool:
-  """Whether this is the process that does I/O for the job (process 0)."""
-  return jax.process_index() == 0
-
-
 class MultiDirectorySummaryWriter:
   """One writer per sub-directory of `root`, chosen by the tag's first part.
 
@@ -263,7 +260,7 @@ class MultiDirectorySummaryWriter:
     self._tag_to_key = tag_to_key
     self._dirname = dirname
     self._threaded = use_threaded_writer
-    self._enabled = is_leader_process() or not only_from_leader_process
+    self._enabled = leader.is_leader() or not only_from_leader_process
     self._frozen = bool(tuple(keys))
     self._writers: dict[str, Any] = {}
     for key in keys:

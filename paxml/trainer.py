@@ -14,12 +14,12 @@ Outputs in `job_log_dir` (Pax's layout):
   decoder_out/<name>/
 """
 
+import dataclasses
 import functools
 from typing import Any
 
 from absl import logging
 import fiddle as fdl
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
@@ -172,13 +172,17 @@ def train_and_evaluate(
   *,
   eval_on_test: bool = False,
   decode_during_train: bool = False,
+  enable_checkpoint_saving: bool = True,
+  enable_summary_writer: bool = True,
   profiler=None,
 ) -> dict[str, float]:
   """Trains `experiment` up to its `num_train_steps`, resuming if possible.
 
   `eval_on_test` also evaluates every eval dataset at eval steps; `decode_during_train`
-  decodes the decode datasets at decode steps. `profiler`, if given, is told about each step
-  (`before_step(step)`, `after_step(step, outputs)`) and closed at the end.
+  decodes the decode datasets at decode steps. `enable_checkpoint_saving=False` writes no
+  checkpoint (a checkpoint already there is still restored); `enable_summary_writer=False`
+  writes no summaries. `profiler`, if given, is told about each step (`before_step(step)`,
+  `after_step(step, outputs)`) and closed at the end.
 
   Returns:
     The last summarised metrics plus `step`, the final step (and `preempted`: 1.0 when a
@@ -194,11 +198,18 @@ def train_and_evaluate(
   # Before anything else touches the directory: a second trainer must not overwrite the
   # config files or clean up the first one's in-progress checkpoint.
   with job_lock.JobLease(job_log_dir):
-    return _train(
+    setup = _set_up(
       experiment,
       job_log_dir,
       eval_on_test=eval_on_test,
       decode_during_train=decode_during_train,
+      enable_summary_writer=enable_summary_writer,
+    )
+    return _train(
+      setup,
+      job_log_dir,
+      enable_checkpoint_saving=enable_checkpoint_saving,
+      enable_summary_writer=enable_summary_writer,
       profiler=profiler,
     )
 
@@ -238,22 +249,36 @@ class _SkipWatch:
       )
 
 
-def _train(
+@dataclasses.dataclass(frozen=True)
+class _Setup:
+  """What the loop trains with, built once before it starts."""
+
+  task: tasks_lib.TaskConfig
+  partitioner: partitioning.Partitioner
+  train_input: Any
+  host_batch: pytypes.NestedMap
+  """The first training batch of this process (peeked: not consumed)."""
+  global_batch_size: int
+  optimizer: train_states.Optimizer
+  layout: train_states.StateLayout
+  programs: eval_lib.Programs
+
+
+def _set_up(
   experiment: base_experiment.BaseExperiment,
   job_log_dir: str,
   *,
   eval_on_test: bool,
   decode_during_train: bool,
-  profiler,
-) -> dict[str, float]:
-  """`train_and_evaluate` once it holds the job_log_dir lease."""
+  enable_summary_writer: bool,
+) -> _Setup:
+  """Builds the inputs, mesh, optimizer, state layout and eval/decode programs; writes the
+  config files of job_log_dir."""
   task = tasks_lib.to_task_config(experiment.task())
   datasets = experiment.datasets()
   job_files.write_config_files(job_log_dir, "train", experiment, datasets, task)
   partitioner = partitioning.for_experiment(experiment, task)
   train_input = fdl.build(partitioner.preprocess_input_config(experiment.train_dataset()))
-  init_rng, train_rng = jax.random.split(jax.random.PRNGKey(task.random_seed))
-
   host_batch = eval_lib.peek(train_input)
   global_batch_size = host_batch.ids.shape[0] * jax.process_count()
   partitioner.check_global_batch(global_batch_size)
@@ -264,6 +289,7 @@ def _train(
       "batch shards; pick a divisor"
     )
   optimizer, _ = train_states.make_optimizer(task)
+  init_rng, _ = _rngs(task)
   layout = train_states.state_layout(task, optimizer, partitioner, host_batch, init_rng)
   job_files.write_post_init_files(
     job_log_dir, layout.boxed.params, layout.shardings.params, host_batch
@@ -277,8 +303,43 @@ def _train(
     with_eval_test=eval_on_test,
     with_decode=decode_during_train,
     random_seed=task.random_seed,
+    summaries_enabled=enable_summary_writer,
+  )
+  return _Setup(
+    task, partitioner, train_input, host_batch, global_batch_size, optimizer, layout, programs
   )
 
+
+def _rngs(task: tasks_lib.TaskConfig) -> tuple[jax.Array, jax.Array]:
+  """(initialisation key, training key) from the task's seed."""
+  init_rng, train_rng = jax.random.split(jax.random.PRNGKey(task.random_seed))
+  return init_rng, train_rng
+
+
+@dataclasses.dataclass
+class _LoopState:
+  """What the loop and its periodic work share: the train state, its step, the last metrics."""
+
+  state: train_states.TrainState
+  step: int
+  step_metrics: Metrics | None = None
+  """The last step's metrics, still on the device (fetched only for a summary)."""
+  metrics: dict[str, float] = dataclasses.field(default_factory=dict)
+  """The last summarised metrics, on the host."""
+  preempted: bool = False
+
+
+def _train(
+  setup: _Setup,
+  job_log_dir: str,
+  *,
+  enable_checkpoint_saving: bool,
+  enable_summary_writer: bool,
+  profiler,
+) -> dict[str, float]:
+  """Restores or initialises the state, then runs the loop with its periodic work."""
+  task, partitioner, layout = setup.task, setup.partitioner, setup.layout
+  init_rng, train_rng = _rngs(task)
   with (
     checkpoints.Checkpointer(
       job_log_dir,
@@ -287,12 +348,12 @@ def _train(
       save_keep_interval_duration=task.save_keep_interval_duration,
     ) as checkpointer,
     preemption.PreemptionGuard() as preempt,
-    programs,
+    setup.programs,
   ):
     restored = checkpointer.restore(layout.abstract)
     if restored is not None:
       state = restored.state
-      train_input.set_state(restored.input_state)
+      setup.train_input.set_state(restored.input_state)
       logging.info(
         "Restored checkpoint at step %d from %s; resuming", restored.step, checkpointer.directory
       )
@@ -308,107 +369,174 @@ def _train(
       if task.init_from_checkpoint_rules:
         state = warm_start.apply(state, layout.abstract, task.init_from_checkpoint_rules)
 
-    step = int(state.step)
-    if step >= task.num_train_steps:
-      logging.info(
-        "Already at step %d of num_train_steps=%d; nothing to train", step, task.num_train_steps
-      )
-      return {"step": float(step)}
+    loop = _LoopState(state, int(state.step))
+    last = task.num_train_steps
+    if loop.step >= last:
+      logging.info("Already at step %d of num_train_steps=%d; nothing to train", loop.step, last)
+      return {"step": float(loop.step)}
 
     # Compiled once; the state is donated so its buffers are reused for the new state
     # instead of holding two copies of parameters and moments.
     step_fn = jax.jit(
       functools.partial(
-        train_step, model=task.model, optimizer=optimizer, num_microbatches=task.num_microbatches
+        train_step,
+        model=task.model,
+        optimizer=setup.optimizer,
+        num_microbatches=task.num_microbatches,
       ),
       in_shardings=(layout.shardings, partitioner.batch_sharding(), partitioner.replicated()),
       out_shardings=(layout.shardings, partitioner.replicated()),
       donate_argnums=0,
     )
-    last = task.num_train_steps
-    summary_due = triggers.StepInterval(task.summary_interval_steps) | triggers.AtSteps(last)
-    eval_due = triggers.AtSteps(last)
-    if task.eval_interval_steps:
-      eval_due |= triggers.StepInterval(task.eval_interval_steps)
-    decode_due = triggers.AtSteps(last)
-    if task.decode_interval_steps:
-      decode_due |= triggers.StepInterval(task.decode_interval_steps)
-    # Asking every process is a collective: once per step alone, once per summary with others.
-    preemption_check = triggers.StepInterval(
-      1 if jax.process_count() == 1 else task.summary_interval_steps
-    )
-    meter = progress.ProgressMeter(
-      num_train_steps=last,
-      tokens_per_step=global_batch_size * host_batch.ids.shape[1],
-      flops_per_token=progress.flops_per_token(
-        _num_matmul_params(layout.boxed.params),
-        tasks_lib.transformer_dims(task.model),
-        host_batch.ids.shape[1],
-      ),
-      num_devices=partitioner.mesh.size,
-      peak_flops_per_device=progress.peak_flops_per_device(jax.devices()[0]),
-      start_step=step,
-    )
-    skip_watch = _SkipWatch(task.max_consecutive_skipped_steps, step, int(state.skipped_steps))
-
     # Leaving the `with` blocks flushes the summaries and waits for asynchronous
     # checkpoint saves, even when training fails.
     # The layers' sharding constraints apply when the step is first traced, inside this context.
-    with eval_lib.open_writer(job_log_dir, "train") as writer, partitioner.rules_context():
-      logging.info("Training from step %d to %d", step, last)
-      metrics: dict[str, float] = {}
-      while step < last:
-        # Before the step, as in Pax: a fresh run saves its initial state, and
-        # a state is saved before its buffers are donated to the next step.
-        checkpointer.save(step, state, train_input.get_state())
-        checkpointer.check()  # A failed background save stops the run now, not a save later.
-        if preemption_check.check(step) and preempt.requested_on_any_process():
-          if checkpointer.latest_step() != step:  # Not already saved as a regular step.
-            checkpointer.save(step, state, train_input.get_state(), force=True)
-          logging.info(
-            "Stopping at step %d on SIGTERM; checkpoint saved in %s", step, checkpointer.directory
-          )
-          return {"step": float(step), "preempted": 1.0, **metrics}
+    with (
+      eval_lib.open_writer(job_log_dir, "train", enable_summary_writer) as writer,
+      partitioner.rules_context(),
+    ):
+      work = _PeriodicWork(
+        setup,
+        loop,
+        writer,
+        checkpointer if enable_checkpoint_saving else None,
+        preempt,
+        profiler,
+      )
+      before_step, after_step = work.schedules()
+      logging.info("Training from step %d to %d", loop.step, last)
+      while True:
+        before_step.run_at(loop.step)
+        if loop.preempted or loop.step >= last:
+          break
         # Each process feeds its own rows; together they form the global batch.
-        batch = partitioner.global_batch(pytypes.NestedMap(train_input.get_next()))
-        if profiler:
-          profiler.before_step(step)
-        state, step_metrics = step_fn(state, batch, train_rng)
-        step += 1
-        if profiler:
-          profiler.after_step(step, step_metrics)
-        if summary_due.check(step):
-          # Fetching the metrics waits for the step; between summaries the host runs ahead.
-          metrics = {k: float(v) for k, v in jax.device_get(step_metrics).items()}
-          rates = meter.update(step)
-          metrics.update({k: v for k, v in rates.items() if k != "eta_secs"})
-          writer.scalars(step, metrics)
-          logging.info(
-            "%s lr %.2e grad_norm %.3f skipped %d",
-            meter.line(step, metrics["loss"], rates),
-            metrics["lr"],
-            metrics["learning/raw_grad_norm"],
-            metrics["learning/skipped_steps"],
-          )
-          skip_watch.update(step, int(metrics["learning/skipped_steps"]))
-        if eval_due.check(step):
-          if not task.eval_skip_train:
-            programs.eval_train(state.params, step, eval_lib.peek(train_input))
-          programs.eval_test(state.params, step)
-        if decode_due.check(step):
-          programs.decode(state.params, step)
-      checkpointer.save(step, state, train_input.get_state(), force=True)
+        batch = partitioner.global_batch(pytypes.NestedMap(setup.train_input.get_next()))
+        loop.state, loop.step_metrics = step_fn(loop.state, batch, train_rng)
+        loop.step += 1
+        after_step.run_at(loop.step)
       if profiler:
         profiler.close()
-  logging.info("Finished at step %d; checkpoints in %s", step, checkpointer.directory)
-  return {"step": float(step), **metrics}
+  if loop.preempted:
+    return {"step": float(loop.step), "preempted": 1.0, **loop.metrics}
+  logging.info("Finished at step %d; checkpoints in %s", loop.step, checkpointer.directory)
+  return {"step": float(loop.step), **loop.metrics}
 
 
-def _num_matmul_params(boxed_params: Any) -> int:
-  """Parameters that take part in matmuls: all but a learned position table (a lookup; see
-  progress.py)."""
-  total = 0
-  for path, value in jax.tree_util.tree_flatten_with_path(nn.unbox(boxed_params))[0]:
-    if "position_emb" not in jax.tree_util.keystr(path):
-      total += value.size
-  return total
+class _PeriodicWork:
+  """The loop's periodic work, as entries of two triggers.Schedule (STYLE.md 14).
+
+  before each step (and after the last):
+    checkpoint   every step boundary; Orbax's manager saves when `save_interval_steps` is due
+                 (and a fresh run's initial state); the last step is always saved. Before the
+                 step, as in Pax: a state is saved before its buffers are donated to the next.
+    preemption   a SIGTERM on any process: save (unless already saved) and stop. Asking every
+                 process is a collective: each step alone, each summary with others.
+    profiler     every step but after the last, when a profiler is given (its before_step).
+  after each step:
+    profiler     its after_step, with the step's outputs.
+    summaries    every `summary_interval_steps` and the last step: train summaries, progress line.
+    eval         every `eval_interval_steps` and the last step: eval_train, eval_test.
+    decode       every `decode_interval_steps` and the last step (with --decode_during_train).
+  """
+
+  def __init__(self, setup: _Setup, loop: _LoopState, writer, checkpointer, preempt, profiler):
+    self.setup, self.loop, self.writer = setup, loop, writer
+    self.checkpointer, self.preempt, self.profiler = checkpointer, preempt, profiler
+    task = setup.task
+    seq_len = setup.host_batch.ids.shape[1]
+    self.meter = progress.ProgressMeter(
+      num_train_steps=task.num_train_steps,
+      tokens_per_step=setup.global_batch_size * seq_len,
+      flops_per_token=progress.model_flops_per_token(
+        setup.layout.boxed.params, tasks_lib.transformer_dims(task.model), seq_len
+      ),
+      num_devices=setup.partitioner.mesh.size,
+      peak_flops_per_device=progress.peak_flops_per_device(jax.devices()[0]),
+      start_step=loop.step,
+    )
+    self.skip_watch = _SkipWatch(
+      task.max_consecutive_skipped_steps, loop.step, int(loop.state.skipped_steps)
+    )
+
+  def schedules(self) -> tuple[triggers.Schedule, triggers.Schedule]:
+    task = self.setup.task
+    last = triggers.AtSteps(task.num_train_steps)
+    every_step = triggers.StepInterval(1)
+    before, after = triggers.Schedule(), triggers.Schedule()
+    if self.checkpointer is not None:
+      before.add("checkpoint", every_step, self.save)
+    preemption_interval = 1 if jax.process_count() == 1 else task.summary_interval_steps
+    before.add("preemption", triggers.StepInterval(preemption_interval), self.check_preemption)
+    if self.profiler:
+      before.add("profiler", every_step, self.before_profiled_step)
+      after.add(
+        "profiler",
+        every_step,
+        lambda: self.profiler.after_step(self.loop.step, self.loop.step_metrics),
+      )
+    after.add(
+      "summaries", triggers.StepInterval(task.summary_interval_steps) | last, self.summarize
+    )
+    after.add("eval", _interval_or_last(task.eval_interval_steps, last), self.evaluate)
+    after.add("decode", _interval_or_last(task.decode_interval_steps, last), self.decode)
+    return before, after
+
+  def save(self) -> None:
+    step, final = self.loop.step, self.loop.step >= self.setup.task.num_train_steps
+    self.checkpointer.save(step, self.loop.state, self.setup.train_input.get_state(), force=final)
+    self.checkpointer.check()  # A failed background save stops the run now, not a save later.
+
+  def before_profiled_step(self) -> None:
+    if self.loop.step < self.setup.task.num_train_steps:  # Not after the last: no step follows.
+      self.profiler.before_step(self.loop.step)
+
+  def check_preemption(self) -> None:
+    if self.loop.step >= self.setup.task.num_train_steps:
+      return  # Finished: the last step is saved anyway.
+    if not self.preempt.requested_on_any_process():
+      return
+    step = self.loop.step
+    if self.checkpointer is None:
+      logging.info(
+        "Stopping at step %d on SIGTERM (--enable_checkpoint_saving=false: not saved)", step
+      )
+    else:
+      if self.checkpointer.latest_step() != step:  # Not already saved as a regular step.
+        self.checkpointer.save(
+          step, self.loop.state, self.setup.train_input.get_state(), force=True
+        )
+      logging.info(
+        "Stopping at step %d on SIGTERM; checkpoint saved in %s", step, self.checkpointer.directory
+      )
+    self.loop.preempted = True
+
+  def summarize(self) -> None:
+    step = self.loop.step
+    # Fetching the metrics waits for the step; between summaries the host runs ahead.
+    metrics = {k: float(v) for k, v in jax.device_get(self.loop.step_metrics).items()}
+    rates = self.meter.update(step)
+    metrics.update({k: v for k, v in rates.items() if k != "eta_secs"})
+    self.writer.scalars(step, metrics)
+    logging.info(
+      "%s lr %.2e grad_norm %.3f skipped %d",
+      self.meter.line(step, metrics["loss"], rates),
+      metrics["lr"],
+      metrics["learning/raw_grad_norm"],
+      metrics["learning/skipped_steps"],
+    )
+    self.loop.metrics = metrics
+    self.skip_watch.update(step, int(metrics["learning/skipped_steps"]))
+
+  def evaluate(self) -> None:
+    params, step, programs = self.loop.state.params, self.loop.step, self.setup.programs
+    if not self.setup.task.eval_skip_train:
+      programs.eval_train(params, step, eval_lib.peek(self.setup.train_input))
+    programs.eval_test(params, step)
+
+  def decode(self) -> None:
+    self.setup.programs.decode(self.loop.state.params, self.loop.step)
+
+
+def _interval_or_last(interval: int | None, last: triggers.Trigger) -> triggers.Trigger:
+  """Every `interval` steps (none when 0 / None) and at `last`."""
+  return triggers.StepInterval(interval) | last if interval else last

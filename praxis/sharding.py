@@ -142,10 +142,10 @@ def make_mesh(
   """Builds the device mesh `ici_mesh_shape` x `dcn_mesh_shape` (elementwise) over `axis_names`.
 
   ICI is the fast in-slice network, DCN the slower one between slices (Pax's ICI_MESH_SHAPE and
-  DCN_MESH_SHAPE). Every device is used exactly once. Devices without a `slice_index` (CPU, one
-  GPU host) are grouped into DCN granules by process when there is one process per granule, else
-  (fake devices in one process) by consecutive blocks of the device list, so multi-slice meshes can
-  be tested on CPU.
+  DCN_MESH_SHAPE). Every device is used exactly once. The DCN granules are the TPU slices when
+  the devices' `slice_index` values give one per granule; else (CPU and GPU devices all report
+  slice 0) the processes when there is one per granule; else (fake devices in one process)
+  consecutive blocks of the device list, so multi-slice meshes can be tested on CPU.
   """
   devices = list(jax.devices() if devices is None else devices)
   ici = tuple(int(d) for d in ici_mesh_shape)
@@ -167,11 +167,13 @@ def make_mesh(
       f"entries is {len(devices)} (on CPU, XLA_FLAGS=--xla_force_host_platform_device_count="
       f"{needed} fakes that many devices)."
     )
+  num_slices = len({getattr(d, "slice_index", None) for d in devices})
   if math.prod(dcn) == 1:
     grid = mesh_utils.create_device_mesh(ici, devices)
-  elif hasattr(devices[0], "slice_index"):
+  elif num_slices == math.prod(dcn):
     grid = mesh_utils.create_hybrid_device_mesh(ici, dcn, devices)
   elif len({d.process_index for d in devices}) == math.prod(dcn):
+    # CPU and GPU devices report slice_index 0 for all (jax 0.10): processes are the granules.
     grid = mesh_utils.create_hybrid_device_mesh(ici, dcn, devices, process_is_granule=True)
   else:
     grid = _blocked_hybrid_grid(ici, dcn, devices)

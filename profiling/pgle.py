@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from paxml import user_paths
 from profiling import conversion as convert_lib
 from profiling import flags as flags_lib
 from profiling import reporting as report_lib
@@ -45,8 +46,7 @@ _AGGREGATIONS = {
 
 def _path(path: str) -> str:
   """Paths as the user typed them: `bazel run` runs us in the runfiles, not the user's directory."""
-  base = os.environ.get("BUILD_WORKING_DIRECTORY", os.getcwd())
-  return os.path.join(base, os.path.expanduser(path))
+  return user_paths.resolve(path)
 
 
 def _convert(args: argparse.Namespace) -> int:

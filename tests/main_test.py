@@ -3,6 +3,9 @@
 import glob
 import json
 import os
+import re
+import subprocess
+import sys
 
 from absl.testing import absltest
 
@@ -114,6 +117,56 @@ class RunTest(absltest.TestCase):
       )
     )
 
+    # Pax's --restore_checkpoint_dir (another run's checkpoints), repeated
+    # --restore_checkpoint_step, --eval_during_decode and --enable_summary_writer=false.
+    other_dir = self.create_tempdir().full_path
+    decoded = main.run(
+      name,
+      other_dir,
+      mode="decode_once",
+      restore_checkpoint_dir=job_log_dir,
+      restore_checkpoint_step=[10, 20],
+      eval_during_decode=True,
+      enable_summary_writer=False,
+    )
+    self.assertEqual(decoded["steps"], [10, 20])
+    self.assertEqual(
+      sorted(os.listdir(os.path.join(other_dir, "decoder_out", "progressions"))),
+      ["decoder_out_00000010.jsonl", "decoder_out_00000020.jsonl"],
+    )
+    self.assertAlmostEqual(
+      decoded["results"]["eval_test_progressions"]["total_loss"],
+      evaluated["results"]["progressions"]["total_loss"],
+      places=5,
+    )
+    self.assertFalse(os.path.exists(os.path.join(other_dir, "summaries")))
+    self.assertFalse(os.path.exists(os.path.join(other_dir, "checkpoints")))
+    with self.assertRaisesRegex(main.UsageError, "only --mode=decode_once or infer"):
+      main.run(name, other_dir, mode="eval", restore_checkpoint_step=[10, 20])
+    with self.assertRaisesRegex(main.UsageError, "read by eval/decode jobs"):
+      main.run(name, other_dir, restore_checkpoint_dir=job_log_dir)
+
+  def test_fdl_set_changes_a_registered_experiment(self):
+    job_log_dir = self.create_tempdir().full_path
+    result = main.run(
+      experiment_registry.canonical_name(TinyDemoLm),
+      job_log_dir,
+      fdl_set=["NUM_TRAIN_STEPS=3", "SAVE_INTERVAL_STEPS=2"],
+      enable_checkpoint_saving=True,
+    )
+    self.assertEqual(result["step"], 3)
+    self.assertEqual(
+      sorted(os.listdir(os.path.join(job_log_dir, "checkpoints"))),
+      ["checkpoint_00000000", "checkpoint_00000002", "checkpoint_00000003"],
+    )
+    # TinyLm's task() is a built TaskConfig: its fields cannot be set, and it says so.
+    with self.assertRaisesRegex(main.UsageError, "not a Fiddle config"):
+      main.run(
+        experiment_registry.canonical_name(TinyDemoLm),
+        job_log_dir,
+        fdl_set=["num_train_steps=3"],
+      )
+
   def test_eval_job_says_what_it_waits_for(self):
     job_log_dir = self.create_tempdir().full_path
     with self.assertLogs("absl", "INFO") as logs:
@@ -164,6 +217,43 @@ class RunTest(absltest.TestCase):
       main.run(experiment_registry.canonical_name(TinyDemoLm), os.path.join(blocker, "run"))
 
 
+# Every flag google/paxml's paxml/main.py defines (read from Pax's main.py at HEAD b397693).
+PAX_MAIN_FLAGS = [
+  "exp", "job_log_dir", "mode", "eval_on_test", "decode_during_train", "eval_during_decode",
+  "maybe_use_persistence_checkpointing", "jax_fully_async_checkpoint",
+  "exit_after_ondemand_checkpoint", "tensorstore_use_ocdbt", "async_timeout_secs",
+  "startup_random_jitter_max_secs", "jax_traceback_filtering_option", "decode_output_pickle",
+  "checkpoint_todelete_subdir", "restore_checkpoint_dir", "restore_checkpoint_step",
+  "globally_use_hardware_rng", "jax_profiler_port", "enable_auto_sharding",
+  "enable_checkpoint_saving", "enforce_restore_shape_check", "study", "controller_mode",
+  "tuner_group", "metrics_from", "num_trials", "pythia_port", "tfds_data_dir",
+  "multiprocess_gpu", "server_addr", "num_hosts", "host_idx", "fdl", "enable_summary_writer",
+]  # fmt: skip
+# The flags Pax's main pulls in from elsewhere that its users pass: Fiddle's legacy flags, JAX's
+# (jax.config.config_with_absl()), praxis' py_utils, summary_utils and tf_data_service_lib.
+PAX_OTHER_FLAGS = [
+  "fdl_config", "fdl_config_file", "fiddler", "fdl_set", "fdl_tags_set", "fdl_help",
+  "jax_backend_target", "jax_xla_backend", "jax_enable_checks", "jax_platforms",
+  "pmap_use_tensorstore", "pax_only_aggregate_summaries", "tf_data_service_port",
+  "tf_data_service_dispatcher_address", "tf_data_service_worker_address",
+  "tf_data_service_data_transfer_protocol", "tf_data_service_data_transfer_address",
+  "tf_data_service_work_dir", "tf_data_service_fault_tolerant_mode",
+  "tf_data_service_worker_addresses", "tf_data_service_address",
+]  # fmt: skip
+
+
+def _helpfull() -> str:
+  result = subprocess.run(
+    [sys.executable, "-m", "paxml.main", "--helpfull"],
+    env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+    capture_output=True,
+    text=True,
+    timeout=300,
+    check=False,
+  )
+  return result.stdout
+
+
 class CommandLineTest(absltest.TestCase):
   """The real process: exit status and what a person sees on stderr."""
 
@@ -193,6 +283,47 @@ class CommandLineTest(absltest.TestCase):
     self.assertTrue(
       errors[0].startswith(f"error: --job_log_dir={blocker}/run cannot be written"), stderr
     )
+    self.assertNotIn("Traceback", stderr)
+
+  def test_every_flag_of_pax_main_is_accepted(self):
+    stdout = _helpfull()  # absl exits with status 1 after --helpfull.
+    defined = set(re.findall(r"^\s+--(?:\[no\])?([\w.]+)", stdout, re.MULTILINE))
+    missing = sorted(set(PAX_MAIN_FLAGS + PAX_OTHER_FLAGS) - defined)
+    self.assertEmpty(missing)
+
+  def test_pax_command_line_trains_with_pax_flags(self):
+    job_log_dir = self.create_tempdir().full_path
+    status, stderr = binaries.run_main(
+      # Pax's Fiddle way of naming the experiment, and a setting on it (--fdl.X is --fdl_set=X).
+      "--fdl_config=paxml.testing.tiny_lm.TinyLm",
+      "--fdl.NUM_TRAIN_STEPS=4",
+      f"--job_log_dir={job_log_dir}",
+      "--enable_checkpoint_saving=false",
+      "--enable_summary_writer=false",
+      "--jax_traceback_filtering_option=off",
+      "--jax_default_matmul_precision=float32",  # One of JAX's own, through its absl flags.
+      "--startup_random_jitter_max_secs=0",
+      "--study=my_study",
+      "--tf_data_service_address=grpc://x:1",
+      "--noglobally_use_hardware_rng",
+      "--verbosity=0",
+    )
+    self.assertEqual(status, 0, stderr)
+    self.assertIn("step 4/4 loss", stderr)
+    self.assertIn("--study does nothing here: hyperparameter tuning", stderr)
+    self.assertIn("--tf_data_service_address does nothing here", stderr)
+    self.assertFalse(os.listdir(os.path.join(job_log_dir, "checkpoints")))
+    self.assertFalse(os.path.exists(os.path.join(job_log_dir, "summaries")))
+    self.assertTrue(os.path.exists(os.path.join(job_log_dir, "model_params.txt")))
+
+  def test_tf_data_service_mode_is_refused_in_one_line(self):
+    status, stderr = binaries.run_main(
+      "--mode=tf_data_service_dispatcher", f"--job_log_dir={self.create_tempdir().full_path}"
+    )
+    self.assertEqual(status, 1)
+    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+    self.assertLen(errors, 1, stderr)
+    self.assertIn("tf.data service", errors[0])
     self.assertNotIn("Traceback", stderr)
 
   def test_missing_required_flag_is_a_usage_error(self):

@@ -5,6 +5,10 @@ batch; the reference is one process with 4 fake devices feeding the whole batch.
 batch, same per-step losses (rtol 2e-5: the cross-process all-reduce may sum in another order);
 one set of summaries (only process 0 writes); and a second 2-process run restores the
 checkpoint both processes wrote and continues.
+
+Multislice (Pax's c4_multislice shape, scaled down): 2 processes x 4 devices with
+DCN_MESH_SHAPE=[2, 1, 1] and ICI_MESH_SHAPE=[1, 4, 1], each process one slice along `replica`
+(mesh replica 2 x data 4); the same global batch gives the same losses as the one-process run.
 """
 
 import os
@@ -63,6 +67,12 @@ class MultihostLm6(MultihostLm):
   NUM_TRAIN_STEPS = 6
 
 
+class MultisliceLm(MultihostLm):
+  """Two slices joined over DCN: each process is one slice of 4 devices along `replica`."""
+
+  DCN_MESH_SHAPE = (2, 1, 1)
+
+
 _CHILD = """
 import sys
 from absl import logging
@@ -72,7 +82,12 @@ from tests import multihost_test
 port, num, idx, job_log_dir, exp = sys.argv[1:]
 if int(num) > 1:
   main.initialize_distributed(f"127.0.0.1:{port}", int(num), int(idx))
-result = trainer.train_and_evaluate(getattr(multihost_test, exp)(), job_log_dir)
+experiment = getattr(multihost_test, exp)()
+result = trainer.train_and_evaluate(experiment, job_log_dir)
+from paxml import partitioning
+mesh = partitioning.create_mesh(experiment.ICI_MESH_SHAPE, experiment.DCN_MESH_SHAPE)
+# The process of each device, by replica row: one process per slice when DCN splits `replica`.
+print("MESH", dict(mesh.shape), [sorted({d.process_index for d in row.flat}) for row in mesh.devices])
 print("RESULT", result["step"])
 """
 
@@ -113,7 +128,7 @@ def _run(num_processes, devices_per_process, job_log_dir, exp):
   outputs = [p.communicate(timeout=400) for p in procs]
   for p, (out, err) in zip(procs, outputs):
     assert p.returncode == 0, err[-4000:]
-  return [err for _, err in outputs]
+  return [out + err for out, err in outputs]
 
 
 class MultihostTest(absltest.TestCase):
@@ -135,6 +150,16 @@ class MultihostTest(absltest.TestCase):
     for log in logs:
       self.assertIn("Restored checkpoint at step 4", log)
     self.assertEqual(sorted(event_files.scalars_by_file(multi_dir)[-1]), [5, 6])
+
+    # Multislice, against the same one-process reference (same global batch of 8 rows).
+    slice_dir = self.create_tempdir().full_path
+    logs = _run(2, 4, slice_dir, "MultisliceLm")
+    for log in logs:
+      self.assertIn("MESH {'replica': 2, 'data': 4, 'mdl': 1} [[0], [1]]", log)
+    (multislice,) = event_files.scalars_by_file(slice_dir)
+    np.testing.assert_allclose(
+      [multislice[s] for s in range(1, 5)], [single[s] for s in range(1, 5)], rtol=2e-5
+    )
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from typing import Sequence
 from absl import app
 from absl import flags
 
+from paxml import user_paths
 from paxml.data import demo_data
 from paxml.data import text_pipeline
 from paxml.tasks.lm.params import demo
@@ -106,8 +107,7 @@ def main(argv: Sequence[str]) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   if _DATA_DIR.value:
-    start = os.environ.get("BUILD_WORKING_DIRECTORY") or os.getcwd()
-    data_dir = os.path.join(start, os.path.expanduser(_DATA_DIR.value))
+    data_dir = user_paths.resolve(_DATA_DIR.value)
   else:
     data_dir, _ = demo_data.ensure_prepared(vocab_size=demo.DemoLm.VOCAB_SIZE)
   inp = text_pipeline.TextInput(

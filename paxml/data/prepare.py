@@ -32,6 +32,7 @@ import numpy as np
 import tensorflow as tf
 import tqdm
 
+from paxml import user_paths
 from paxml.data import corpus
 from paxml.data import tokenizer as tokenizer_lib
 
@@ -173,8 +174,7 @@ def _find_input(path: str) -> str:
       "(`./bazelw run //paxml/data:prepare -- ...`), which builds @corpus//:kjv, or pass "
       "--input=FILE."
     )
-  start = os.environ.get("BUILD_WORKING_DIRECTORY") or os.getcwd()
-  return os.path.join(start, os.path.expanduser(path))
+  return user_paths.resolve(path)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -182,12 +182,11 @@ def main(argv: Sequence[str]) -> int:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   if not _OUTPUT_DIR.value:
     raise app.UsageError("--output_dir is required: the directory to write the data into.")
-  start = os.environ.get("BUILD_WORKING_DIRECTORY") or os.getcwd()
   try:
     summary = run(
       _find_input(_INPUT.value),
       _FORMAT.value,
-      os.path.join(start, os.path.expanduser(_OUTPUT_DIR.value)),
+      user_paths.resolve(_OUTPUT_DIR.value),
       _NUM_SHARDS.value,
       _VOCAB_SIZE.value,
       _MODEL_TYPE.value,

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from paxml import leader
 from paxml.experiment_api import utils
 
 FLAGS = flags.FLAGS
@@ -65,7 +66,7 @@ def train(
 ) -> None:
   """Trains until `should_run_step` is False; see the module docstring."""
   logging.info("Training with config:\n%s", config)
-  is_chief = jax.process_index() == 0
+  is_chief = leader.is_leader()
   is_checkpointer = config.train_checkpoint_all_hosts or is_chief
   rng = jax.random.PRNGKey(config.random_seed)
   if config.legacy_random_seed_behavior:
@@ -184,7 +185,7 @@ def evaluate(
   )
   higher = config.best_model_eval_metric_higher_is_better
   save_best = bool(config.best_model_eval_metric) and (
-    config.best_checkpoint_all_hosts or jax.process_index() == 0
+    config.best_checkpoint_all_hosts or leader.is_leader()
   )
   best_state = None
   if save_best:

@@ -28,6 +28,7 @@ import flax.struct
 import jax
 import numpy as np
 
+from paxml import leader
 from paxml.toolkit import checkpoint_store
 from paxml.toolkit import pmap_util
 from paxml.toolkit import pytypes
@@ -215,14 +216,14 @@ class RunEvalKeepBest:
     results = self._run_eval_action(train_state, **kwargs)
     result = results[self._tune_on]
     saved = None
-    if self._current_best is None and jax.process_index() == 0:
+    if self._current_best is None and leader.is_leader():
       try:
         self._current_best = read_pytree_json_file(self._results_path, result)
       except Exception:  # pylint: disable=broad-except
         self._current_best = None  # No (readable) earlier best.
     if self._current_best is None or result.is_better_than(self._current_best):
       self._current_best = result
-      if jax.process_index() == 0:
+      if leader.is_leader():
         self._save_state(train_state)
         write_pytree_json_file(self._results_path, result)
       saved = train_state

@@ -29,6 +29,7 @@ from flax.metrics import tensorboard as flax_tb
 import jax
 import numpy as np
 
+from paxml import leader
 from paxml.toolkit import pmap_util
 from paxml.toolkit import var_util
 
@@ -181,7 +182,7 @@ class MultiDirectorySummaryWriter(flax_tb.SummaryWriter):
     self._tag_to_key = tag_to_key
     self._dirname = dirname
     self._auto_flush = auto_flush
-    self._null = only_from_leader_process and jax.process_index() != 0
+    self._null = only_from_leader_process and not leader.is_leader()
     self._threaded = use_threaded_writer
     self._writers: dict[str, Any] = {}
     self._allow_new_keys = True

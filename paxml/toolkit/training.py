@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from paxml import leader
 from paxml.toolkit import checkpoint_store
 from paxml.toolkit import flax_compat
 from paxml.toolkit import pmap_util
@@ -224,7 +225,7 @@ class SaveCheckpoint:
     return self._store
 
   def __call__(self, train_state: Any, **unused_kwargs: Any) -> bool:
-    if jax.process_index() != 0:
+    if not leader.is_leader():
       return False
     return self.store.save(int(np.asarray(train_state.step)), train_state)
 

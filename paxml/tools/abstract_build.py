@@ -82,14 +82,11 @@ def batch_spec(experiment: base_experiment.BaseExperiment) -> pytypes.NestedMap:
 
 def mesh_shape(task: tasks_lib.TaskConfig, num_devices: int | None = None) -> dict[str, int]:
   """Axis name -> size of the task's ICI x DCN mesh (None ICI: `num_devices` on `data`)."""
-  names = partitioning.axis_names(
-    len(task.ici_mesh_shape or task.dcn_mesh_shape or partitioning.MESH_AXIS_NAMES)
+  if task.ici_mesh_shape is not None:  # The declared mesh, whatever this machine has.
+    num_devices = math.prod(task.ici_mesh_shape) * math.prod(task.dcn_mesh_shape or ())
+  names, ici, dcn = partitioning.mesh_shapes(
+    task.ici_mesh_shape, task.dcn_mesh_shape, num_devices or jax.device_count()
   )
-  dcn = tuple(task.dcn_mesh_shape or (1,) * len(names))
-  if task.ici_mesh_shape is None:
-    ici = (1, (num_devices or jax.device_count()) // math.prod(dcn), 1)
-  else:
-    ici = tuple(task.ici_mesh_shape)
   return {name: i * d for name, i, d in zip(names, ici, dcn)}
 
 
@@ -118,7 +115,7 @@ class Built:
   def rules(self) -> Any:
     """The logical-axis rules the experiment's partitioner uses (the default table if it
     declares none; building its partitioner would need its devices)."""
-    names = partitioning.axis_names(len(self.task.ici_mesh_shape or partitioning.MESH_AXIS_NAMES))
+    names = partitioning.mesh_axis_names(self.task.ici_mesh_shape, self.task.dcn_mesh_shape)
     return getattr(self.experiment, "SHARDING_RULES", partitioning.rules_for(names))
 
   def state_bytes_per_device(self, num_devices: int | None = None) -> dict[str, float]:
@@ -149,11 +146,6 @@ class Built:
   def flops_per_step(self) -> float:
     """Model FLOPs of one train step, progress.py's 6 N + 12 L H Q T per token (remat not
     counted). A learned position table (a lookup) is excluded from N."""
-    matmul_params = sum(
-      int(np.prod(v.shape))
-      for path, v in jax.tree_util.tree_flatten_with_path(nn.unbox(self.boxed_state.params))[0]
-      if "position_emb" not in jax.tree_util.keystr(path)
-    )
     dims = tasks_lib.transformer_dims(self.task.model)
     if dims is None and hasattr(self.experiment, "NUM_LAYERS"):
       from paxml.tasks.lm import model_params  # pylint: disable=g-import-not-at-top
@@ -164,7 +156,9 @@ class Built:
         model_params.dims_per_head(self.experiment),
       )
     seq_len = self.batch.ids.shape[1]
-    return progress.flops_per_token(matmul_params, dims, seq_len) * self.tokens_per_step
+    return (
+      progress.model_flops_per_token(self.boxed_state.params, dims, seq_len) * self.tokens_per_step
+    )
 
 
 def build(experiment: base_experiment.BaseExperiment, seed: int = 0) -> Built:

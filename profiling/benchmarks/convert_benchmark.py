@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 
+from paxml import user_paths
 from profiling import _pgle
 from profiling import cpu_trace
 from profiling import trace_relabel
@@ -217,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
 
   # `bazel run` runs us in the runfiles tree: a relative --workdir is relative to where the user ran it.
   workdir = (
-    os.path.join(os.environ.get("BUILD_WORKING_DIRECTORY", os.getcwd()), args.workdir)
+    user_paths.resolve(args.workdir)
     if args.workdir
     else tempfile.mkdtemp(prefix="convert_benchmark_")
   )
