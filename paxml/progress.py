@@ -19,6 +19,7 @@ guessed.
 
 import dataclasses
 import time
+from typing import Any
 
 import jax
 
@@ -42,6 +43,15 @@ def peak_flops_per_device(device: jax.Device) -> float | None:
     if name in device.device_kind:
       return flops
   return None
+
+
+def num_matmul_params(params: Any) -> int:
+  """N of the formula: every parameter but a learned position table (a lookup, not a matmul)."""
+  total = 0
+  for path, value in jax.tree_util.tree_flatten_with_path(params)[0]:
+    if "position_emb" not in jax.tree_util.keystr(path):
+      total += value.size
+  return total
 
 
 def flops_per_token(

@@ -341,7 +341,7 @@ def _train(
       num_train_steps=last,
       tokens_per_step=global_batch_size * host_batch.ids.shape[1],
       flops_per_token=progress.flops_per_token(
-        _num_matmul_params(layout.boxed.params),
+        progress.num_matmul_params(nn.unbox(layout.boxed.params)),
         tasks_lib.transformer_dims(task.model),
         host_batch.ids.shape[1],
       ),
@@ -402,13 +402,3 @@ def _train(
         profiler.close()
   logging.info("Finished at step %d; checkpoints in %s", step, checkpointer.directory)
   return {"step": float(step), **metrics}
-
-
-def _num_matmul_params(boxed_params: Any) -> int:
-  """Parameters that take part in matmuls: all but a learned position table (a lookup; see
-  progress.py)."""
-  total = 0
-  for path, value in jax.tree_util.tree_flatten_with_path(nn.unbox(boxed_params))[0]:
-    if "position_emb" not in jax.tree_util.keystr(path):
-      total += value.size
-  return total
