@@ -496,6 +496,12 @@ class DotProductAttention(base_layer.BaseLayer):
     # One boolean [1|B, 1, 1|T, S] mask, broadcast over the heads inside the masking op: an f32
     # mask compared per head would be hoisted out of a scanned stack as [B, N, T, S] loop state.
     keep = attention_masks.keep_mask(atten_mask)
+    fill = attention_masks.large_negative_number(jnp.float32)
+    # Inside a scanned stack the mask and the fill value are loop-invariant, and XLA would hoist
+    # their broadcasts to [B, N, T, S] out of the loop and carry them as loop state (two
+    # [B, N, T, S] buffers for the whole step). Tying them to the query (which changes every
+    # iteration) keeps the broadcasts inside the fused masking op; the barrier computes nothing.
+    query, keep, fill = jax.lax.optimization_barrier((query, keep, fill))
     impl = self._attention_impl(query, relative_bias, deterministic)
     if impl != "einsum":
       encoded, probs = self._fused_atten(query, key, value, keep, impl), None
@@ -508,7 +514,7 @@ class DotProductAttention(base_layer.BaseLayer):
         logits = logits * jnp.asarray(1.0 / np.sqrt(h), logits.dtype)
       # Softmax in float32 whatever the fprop dtype.
       logits = self._cap_logits(logits.astype(jnp.float32))
-      padded_logits = jnp.where(keep, logits, attention_masks.large_negative_number(jnp.float32))
+      padded_logits = jnp.where(keep, logits, fill)
       probs = self._softmax(padded_logits, key.dtype)
       probs = self._dropout(probs, deterministic)
       encoded = self._atten_context(probs, value)  # [B, T, N, H]
