@@ -147,13 +147,19 @@ def extend_step_causal_mask(
   return (future.astype(dtype) * large_negative_number(dtype))[None, None]
 
 
+def keep_mask(mask: jax.Array) -> jax.Array:
+  """A boolean mask, True where attending is allowed, from an additive (or 0/1, or bool) mask."""
+  if mask.dtype == jnp.bool_:
+    return mask
+  return mask >= 0.5 * large_negative_number(mask.dtype)
+
+
 def apply_mask_to_logits(logits: jax.Array, mask: jax.Array) -> jax.Array:
   """Pax's masking: logits where the mask keeps, the logits dtype's large negative elsewhere.
 
   Replacing (rather than adding) keeps masked logits from overflowing or staying competitive.
   """
-  min_value = large_negative_number(logits.dtype)
-  return jnp.where(mask >= 0.5 * min_value, logits, min_value)
+  return jnp.where(keep_mask(mask), logits, large_negative_number(logits.dtype))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -14,10 +14,10 @@ from praxis import base_layer
 
 
 class EinsumOp(base_layer.BaseLayer):
-  """jnp.einsum(equation, *args)."""
+  """jnp.einsum(equation, *args); `preferred_element_type` (ours) sets the result dtype."""
 
-  def __call__(self, equation: str, *args: jax.Array) -> jax.Array:
-    return jnp.einsum(equation, *args)
+  def __call__(self, equation: str, *args: jax.Array, preferred_element_type=None) -> jax.Array:
+    return jnp.einsum(equation, *args, preferred_element_type=preferred_element_type)
 
 
 class EinsumGatedOp(base_layer.BaseLayer):

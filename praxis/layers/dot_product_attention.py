@@ -18,8 +18,21 @@ whole sequence (`key_state`, `value_state` [B, S, N, H], and `key_post_rotary_po
 projects one position, writes it at `time_step` and attends over the cache. With
 `is_cross_attention=True` the cached keys/values (of the encoder) are only read.
 
-Our extension: `num_kv_heads` (None = Pax's multi-head; 1 = multi-query; K = grouped-query,
-query head n uses key/value head n // (N / K)).
+Our extensions: `num_kv_heads` (None = Pax's multi-head; 1 = multi-query; K = grouped-query,
+query head n uses key/value head n // (N / K)), and `attention_impl`, which picks how the
+attention itself is computed (`select_attention_impl`):
+
+  "einsum"  two einsums and a float32 softmax, as Pax; returns the probabilities. Every feature.
+  "xla"     `jax.nn.dot_product_attention(implementation="xla")`: the same math in JAX's code.
+  "cudnn"   `jax.nn.dot_product_attention(implementation="cudnn")`: cuDNN's fused (flash)
+            attention on NVIDIA GPUs; never materializes [B, N, T, S].
+  "auto"    (default) "cudnn" on a GPU for bfloat16 / float16 when the layer uses no feature the
+            fused kernels lack, else "einsum".
+
+The fused kinds return `None` for the probabilities and cannot apply a logit cap (Pax's
+`atten_logit_cap`, tanh before the softmax), `attention_extra_logit`, a relative bias, attention
+dropout in training, or a subclass's own logits (`_atten_logits`, e.g. relative or local
+attention): "auto" keeps "einsum" for those, and asking for a fused kind with one raises.
 
 Einsum letters: B batch, T query positions, S key positions, D model dims, N query heads,
 K key/value heads, G query heads per key/value head, H dims per head.
@@ -49,6 +62,42 @@ template_field = base_layer.template_field
 LayerTpl = pax_fiddle.Config
 SplitDimsMapping = pytypes.SplitDimsMapping
 DECODE_CACHE = base_layer.DECODE_CACHE
+
+
+ATTENTION_IMPLS = ("auto", "einsum", "xla", "cudnn")
+# dims per head cuDNN's fused attention takes (multiples of 8 up to 128; more needs Hopper+).
+_CUDNN_MAX_HEAD_DIM = 128
+
+
+def select_attention_impl(
+  requested: str, platform: str, dtype, dim_per_head: int, einsum_only: str | None
+) -> str:
+  """The attention implementation to use (module docstring).
+
+  Args:
+    requested: one of ATTENTION_IMPLS.
+    platform: `jax.default_backend()` ("cpu", "gpu", "tpu").
+    dtype: the query's dtype.
+    dim_per_head: H.
+    einsum_only: why the layer needs the einsum path (a feature the fused kinds lack), or None.
+
+  Returns:
+    "einsum", "xla" or "cudnn".
+  """
+  if requested not in ATTENTION_IMPLS:
+    raise ValueError(f"attention_impl must be one of {ATTENTION_IMPLS}, got {requested!r}.")
+  if requested == "auto":
+    if einsum_only is not None or platform not in ("gpu", "cuda"):
+      return "einsum"
+    half = jnp.dtype(dtype) in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
+    fits = dim_per_head % 8 == 0 and dim_per_head <= _CUDNN_MAX_HEAD_DIM
+    return "cudnn" if half and fits else "einsum"
+  if requested != "einsum" and einsum_only is not None:
+    raise ValueError(
+      f"attention_impl={requested!r} cannot compute this layer's attention: {einsum_only}. "
+      f"Use attention_impl='einsum' (or 'auto', which picks it)."
+    )
+  return requested
 
 
 class DotProductAttention(base_layer.BaseLayer):
@@ -93,6 +142,7 @@ class DotProductAttention(base_layer.BaseLayer):
     ln_tpl: optional QK-norm template (layer_norm_q, layer_norm_k over H).
     decoding_maybe_shard_projections: shard the step projections while decoding.
     num_kv_heads: (ours) key/value heads; None = num_heads.
+    attention_impl: (ours) "auto", "einsum", "xla" or "cudnn" (module docstring).
   """
 
   input_dim: int | dict[str, int] = 0
@@ -133,6 +183,7 @@ class DotProductAttention(base_layer.BaseLayer):
   ln_tpl: LayerTpl | None = template_field(None)
   decoding_maybe_shard_projections: bool = False
   num_kv_heads: int | None = None
+  attention_impl: str = "auto"
 
   class WeightSharding(base_layer.BaseLayer.WeightSharding):
     """proj: mesh split of every projection weight [D, N, H]; dconv: of the dconv taps."""
@@ -347,13 +398,20 @@ class DotProductAttention(base_layer.BaseLayer):
     return self.atten_dropout(probs, deterministic)
 
   def _atten_logits(self, query: jax.Array, key: jax.Array) -> jax.Array:
-    """query [B, T, N, H], key [B, S, K, H] -> logits [B, N, T, S]."""
+    """query [B, T, N, H], key [B, S, K, H] -> logits [B, N, T, S].
+
+    With the default EinsumOp, half-precision inputs give float32 logits straight from the
+    matmul's accumulator (no rounding to bf16 and back before the softmax).
+    """
     b, t, n, h = query.shape
     k = key.shape[2]
-    if k == n:
-      return self.qk_einsum("BTNH,BSNH->BNTS", query, key)
+    kwargs = {}
+    if type(self.qk_einsum) is base_ops.EinsumOp and query.dtype != jnp.float32:
+      kwargs["preferred_element_type"] = jnp.float32
+    if k == n:  # a 4-D einsum: the grouped form below costs extra [B, N, T, S] copies
+      return self.qk_einsum("BTNH,BSNH->BNTS", query, key, **kwargs)
     grouped = query.reshape(b, t, k, n // k, h)  # head n = k * G + g
-    logits = self.qk_einsum("BTKGH,BSKH->BKGTS", grouped, key)
+    logits = self.qk_einsum("BTKGH,BSKH->BKGTS", grouped, key, **kwargs)
     return logits.reshape(b, n, t, key.shape[1])
 
   def _atten_context(self, probs: jax.Array, value: jax.Array) -> jax.Array:
@@ -377,6 +435,45 @@ class DotProductAttention(base_layer.BaseLayer):
         f"atten_mask must be [1|B, 1, 1|T, S] = [1|{b}, 1, 1|{t}, {s}], got {atten_mask.shape}."
       )
 
+  def _einsum_only(self, relative_bias, deterministic) -> str | None:
+    """Why this call needs the einsum path (a feature the fused kinds lack), or None."""
+    if self.atten_logit_cap and self.atten_logit_cap > 0.0:
+      return "atten_logit_cap (a tanh cap on the logits)"
+    if self.attention_extra_logit is not None:
+      return "attention_extra_logit"
+    if relative_bias is not None:
+      return "a relative bias"
+    if self.atten_dropout_prob > 0.0 and deterministic is False:
+      return "attention dropout"
+    if type(self)._atten_logits is not DotProductAttention._atten_logits:
+      return f"{type(self).__name__}'s own logits"
+    return None
+
+  def _attention_impl(self, query: jax.Array, relative_bias, deterministic) -> str:
+    return select_attention_impl(
+      self.attention_impl,
+      jax.default_backend(),
+      query.dtype,
+      query.shape[-1],
+      self._einsum_only(relative_bias, deterministic),
+    )
+
+  def _fused_atten(
+    self, query: jax.Array, key: jax.Array, value: jax.Array, keep: jax.Array, impl: str
+  ) -> jax.Array:
+    """jax.nn.dot_product_attention: query [B, T, N, H], key/value [B, S, K, H] -> [B, T, N, H]."""
+    b, t, _, h = query.shape
+    if impl == "cudnn":  # cuDNN takes the mask as a bias of [B|1, 1, T, S]
+      keep = jnp.broadcast_to(keep, (keep.shape[0], 1, t, keep.shape[3]))
+    return jax.nn.dot_product_attention(
+      self._scale_query(query).astype(key.dtype),
+      key,
+      value,
+      mask=keep,
+      scale=(1.0 / np.sqrt(h)) if self.scale_logits_by_head_dims else 1.0,
+      implementation=impl,
+    )
+
   def _dot_atten(
     self,
     query: jax.Array,
@@ -385,30 +482,45 @@ class DotProductAttention(base_layer.BaseLayer):
     atten_mask: jax.Array,
     relative_bias: jax.Array | None = None,
     deterministic: bool | None = None,
-  ) -> tuple[jax.Array, jax.Array]:
-    """query [B, T, N, H], key/value [B, S, K, H] -> (encoded [B, T, N, H], probs [B, N, T, S])."""
+  ) -> tuple[jax.Array, jax.Array | None]:
+    """query [B, T, N, H], key/value [B, S, K, H] -> (encoded [B, T, N, H], probs [B, N, T, S]).
+
+    probs is None on the fused paths (attention_impl, module docstring).
+    """
     query, key, value = self._shard_blnh(query), self._shard_blnh(key), self._shard_blnh(value)
     b, s, _, h = key.shape
     t = query.shape[1]
     self._check_mask(atten_mask, b, t, s)
-    logits = self._atten_logits(self._scale_query(query), key)  # [B, N, T, S]
-    if relative_bias is not None:
-      logits = logits + relative_bias
-    logits = checkpoint_name(logits, "logits")
-    if self.scale_logits_by_head_dims:
-      logits = logits * (1.0 / np.sqrt(h))
-    # Softmax in float32 whatever the fprop dtype.
-    logits = self._cap_logits(logits).astype(jnp.float32)
-    padded_logits = attention_masks.apply_mask_to_logits(logits, atten_mask)
     if self.attention_mask_summary:
       self.add_summary("attention_mask", atten_mask)
-    probs = self._softmax(padded_logits, key.dtype)
-    probs = self._dropout(probs, deterministic)
-    encoded = self._atten_context(probs, value)  # [B, T, N, H]
+    # One boolean [1|B, 1, 1|T, S] mask, broadcast over the heads inside the masking op: an f32
+    # mask compared per head would be hoisted out of a scanned stack as [B, N, T, S] loop state.
+    keep = attention_masks.keep_mask(atten_mask)
+    fill = attention_masks.large_negative_number(jnp.float32)
+    # Inside a scanned stack the mask and the fill value are loop-invariant, and XLA would hoist
+    # their broadcasts to [B, N, T, S] out of the loop and carry them as loop state (two
+    # [B, N, T, S] buffers for the whole step). Tying them to the query (which changes every
+    # iteration) keeps the broadcasts inside the fused masking op; the barrier computes nothing.
+    query, keep, fill = jax.lax.optimization_barrier((query, keep, fill))
+    impl = self._attention_impl(query, relative_bias, deterministic)
+    if impl != "einsum":
+      encoded, probs = self._fused_atten(query, key, value, keep, impl), None
+    else:
+      logits = self._atten_logits(self._scale_query(query), key)  # [B, N, T, S]
+      if relative_bias is not None:
+        logits = logits + relative_bias
+      logits = checkpoint_name(logits, "logits")
+      if self.scale_logits_by_head_dims:
+        logits = logits * jnp.asarray(1.0 / np.sqrt(h), logits.dtype)
+      # Softmax in float32 whatever the fprop dtype.
+      logits = self._cap_logits(logits.astype(jnp.float32))
+      padded_logits = jnp.where(keep, logits, fill)
+      probs = self._softmax(padded_logits, key.dtype)
+      probs = self._dropout(probs, deterministic)
+      encoded = self._atten_context(probs, value)  # [B, T, N, H]
     if self.zero_fully_masked:
-      threshold = attention_masks.large_negative_number(jnp.float32) / 2
-      fully_masked = jnp.all(atten_mask < threshold, axis=-1)[:, 0, :, None, None]  # [B, T, 1, 1]
-      encoded = encoded * (1 - fully_masked).astype(encoded.dtype)
+      attends = jnp.any(keep, axis=-1)[:, 0, :, None, None]  # [B|1, T|1, 1, 1]
+      encoded = encoded * attends.astype(encoded.dtype)
     encoded = checkpoint_name(encoded, "context")
     return self._shard_blnh(encoded), probs
 

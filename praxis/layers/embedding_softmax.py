@@ -250,23 +250,39 @@ class FullSoftmax(base_layer.BaseLayer):
   def logits_to_logp(self, logits: jax.Array) -> jax.Array:
     return jax.nn.log_softmax(logits)
 
-  def _smoothed_targets(self, class_ids: jax.Array) -> jax.Array:
-    one_hot = jax.nn.one_hot(jnp.squeeze(class_ids, -1), self.num_classes, dtype=jnp.float32)
-    p = self.label_smoothing_prob
-    if p > 0.0 and (not self.do_eval or self.label_smoothing_apply_for_eval):
-      other = p / (self.num_classes - 1)
-      one_hot = (1.0 - p) * one_hot + other * (1.0 - one_hot)
-    return jax.lax.stop_gradient(one_hot)
+  def _smoothing_prob(self) -> float:
+    """Pax's label smoothing probability, or 0 where it does not apply (eval without it)."""
+    if self.do_eval and not self.label_smoothing_apply_for_eval:
+      return 0.0
+    return self.label_smoothing_prob
 
   def _compute_xent(self, inputs, class_ids=None, class_probabilities=None):
-    """-> (per_example_xent [...], per_example_argmax [...], logits, log_probs [..., V])."""
-    logits = self.get_logits(inputs).astype(jnp.float32)  # softmax in float32
-    log_probs = jax.nn.log_softmax(logits)
-    if class_probabilities is None:
-      class_probabilities = self._smoothed_targets(class_ids)
-    per_example_xent = -jnp.sum(log_probs * class_probabilities, axis=-1, dtype=jnp.float32)
+    """-> (per_example_xent [...], per_example_argmax [...], logits, log_probs [..., V]).
+
+    With class ids the cross-entropy is logsumexp(logits) - logits[label]: no one-hot target
+    nor a second [..., V] float32 buffer (the label logit is a masked sum, which also works on
+    vocab-sharded logits). Smoothing p, Pax's rule: the label keeps 1 - p and each other class
+    gets p / (V - 1), so xent = lse - (1 - p) l_y - p / (V - 1) (sum_c l_c - l_y). The logits stay
+    in their dtype; each reduction upcasts to float32 inside its own fusion. log_probs is only
+    computed by XLA if used.
+    """
+    logits = self.get_logits(inputs)  # [..., V]
+    logits32 = logits.astype(jnp.float32)
+    lse = jax.nn.logsumexp(logits32, axis=-1)  # [...]
+    log_probs = logits32 - lse[..., None]
+    if class_probabilities is not None:
+      per_example_xent = -jnp.sum(log_probs * class_probabilities, axis=-1, dtype=jnp.float32)
+    else:
+      is_label = jnp.arange(self.num_classes) == class_ids  # [..., V] bool, fused
+      label_logit = jnp.sum(jnp.where(is_label, logits32, 0.0), axis=-1)  # [...]
+      per_example_xent = lse - label_logit
+      p = self._smoothing_prob()
+      if p > 0.0:
+        others = jnp.sum(logits32, axis=-1) - label_logit  # sum of the V - 1 other logits
+        v = self.num_classes
+        per_example_xent = (1.0 - p) * per_example_xent + p * (lse - others / (v - 1))
     per_example_argmax = jax.lax.stop_gradient(jnp.argmax(logits, axis=-1))
-    return per_example_xent, per_example_argmax, logits, log_probs
+    return per_example_xent, per_example_argmax, logits32, log_probs
 
   def _compute_xent_scan(self, inputs: jax.Array, class_ids: jax.Array):
     """The loss of [B, L, D] inputs in chunks of chunk_size positions (one scan step each)."""

@@ -423,6 +423,8 @@ class StackedTransformerRepeated(base_layer.BaseLayer):
     sublayer_name: Pax's; only "sub" is supported.
     repeat_optimizer_dims_mapping, nd_prefix_shape, return_intermediate_outputs,
       collect_intermediate_outputs: Pax's; must keep their defaults here.
+    unroll: (ours) layers per scan loop step (XLA's unroll; 1 compiles one layer). The
+      benchmarks compile unroll=2 to count one layer's cost (XLA counts a loop body once).
   """
 
   block: LayerTpl = template_field(StackedTransformer)
@@ -435,6 +437,7 @@ class StackedTransformerRepeated(base_layer.BaseLayer):
   nd_prefix_shape: Sequence[int] | None = None
   return_intermediate_outputs: bool = False
   collect_intermediate_outputs: bool = False
+  unroll: int = 1
 
   class WeightSharding(base_layer.BaseLayer.WeightSharding):
     """block: mesh split of the repeated block's stacked dim."""
@@ -457,6 +460,7 @@ class StackedTransformerRepeated(base_layer.BaseLayer):
         sub_tpl=self.block,
         x_times=self.x_times,
         checkpoint_policy=self.checkpoint_policy,
+        unroll=self.unroll,
       ),
     )
 
