@@ -62,7 +62,8 @@ class TransformerLm(base_layer.BaseLayer):
   Attributes:
     model_dims: D, set on the embedding, softmax, position embedding and stack.
     vocab_size: V, set on the embedding and softmax.
-    packed_input: rows hold several segments (segment_ids/segment_pos given); set on the stack.
+    packed_input: rows hold several segments (segment_ids / segment_pos; without them each row
+      is one segment, padding folded in as segment 0); set on the stack.
     model_type: CAUSAL (a position sees itself and the past), BIDIRECTIONAL (every position of
       its segment) or PREFIX (causal where the call's causal_attention_mask is 1, bidirectional
       among the 0 positions: the prompt of an input -> target example). Sets the stack's
@@ -71,8 +72,8 @@ class TransformerLm(base_layer.BaseLayer):
       `activations` (Pax's; for a pooler on top).
     ngrammer_tpl: Pax's Ngrammer / VQNgrammer (praxis.layers.ngrammer), mixing hashed bi-gram
       embeddings into the token embeddings before the position embedding.
-    post_attention_ngrammer_tpls: Pax's per-layer VQNgrammer after self-attention; not
-      implemented (setting it raises).
+    post_attention_ngrammer_tpls: Pax's per-layer VQNgrammer inside each self-attention (one
+      entry per layer; set on the stack's ngrammer_tpls).
     softmax_tpl: output layer; SharedEmbeddingSoftmax (tied) or FullSoftmax (with an embedding).
     separate_embedding_tpl: Embedding for untied embeddings; None means the softmax embeds.
     position_emb_tpl: PositionalEmbedding, TrainablePositionalEmbedding, or None (no absolute
@@ -87,7 +88,7 @@ class TransformerLm(base_layer.BaseLayer):
   model_type: LanguageModelType = LanguageModelType.CAUSAL
   record_activations_in_xent_output: bool = False
   ngrammer_tpl: Config | None = template_field(None)
-  post_attention_ngrammer_tpls: list[Config] | None = None
+  post_attention_ngrammer_tpls: list[Config] | None = template_field(None)
   softmax_tpl: Config = template_field(embedding_softmax.SharedEmbeddingSoftmax)
   separate_embedding_tpl: Config | None = template_field(None)
   position_emb_tpl: Config | None = template_field(embedding_softmax.PositionalEmbedding)
@@ -107,11 +108,6 @@ class TransformerLm(base_layer.BaseLayer):
     return self.separate_embedding_tpl is None
 
   def setup(self):
-    if self.post_attention_ngrammer_tpls is not None:
-      raise NotImplementedError(
-        "TransformerLm.post_attention_ngrammer_tpls: Pax's VQNgrammer inside each attention "
-        "layer is not implemented in this praxis; leave it None (ngrammer_tpl works)."
-      )
     if self.model_dims <= 0 or self.vocab_size <= 0:
       raise ValueError(
         f"TransformerLm needs positive model_dims and vocab_size, got "
@@ -148,6 +144,14 @@ class TransformerLm(base_layer.BaseLayer):
     inner.packed_input = self.packed_input
     # As Pax: the model type decides the stack's self-attention mask (PREFIX passes its own).
     inner.mask_self_attention = self.model_type == LanguageModelType.CAUSAL
+    if self.post_attention_ngrammer_tpls is not None:
+      if len(self.post_attention_ngrammer_tpls) != inner.num_layers:
+        raise ValueError(
+          f"TransformerLm: post_attention_ngrammer_tpls has "
+          f"{len(self.post_attention_ngrammer_tpls)} entries for {inner.num_layers} layers; "
+          "give one (or None) per layer."
+        )
+      inner.ngrammer_tpls = list(self.post_attention_ngrammer_tpls)
     return cfg
 
   # -- pieces ------------------------------------------------------------------------------------
@@ -208,11 +212,13 @@ class TransformerLm(base_layer.BaseLayer):
       total_xent, total_weight, avg_xent, ...) with labels, else NestedMap(logits [B, T, V]).
     """
     batch, length = inputs.shape
-    if self.packed_input and (segment_ids is None or segment_pos is None):
+    if self.packed_input and (segment_ids is None) != (segment_pos is None):
       raise ValueError(
-        "TransformerLm(packed_input=True) needs segment_ids and segment_pos; "
-        "pass them from the batch or set packed_input=False."
+        "TransformerLm(packed_input=True) needs both segment_ids and segment_pos, or neither "
+        "(then, as Pax, each row is one segment and its padding is folded in as segment 0)."
       )
+    if self.packed_input and segment_ids is None:
+      segment_ids = (1 - paddings).astype(jnp.int32)
     if segment_pos is None:
       segment_pos = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), (batch, length))
     emb = self._emb_lookup(inputs)  # [B, T, D]
