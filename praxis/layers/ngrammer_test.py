@@ -252,6 +252,48 @@ class NgrammerLmTest(absltest.TestCase):
           np.testing.assert_allclose(out.logits, logits[:, t : t + 2], atol=1e-5)
           np.testing.assert_allclose(jnp.sum(out.probs, -1), 1.0, atol=1e-5)
 
+  def test_post_attention_ngrammer_decoding_matches_forward(self):
+    """A VQNgrammer inside each self-attention (pairing by attention scores): its weights sit
+    under self_attention/ngrammer, and step-by-step decoding gives the forward logits."""
+    vocab, heads, dim, length = 8, 2, 4, 5
+    post = pax_fiddle.Config(
+      ngrammer.VQNgrammer,
+      ngram_vocab_size=8,
+      ngram_emb_dim=2,
+      ngram_using_attention_scores=True,
+      concat_ngrams=True,
+      num_clusters=2,
+      num_heads=heads,
+      dim_per_head=dim,
+    )
+    cfg = pax_fiddle.Config(
+      transformer_models.TransformerLm,
+      name="lm",
+      model_dims=heads * dim,
+      vocab_size=vocab,
+      post_attention_ngrammer_tpls=[post, post],
+    )
+    cfg.stacked_transformer_tpl.set(num_layers=2, num_heads=heads, hidden_dims=16)
+    lm = base_layer.instantiate(cfg)
+    ids = jnp.asarray(np.random.default_rng(5).integers(1, vocab, (B, length)), jnp.int32)
+    zeros = jnp.zeros_like(ids)
+    with base_layer.JaxContext.new_context(hparams=base_layer.JaxContext.HParams(do_eval=True)):
+      variables = lm.init(jax.random.PRNGKey(0), ids, zeros)
+      attention = variables["params"]["transformer"]["x_layers_1"]["self_attention"]
+      self.assertIn("ngram_table_0", attention["ngrammer"]["ngram_layer"])
+      self.assertEqual(
+        variables["non_trainable"]["transformer"]["x_layers_1"]["self_attention"]["ngrammer"][
+          "vq_layer"
+        ]["means"].shape,
+        (heads, 2, dim),
+      )
+      logits = lm.apply(variables, ids, zeros).logits
+      _, cache = lm.apply(variables, zeros, zeros, mutable=["decoder_cache"])
+      for t in range(length):
+        state = py_utils.merge_dict(cache, variables)
+        out, cache = lm.apply(state, ids[:, t], method=lm.extend_step, mutable=["decoder_cache"])
+        np.testing.assert_allclose(out.logits, logits[:, t], atol=1e-5)
+
 
 if __name__ == "__main__":
   absltest.main()
