@@ -193,6 +193,12 @@ class DotProductAttention(base_layer.BaseLayer):
         f"{self.input_dim!r} and {self.hidden_dim!r}."
       )
     if self.ngrammer_tpl is not None:
+      if type(self).extend_step is not DotProductAttention.extend_step:
+        # Its own extend_step would skip the ngrammer: decoding would silently differ.
+        raise NotImplementedError(
+          f"{type(self).__name__}.ngrammer_tpl: only DotProductAttention's own extend_step "
+          "applies the post-attention ngrammer here; use DotProductAttention."
+        )
       self.create_child("ngrammer", self.ngrammer_tpl)
     if self.consolidate_rope_key_state and (self.dconv_qkv or not self.use_rotary_position_emb):
       raise ValueError(

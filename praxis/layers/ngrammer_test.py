@@ -294,6 +294,23 @@ class NgrammerLmTest(absltest.TestCase):
         out, cache = lm.apply(state, ids[:, t], method=lm.extend_step, mutable=["decoder_cache"])
         np.testing.assert_allclose(out.logits, logits[:, t], atol=1e-5)
 
+  def test_attention_without_ngrammer_decoding_refuses_it(self):
+    atten = base_layer.instantiate(
+      pax_fiddle.Config(
+        attentions.DotProductAttentionWithLPB,
+        name="atten",
+        input_dim=8,
+        hidden_dim=8,
+        num_heads=2,
+        ngrammer_tpl=pax_fiddle.Config(
+          ngrammer.VQNgrammer, num_clusters=2, num_heads=2, dim_per_head=4, ngram_emb_dim=4
+        ),
+      )
+    )
+    x = jnp.zeros((1, 3, 8))
+    with self.assertRaisesRegex(NotImplementedError, "DotProductAttentionWithLPB.ngrammer_tpl"):
+      atten.init(jax.random.PRNGKey(0), x, x, x, jnp.zeros((1, 1, 1, 3)))
+
 
 if __name__ == "__main__":
   absltest.main()
