@@ -165,6 +165,12 @@ def check_supported(hparams: DecoderHParams) -> None:
     raise NotImplementedError(
       "FlatBeamSearchHParams (Pax's flat beam search) is not implemented; use BeamSearchHParams."
     )
+  if getattr(hparams, "cf_guidance_scale", None) is not None:
+    # Pax's LanguageModel refuses guidance with this message too (only its SequenceModel has it).
+    raise NotImplementedError(
+      f"LanguageModel does not support guidance. (cf_guidance_scale="
+      f"{hparams.cf_guidance_scale!r}: leave it None.)"
+    )
   defaults = type(hparams)()
   for name in UNSUPPORTED_FIELDS:
     if hasattr(hparams, name) and getattr(hparams, name) != getattr(defaults, name):

@@ -44,6 +44,8 @@ Where to find a layer:
     CausalDepthwiseConv1D; mask and block helpers causal_mask, segment_mask,
     causal_segment_mask, convert_paddings_to_mask, merge_masks,
     limited_context_mask, extract_block_context, ...
+  ngrammer: Ngrammer, VQNgrammer (hashed bi-gram embeddings of ids or of
+    VectorQuantization cluster ids), VectorQuantization, get_bigram_ids.
   multi_query_attention: MultiQueryDotProductAttention (one or a few key/value
     heads, local_window_size), OneHeadedAttentionProjection.
   transformers: TransformerFeedForward (gated option, residual dropout and
@@ -72,6 +74,7 @@ _MODULES = (
   "embedding_softmax",
   "attentions",
   "multi_query_attention",
+  "ngrammer",
   "transformers",
   "transformer_models",
   "models",

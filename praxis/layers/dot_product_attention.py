@@ -132,7 +132,9 @@ class DotProductAttention(base_layer.BaseLayer):
     cast_rotary_position_emb: the rotary embedding returns fprop_dtype.
     relative_bias_tpl: optional RelativeBias template.
     attention_extra_logit: an extra logit in the softmax normaliser (None: none).
-    ngrammer_tpl: Pax's NGrammer; not supported here (must stay None).
+    ngrammer_tpl: Pax's VQNgrammer over the attention's per-head outputs, before the output
+      projection (praxis.layers.ngrammer); with ngram_using_attention_scores it pairs positions
+      by the attention probabilities.
     decode_cache: whether __call__ fills the decode cache when it is mutable.
     attention_mask_summary: record the mask as a summary.
     zero_fully_masked: queries that may attend to nothing output zeros.
@@ -242,9 +244,13 @@ class DotProductAttention(base_layer.BaseLayer):
         f"{self.input_dim!r} and {self.hidden_dim!r}."
       )
     if self.ngrammer_tpl is not None:
-      raise NotImplementedError(
-        "DotProductAttention.ngrammer_tpl (Pax's VQ-NGrammer) is not supported here; leave it None."
-      )
+      if type(self).extend_step is not DotProductAttention.extend_step:
+        # Its own extend_step would skip the ngrammer: decoding would silently differ.
+        raise NotImplementedError(
+          f"{type(self).__name__}.ngrammer_tpl: only DotProductAttention's own extend_step "
+          "applies the post-attention ngrammer here; use DotProductAttention."
+        )
+      self.create_child("ngrammer", self.ngrammer_tpl)
     if self.consolidate_rope_key_state and (self.dconv_qkv or not self.use_rotary_position_emb):
       raise ValueError(
         "consolidate_rope_key_state needs use_rotary_position_emb=True and dconv_qkv=False."
@@ -599,6 +605,8 @@ class DotProductAttention(base_layer.BaseLayer):
     encoded, atten_probs = self._dot_atten(
       query_proj, key_proj, value_proj, atten_mask, relative_bias, deterministic=deterministic
     )
+    if self.ngrammer_tpl is not None:
+      encoded = self._post_attention_ngrammer(encoded, atten_probs, key_segment_pos)
     encoded = self._shard_bld(self.post(encoded))  # [B, T, D]
     return checkpoint_name(encoded, "out_proj"), atten_probs
 
@@ -758,10 +766,29 @@ class DotProductAttention(base_layer.BaseLayer):
       relative_bias = self.relative_bias.extend_step(
         seq_length=self.decoding_state_sequence_length(), time_step=time_step
       )
-    encoded, _ = self._dot_atten_one_step(
+    encoded, probs = self._dot_atten_one_step(
       query_proj, key_name, value_name, atten_mask, relative_bias, time_step=time_step
     )
+    if self.ngrammer_tpl is not None:
+      # The ngrammer sees every position's heads so far: it pairs this one with an earlier one.
+      encoded = self.ngrammer.extend_step(
+        extend("encoded_pre_ngrammer", encoded),
+        step=time_step,
+        merge_heads=False,
+        attention_score=probs if self.ngrammer_tpl.ngram_using_attention_scores else None,
+      )  # [B, N, H]
     return self._shard_bd(self.post.extend_step(encoded, time_step=time_step))
+
+  def _post_attention_ngrammer(self, encoded, atten_probs, key_segment_pos) -> jax.Array:
+    """Pax's post-attention VQNgrammer on encoded [B, T, N, H] (cached for decoding)."""
+    self._fprop_update_decode_state("encoded_pre_ngrammer", encoded)
+    return self.ngrammer(
+      input_ids=None,
+      input_embs=encoded,
+      segment_pos=key_segment_pos,
+      merge_heads=False,
+      attention_scores=atten_probs if self.ngrammer_tpl.ngram_using_attention_scores else None,
+    )  # [B, T, N, H]
 
   def transform_decode_state(self, transform_fn) -> None:
     """Applies transform_fn(state, batch_dim=0, time_dim=1) to every cached array."""

@@ -38,6 +38,7 @@ from praxis.layers import checkpoint_policy
 from praxis.layers import repeats
 from praxis.layers import stochastics
 from praxis.layers import transformer_layer
+from praxis.layers import transformer_moe
 
 template_field = base_layer.template_field
 LayerTpl = pax_fiddle.Config
@@ -136,7 +137,7 @@ class StackedTransformer(base_layer.BaseLayer):
       divides num_layers (tiled as [a, a, ..., b, b, ...]).
     packed_input: rows hold several segments: the call needs segment_mask (or segment_ids).
     fold_padding_with_segment_mask: the segment mask already hides padding.
-    ngrammer_tpls: Pax's NGrammer per layer; not supported (must stay None).
+    ngrammer_tpls: Pax's per-layer post-attention VQNgrammer (None entries for none).
     remat: remat each layer under checkpoint_policy.
     checkpoint_policy: what a rematted layer saves.
     local_window_size: (left, right) window of every layer's attention, or one per layer;
@@ -165,7 +166,7 @@ class StackedTransformer(base_layer.BaseLayer):
   )
   packed_input: bool = False
   fold_padding_with_segment_mask: bool = False
-  moe_layer_tpl: LayerTpl | None = template_field(None)
+  moe_layer_tpl: LayerTpl | None = template_field(transformer_moe.TransformerFeedForwardMoe)
   num_experts: int = 0
   num_groups: int = 1
   min_group_size: int | None = None
@@ -207,6 +208,8 @@ class StackedTransformer(base_layer.BaseLayer):
       )
     if self.residual_droppath_prob > 0.0:
       p.residual_droppath_prob = self.residual_droppath_prob * i / max(1, self.num_layers)
+    if self.ngrammer_tpls is not None and self.ngrammer_tpls[i] is not None:
+      p.ngrammer_tpl = self.ngrammer_tpls[i]
     return p
 
   def setup(self) -> None:
@@ -222,8 +225,6 @@ class StackedTransformer(base_layer.BaseLayer):
         "StackedTransformer.moe_layers: Pax's TransformerFeedForwardMoe is not implemented "
         "here; leave moe_layers empty."
       )
-    if self.ngrammer_tpls is not None:
-      raise NotImplementedError("StackedTransformer.ngrammer_tpls is not supported; leave None.")
     if self.local_window_size is not None and isinstance(self.local_window_size[0], tuple):
       # AssertionError, as Pax's, for a per-layer list of the wrong length.
       assert len(self.local_window_size) == self.num_layers, (

@@ -60,7 +60,8 @@ class Transformer(base_layer.BaseLayer):
     tr_atten_tpl: template of the self-attention (sizes set here).
     packed_input: rows may hold several segments (masks come from the caller).
     tr_fflayer_tpl: template of the feed-forward (sizes, dropouts and norm policy set here).
-    ngrammer_tpl: Pax's NGrammer; not supported here (must stay None).
+    ngrammer_tpl: Pax's VQNgrammer applied to the self-attention's heads before its output
+      projection (set on the self-attention's template).
     num_kv_heads: (ours) key/value heads set on the attentions when not None (1 =
       multi-query, K = grouped-query).
   """
@@ -95,14 +96,12 @@ class Transformer(base_layer.BaseLayer):
     )
     if self.num_kv_heads is not None:
       tpl.num_kv_heads = self.num_kv_heads
+    if self.ngrammer_tpl is not None and name == "self_attention":
+      tpl.ngrammer_tpl = self.ngrammer_tpl
     self.create_child(name, tpl)
 
   def setup(self) -> None:
     ffn_lib.check_norm_policy("Transformer", self.norm_policy)
-    if self.ngrammer_tpl is not None:
-      raise NotImplementedError(
-        "Transformer.ngrammer_tpl (Pax's NGrammer) is not supported here; leave it None."
-      )
     if not self.num_heads:
       raise ValueError("Transformer needs num_heads (got None or 0).")
     ln = self.ln_tpl.clone().set(dim=self.input_dims)

@@ -62,15 +62,18 @@ class TransformerLm(base_layer.BaseLayer):
   Attributes:
     model_dims: D, set on the embedding, softmax, position embedding and stack.
     vocab_size: V, set on the embedding and softmax.
-    packed_input: rows hold several segments (segment_ids/segment_pos given); set on the stack.
+    packed_input: rows hold several segments (segment_ids / segment_pos; without them each row
+      is one segment, padding folded in as segment 0); set on the stack.
     model_type: CAUSAL (a position sees itself and the past), BIDIRECTIONAL (every position of
       its segment) or PREFIX (causal where the call's causal_attention_mask is 1, bidirectional
       among the 0 positions: the prompt of an input -> target example). Sets the stack's
       mask_self_attention, as Pax. Only CAUSAL LMs decode.
     record_activations_in_xent_output: also return the final activations [B, T, D] as
       `activations` (Pax's; for a pooler on top).
-    ngrammer_tpl, post_attention_ngrammer_tpls: Pax's n-gram embedding layers; not implemented
-      (praxis has no ngrammer module), so setting them raises.
+    ngrammer_tpl: Pax's Ngrammer / VQNgrammer (praxis.layers.ngrammer), mixing hashed bi-gram
+      embeddings into the token embeddings before the position embedding.
+    post_attention_ngrammer_tpls: Pax's per-layer VQNgrammer inside each self-attention (one
+      entry per layer; set on the stack's ngrammer_tpls).
     softmax_tpl: output layer; SharedEmbeddingSoftmax (tied) or FullSoftmax (with an embedding).
     separate_embedding_tpl: Embedding for untied embeddings; None means the softmax embeds.
     position_emb_tpl: PositionalEmbedding, TrainablePositionalEmbedding, or None (no absolute
@@ -85,7 +88,7 @@ class TransformerLm(base_layer.BaseLayer):
   model_type: LanguageModelType = LanguageModelType.CAUSAL
   record_activations_in_xent_output: bool = False
   ngrammer_tpl: Config | None = template_field(None)
-  post_attention_ngrammer_tpls: list[Config] | None = None
+  post_attention_ngrammer_tpls: list[Config] | None = template_field(None)
   softmax_tpl: Config = template_field(embedding_softmax.SharedEmbeddingSoftmax)
   separate_embedding_tpl: Config | None = template_field(None)
   position_emb_tpl: Config | None = template_field(embedding_softmax.PositionalEmbedding)
@@ -105,11 +108,6 @@ class TransformerLm(base_layer.BaseLayer):
     return self.separate_embedding_tpl is None
 
   def setup(self):
-    if self.ngrammer_tpl is not None or self.post_attention_ngrammer_tpls is not None:
-      raise NotImplementedError(
-        "TransformerLm.ngrammer_tpl / post_attention_ngrammer_tpls: Pax's Ngrammer and "
-        "VQNgrammer are not implemented in this praxis; leave them None."
-      )
     if self.model_dims <= 0 or self.vocab_size <= 0:
       raise ValueError(
         f"TransformerLm needs positive model_dims and vocab_size, got "
@@ -128,6 +126,8 @@ class TransformerLm(base_layer.BaseLayer):
         "ids (no emb_lookup); use SharedEmbeddingSoftmax, or set "
         "separate_embedding_tpl to an Embedding (see TransformerLm.untied_config)."
       )
+    if self.ngrammer_tpl is not None:
+      self.create_child("ngrammer", self.ngrammer_tpl)
     if self.position_emb_tpl is not None:
       self.position_emb = self.create_child(self.position_emb_tpl, embedding_dims=self.model_dims)
     self.transformer = self.create_child(self._stack_template())
@@ -144,16 +144,34 @@ class TransformerLm(base_layer.BaseLayer):
     inner.packed_input = self.packed_input
     # As Pax: the model type decides the stack's self-attention mask (PREFIX passes its own).
     inner.mask_self_attention = self.model_type == LanguageModelType.CAUSAL
+    if self.post_attention_ngrammer_tpls is not None:
+      if len(self.post_attention_ngrammer_tpls) != inner.num_layers:
+        raise ValueError(
+          f"TransformerLm: post_attention_ngrammer_tpls has "
+          f"{len(self.post_attention_ngrammer_tpls)} entries for {inner.num_layers} layers; "
+          "give one (or None) per layer."
+        )
+      inner.ngrammer_tpls = list(self.post_attention_ngrammer_tpls)
     return cfg
 
   # -- pieces ------------------------------------------------------------------------------------
 
-  def _embed(self, ids: jax.Array, position: jax.Array) -> jax.Array:
-    """ids [B, T] and positions [B, T] -> input embeddings [B, T, D]."""
+  def _emb_lookup(self, ids: jax.Array) -> jax.Array:
+    """ids [B, T] -> token embeddings [B, T, D]."""
     if self.tied:
-      emb = self.softmax.emb_lookup(ids)  # [B, T, D]
-    else:
-      emb = self.embedding_lookup(ids)  # [B, T, D]
+      return self.softmax.emb_lookup(ids)  # [B, T, D]
+    return self.embedding_lookup(ids)  # [B, T, D]
+
+  def _ngrammer_emb_var(self) -> jax.Array | None:
+    """The [V, D] token embedding table (VQNgrammer's full cache updates read it)."""
+    if not self.tied:
+      return self.embedding_lookup.theta.emb_var
+    if hasattr(self.softmax, "logits_ffn"):
+      return jnp.transpose(self.softmax.logits_ffn.linear.theta.w)  # [V, D]
+    return None
+
+  def _embed(self, emb: jax.Array, position: jax.Array) -> jax.Array:
+    """Token embeddings [B, T, D] plus the position embedding of positions [B, T]."""
     if self.position_emb_tpl is not None:
       emb = emb + self.position_emb(position=position).astype(emb.dtype)  # [B, T, D]
     return self.maybe_shard(emb.astype(self.compute_dtype), ("batch", "length", "embed"))
@@ -172,6 +190,7 @@ class TransformerLm(base_layer.BaseLayer):
     segment_pos: jax.Array | None = None,
     deterministic: bool = True,
     causal_attention_mask: jax.Array | None = None,
+    start_time_step: int = 0,
   ) -> NestedMap:
     """Runs the model on ids `inputs` [B, T] with `paddings` [B, T] (1 = padded).
 
@@ -185,20 +204,33 @@ class TransformerLm(base_layer.BaseLayer):
       deterministic: False enables dropout (needs a "dropout" rng).
       causal_attention_mask: [B, T], PREFIX only: 1 where causality applies (the target), 0 on
         the prompt, whose positions see each other.
+      start_time_step: where the cache's decode counter starts (Pax's; the prompt length when
+        decoding continues after a prompt).
 
     Returns:
       The softmax's NestedMap (logits, log_probs, per_example_xent, per_example_argmax,
       total_xent, total_weight, avg_xent, ...) with labels, else NestedMap(logits [B, T, V]).
     """
     batch, length = inputs.shape
-    if self.packed_input and (segment_ids is None or segment_pos is None):
+    if self.packed_input and (segment_ids is None) != (segment_pos is None):
       raise ValueError(
-        "TransformerLm(packed_input=True) needs segment_ids and segment_pos; "
-        "pass them from the batch or set packed_input=False."
+        "TransformerLm(packed_input=True) needs both segment_ids and segment_pos, or neither "
+        "(then, as Pax, each row is one segment and its padding is folded in as segment 0)."
       )
+    if self.packed_input and segment_ids is None:
+      segment_ids = (1 - paddings).astype(jnp.int32)
     if segment_pos is None:
       segment_pos = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), (batch, length))
-    emb = self._embed(inputs, segment_pos)  # [B, T, D]
+    emb = self._emb_lookup(inputs)  # [B, T, D]
+    if self.ngrammer_tpl is not None:
+      emb = self.ngrammer(
+        input_ids=inputs,
+        input_embs=emb,
+        paddings=paddings,
+        segment_pos=segment_pos,
+        emb_var=self._ngrammer_emb_var(),
+      )  # [B, T, D]
+    emb = self._embed(emb, segment_pos)  # [B, T, D]
     # segment_pos also feeds rotary attention, when the stack's attention uses it.
     stack_ids = segment_ids if self.packed_input else None
     segment_mask = None
@@ -223,8 +255,18 @@ class TransformerLm(base_layer.BaseLayer):
     )  # [B, T, D]
     output = self._final_norm(output)
     if self.is_mutable_collection(base_layer.DECODE_CACHE) and not self.is_initializing():
-      # Pax's decode counter: extend_step without a time_step continues from position 0.
-      self.put_variable(base_layer.DECODE_CACHE, "time_step", jnp.zeros((), jnp.int32))
+      # Pax's decode counter: extend_step without a time_step continues from start_time_step.
+      self.put_variable(
+        base_layer.DECODE_CACHE, "time_step", jnp.asarray(start_time_step, jnp.int32)
+      )
+      if self.ngrammer_tpl is not None:
+        # The bi-gram partner of the first decoded token: an empty (id 0, zero embedding) slot,
+        # which the ngrammer pairs as PAD, as a forward pass does at position 0.
+        self.update_decode_state("ngrammer_prefix", jnp.zeros((batch, 1), jnp.int32))
+        self.update_decode_state(
+          "ngrammer_prefix_emb", jnp.zeros((batch, 1, self.model_dims), emb.dtype)
+        )
+        self.update_decode_state("ngrammer_prefix_segment_pos", jnp.zeros((batch, 1), jnp.int32))
     if labels is None:
       out = NestedMap(logits=self.softmax.get_logits(output))
     else:
@@ -245,27 +287,37 @@ class TransformerLm(base_layer.BaseLayer):
     *,
     time_step: jax.Array | None = None,
   ) -> NestedMap:
-    """Feeds ids `inputs` [B] at one position using the decoder cache (Pax's call shape).
+    """Feeds ids `inputs` [B] (one position) or [B, L] (L positions) using the decoder cache.
 
     Apply with `mutable=["decoder_cache"]` after a prefill (`__call__` with the same mutable).
-    The position is `time_step` when given; otherwise, as in Pax, the cache's own `time_step`
-    counter (0 after the prefill), which each call advances by one.
+    The first position is `time_step` when given; otherwise, as in Pax, the cache's own
+    `time_step` counter (start_time_step after the prefill), which each call advances by the
+    number of positions fed.
 
     Args:
-      inputs: [B] ids of this position.
-      segment_pos: [B] each row's position (default the time step for all rows).
-      atten_mask: Pax's explicit mask for multi-step extend; not supported (must be None).
+      inputs: [B] ids of this position, or [B, L] ids of L consecutive positions.
+      segment_pos: [B] (or [B, L]) each row's positions (default the time steps for all rows).
+      atten_mask: Pax's additive mask over the cache, [B, 1, S] (or [B, 1, L, S], required
+        with [B, L] ids); default for one position: causal (it sees the cache up to itself).
       time_step: int scalar position, or None for the cache's counter.
 
     Returns:
-      NestedMap(logits [B, V], log_probs [B, V]) for the next position.
+      NestedMap(logits, log_probs, probs), each [B, V] (or [B, L, V]) for the next positions.
     """
-    if inputs.ndim != 1 or atten_mask is not None:
-      raise NotImplementedError(
-        "TransformerLm.extend_step feeds one position ([B] ids, no atten_mask); Pax's "
-        "multi-step extend ([B, k] ids) is not implemented."
-      )
-    batch = inputs.shape[0]
+    if inputs.ndim not in (1, 2):
+      raise ValueError(f"TransformerLm.extend_step takes ids [B] or [B, L], got {inputs.shape}.")
+    if self.model_type == LanguageModelType.BIDIRECTIONAL:
+      raise ValueError("TransformerLm.extend_step: a BIDIRECTIONAL LM cannot decode.")
+    single = inputs.ndim == 1
+    ids = inputs[:, None] if single else inputs  # [B, L]
+    batch, length = ids.shape
+    if segment_pos is not None:
+      if segment_pos.shape != inputs.shape:
+        raise ValueError(
+          f"TransformerLm.extend_step: segment_pos {segment_pos.shape} must have the shape of "
+          f"inputs {inputs.shape}."
+        )
+      segment_pos = segment_pos[:, None] if single else segment_pos  # [B, L]
     counter = time_step is None
     if counter:
       if not self.has_variable(base_layer.DECODE_CACHE, "time_step"):
@@ -275,20 +327,65 @@ class TransformerLm(base_layer.BaseLayer):
         )
       time_step = self.get_variable(base_layer.DECODE_CACHE, "time_step")
     time_step = jnp.asarray(time_step, jnp.int32)
-    if segment_pos is None:
-      segment_pos = jnp.full((batch,), time_step, jnp.int32)
-    emb = self._embed(inputs[:, None], segment_pos[:, None])[:, 0]  # [B, D]
-    output = self.transformer.extend_step(
-      emb, time_step=time_step, segment_pos=segment_pos
-    )  # [B, D]
+    token_emb = self._emb_lookup(ids)  # [B, L, D]
+    emb = self._ngrammer_step(ids, token_emb, segment_pos)  # [B, L, D]
+    position = segment_pos
+    if position is None:
+      position = jnp.broadcast_to(time_step + jnp.arange(length, dtype=jnp.int32), (batch, length))
+    emb = self._embed(emb, position)  # [B, L, D]
+    if single:
+      output = self.transformer.extend_step(
+        emb[:, 0],
+        time_step=time_step,
+        segment_pos=None if segment_pos is None else segment_pos[:, 0],
+        atten_mask=atten_mask,
+      )[:, None]  # [B, 1, D]
+    else:
+      if atten_mask is None:
+        raise ValueError(
+          "TransformerLm.extend_step with [B, L] ids needs atten_mask [B, 1, L, S] (Pax's "
+          "multi-step extend), e.g. rows time_step..time_step+L-1 of a causal mask over S."
+        )
+      output = self.transformer.extend_step(
+        emb, time_step=time_step, segment_pos=position, atten_mask=atten_mask
+      )  # [B, L, D]
     output = self._final_norm(output)
-    logits = self.softmax.get_logits(output[:, None])[:, 0]  # [B, V]
+    logits = self.softmax.get_logits(output)  # [B, L, V]
     if counter:
-      self.put_variable(base_layer.DECODE_CACHE, "time_step", time_step + 1)
+      self.put_variable(base_layer.DECODE_CACHE, "time_step", time_step + length)
+    if single:
+      logits, output = logits[:, 0], output[:, 0]
     out = NestedMap(logits=logits)
+    # As Pax: the normalisations in float32 for stability.
     out.log_probs = jax.nn.log_softmax(logits.astype(jnp.float32)).astype(logits.dtype)
+    out.probs = jax.nn.softmax(logits.astype(jnp.float32)).astype(logits.dtype)
     if self.record_activations_in_xent_output:
       out.activations = output
+    return out
+
+  def _ngrammer_step(
+    self, ids: jax.Array, token_emb: jax.Array, segment_pos: jax.Array | None
+  ) -> jax.Array:
+    """The ngrammer's output [B, L, D] for L decoded positions: the previous call's last token
+    (cached) is prepended so the first position gets its bi-gram partner, then dropped."""
+    if self.ngrammer_tpl is None:
+      return token_emb
+    prev_ids = self.get_decode_state("ngrammer_prefix")  # [B, 1]
+    prev_emb = self.get_decode_state("ngrammer_prefix_emb").astype(token_emb.dtype)  # [B, 1, D]
+    all_pos = None
+    if segment_pos is not None:
+      prev_pos = self.get_decode_state("ngrammer_prefix_segment_pos")  # [B, 1]
+      all_pos = jnp.concatenate([prev_pos, segment_pos], axis=1)  # [B, 1 + L]
+    out = self.ngrammer(
+      jnp.concatenate([prev_ids, ids], axis=1),
+      jnp.concatenate([prev_emb, token_emb], axis=1),
+      segment_pos=all_pos,
+      check_time_step_zero=True,
+    )[:, 1:]  # [B, L, D]
+    self.update_decode_state("ngrammer_prefix", ids[:, -1:])
+    self.update_decode_state("ngrammer_prefix_emb", token_emb[:, -1:])
+    if segment_pos is not None:
+      self.update_decode_state("ngrammer_prefix_segment_pos", segment_pos[:, -1:])
     return out
 
 

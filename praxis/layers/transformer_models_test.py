@@ -181,12 +181,30 @@ class TransformerLmTest(parameterized.TestCase):
         jax.random.key(0), self.ids, self.paddings
       )
     cfg = lm_config("tied", packed_input=True)
-    with self.assertRaisesRegex(ValueError, "needs segment_ids and segment_pos"):
-      cfg.Instantiate().init(jax.random.key(0), self.ids, self.paddings)
+    with self.assertRaisesRegex(ValueError, "needs both segment_ids and segment_pos, or neither"):
+      cfg.Instantiate().init(
+        jax.random.key(0), self.ids, self.paddings, segment_ids=np.ones_like(self.ids)
+      )
     cfg = lm_config("tied")
     cfg.softmax_tpl = embedding_softmax.FullSoftmax.HParams()
     with self.assertRaisesRegex(ValueError, "cannot embed ids"):
       cfg.Instantiate().init(jax.random.key(0), self.ids, self.paddings)
+
+  def test_packed_input_without_segments_folds_paddings(self):
+    # As Pax: each row is one segment, its padded positions segment 0.
+    model = lm_config("tied", packed_input=True).Instantiate()
+    paddings = np.zeros((B, T), np.float32)
+    paddings[:, -2:] = 1.0
+    variables = model.init(jax.random.key(0), self.ids, paddings)
+    implicit = model.apply(variables, self.ids, paddings).logits
+    explicit = model.apply(
+      variables,
+      self.ids,
+      paddings,
+      segment_ids=(1 - paddings).astype(np.int32),
+      segment_pos=np.broadcast_to(np.arange(T, dtype=np.int32), (B, T)),
+    ).logits
+    np.testing.assert_allclose(implicit, explicit, atol=1e-6)
 
   def test_paxs_extend_step_counter_and_recorded_activations(self):
     # Pax's protocol: prefill an all-padded buffer, then extend_step(ids [B]) without a

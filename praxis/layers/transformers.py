@@ -7,9 +7,11 @@
 
 - pipeline: PipelinedTransformer (a pipelined stack; with the pipeline layers it is built on).
 
+- transformer_moe: TransformerFeedForwardMoe (Pax's fields, so Pax's builders configure it;
+  building it raises: no expert routing here).
+
 Each module's docstring has the call shapes, norm policies and variable names. Not here:
-Pax's TransformerFeedForwardMoe and PipelineCompatibleStackedTransformerRepeated
-(docs/praxis.md).
+Pax's PipelineCompatibleStackedTransformerRepeated (docs/praxis.md).
 """
 
 from praxis.layers.pipeline import PipelinedTransformer
@@ -21,3 +23,4 @@ from praxis.layers.transformer_feed_forward import _get_sentence_embeddings
 from praxis.layers.transformer_feed_forward import NORM_POLICIES
 from praxis.layers.transformer_feed_forward import TransformerFeedForward
 from praxis.layers.transformer_layer import Transformer
+from praxis.layers.transformer_moe import TransformerFeedForwardMoe
