@@ -62,7 +62,9 @@ def fold(path):
     for kw in node.value.keywords:
       if kw.arg == "deps":
         # The test gets its module through the macro: drop a listed ":<module>".
-        own = [e for e in kw.value.elts if isinstance(e, ast.Constant) and e.value == ":" + lib_name]
+        own = [
+          e for e in kw.value.elts if isinstance(e, ast.Constant) and e.value == ":" + lib_name
+        ]
         if own:
           kw.value.elts = [e for e in kw.value.elts if e not in own]
           value = "[" + ", ".join(f'"{e.value}"' for e in kw.value.elts) + "]"
