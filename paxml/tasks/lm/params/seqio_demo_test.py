@@ -50,7 +50,9 @@ class SeqIODemoLmTest(absltest.TestCase):
     self.assertAlmostEqual(score, -evals["Metrics/avg_xent"][4] * tokens / 5, delta=1e-3 * -score)
     self.assertLess(score, 0.0)
 
-    decodes = event_files.read_scalars(os.path.join(summaries, "decode_test_kjv_continuation_validation"))
+    decodes = event_files.read_scalars(
+      os.path.join(summaries, "decode_test_kjv_continuation_validation")
+    )
     for name in ("decoder/exact_match", "decoder/word_f1"):
       self.assertBetween(decodes[name][4], 0.0, 100.0)
 
