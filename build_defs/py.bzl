@@ -6,10 +6,15 @@
         package's .py, .cc and .h files) that //tools:lint_test checks. List in `deps` the package's own modules
         when __init__.py imports them (a re-exporting package such as paxml/toolkit); the package's
         modules then depend on the parent's __init__ instead, which avoids a cycle.
-    pax_py_library(name, srcs = [name + ".py"], deps = [], ...)
+    pax_py_library(name, srcs = [name + ".py"], deps = [], test_deps = [], test_<attr> = ..., ...)
+        The module, and its test when `<name>_test.py` exists: one declaration per module. The test
+        is a pax_py_test named `<name>_test` with deps `test_deps` (what it imports beyond the
+        module's own deps) and each `test_<attr>` passed as `<attr>` (test_size, test_cpu_devices,
+        test_data, test_shard_count, ...). Declaring that test again is an error.
     pax_py_binary(name, srcs = [name + ".py"], deps = [], ...)
     pax_py_test(name, srcs = [name + ".py"], deps = [], cpu_devices = 0, ...)
-        `cpu_devices = N` runs the test on N fake CPU devices
+        A test that is not one module's own (integration tests in tests/, a second test of a
+        module). `cpu_devices = N` runs the test on N fake CPU devices
         (XLA_FLAGS=--xla_force_host_platform_device_count=N).
 
 Folded into every target, so BUILD files list only what differs:
@@ -72,13 +77,23 @@ def pax_py_package(deps = [], **kwargs):
         visibility = ["//tools:__pkg__"],
     )
 
-def pax_py_library(name, srcs = None, deps = [], **kwargs):
+def pax_py_library(name, srcs = None, deps = [], test_deps = [], **kwargs):
+    """The module `name`.py; and its test `name`_test.py, when that file exists (see the docstring)."""
+    test_kwargs = {k[len("test_"):]: kwargs.pop(k) for k in list(kwargs) if k.startswith("test_")}
     native.py_library(
         name = name,
         srcs = srcs if srcs != None else [name + ".py"],
         deps = _module_deps(name, deps),
         **kwargs
     )
+    test = name + "_test"
+    if native.glob([test + ".py"]):
+        if native.existing_rule(test):
+            fail("%s is declared twice: pax_py_library(name = \"%s\") declares it; " % (test, name) +
+                 "move its deps and attributes there as test_deps / test_<attribute>.")
+        pax_py_test(name = test, deps = test_deps, **test_kwargs)
+    elif test_deps or test_kwargs:
+        fail("pax_py_library(name = \"%s\") has test_ attributes but no %s.py" % (name, test))
 
 def pax_py_binary(name, srcs = None, deps = [], **kwargs):
     native.py_binary(
@@ -89,6 +104,10 @@ def pax_py_binary(name, srcs = None, deps = [], **kwargs):
     )
 
 def pax_py_test(name, srcs = None, deps = [], cpu_devices = 0, env = {}, **kwargs):
+    """A test that is not one module's own test (those come with pax_py_library)."""
+    if native.existing_rule(name):
+        fail("%s is declared twice: the pax_py_library above it declares %s.py as its test; " % (name, name) +
+             "move this rule's deps and attributes there as test_deps / test_<attribute>.")
     if cpu_devices:
         env = dict(env)
         env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=%d" % cpu_devices

@@ -6,10 +6,6 @@ into a fresh experiment whose checkpointed attributes are still None.
 """
 
 import os
-import signal
-import subprocess
-import sys
-import textwrap
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -18,13 +14,14 @@ import numpy as np
 from paxml.experiment_api import base_config
 from paxml.experiment_api import checkpointer
 from paxml.experiment_api import experiment
+from paxml.testing import save_then_exit
 
-_CHILD = textwrap.dedent("""
-    import os, signal, sys, time
+_SAVE = """
+    import sys
     import jax.numpy as jnp
     from paxml.experiment_api import base_config, checkpointer, utils
     from paxml.experiment_api import exit_test
-    directory, how = sys.argv[1], sys.argv[2]
+    directory = sys.argv[1]
     config = base_config.get_base_config()
     config.checkpoint_dir = directory
     ckpt = checkpointer.OrbaxCheckpointer(config, "train", async_save=True)
@@ -34,12 +31,7 @@ _CHILD = textwrap.dedent("""
     state = ckpt.get_experiment_state("latest")
     state.global_step, state.experiment_module = 7, exp
     ckpt.save("latest")  # Asynchronous: returns before the files are written.
-    if how == "exception":
-      raise RuntimeError("the job failed right after the save")
-    if how == "sigterm":
-      os.kill(os.getpid(), signal.SIGTERM)
-      time.sleep(60)  # Not reached.
-""")
+"""
 
 
 class Lazy(experiment.AbstractExperiment):
@@ -61,17 +53,10 @@ class Lazy(experiment.AbstractExperiment):
 
 
 class ExitTest(parameterized.TestCase):
-  @parameterized.parameters(("return", 0), ("exception", 1), ("sigterm", -signal.SIGTERM))
+  @parameterized.parameters(*save_then_exit.ENDINGS)
   def test_save_then_exit_is_complete_on_restart(self, how, returncode):
     directory = self.create_tempdir().full_path
-    done = subprocess.run(
-      [sys.executable, "-P", "-c", _CHILD, directory, how],
-      capture_output=True,
-      text=True,
-      timeout=300,
-      env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-    )
-    self.assertEqual(done.returncode, returncode, done.stderr[-2000:])
+    save_then_exit.run_child(self, _SAVE, directory, how, returncode)
     latest = os.path.join(directory, "models", "latest")
     self.assertEqual(os.listdir(latest), ["checkpoint_00000007"])  # no *-tmp left
     config = base_config.get_base_config()

@@ -7,6 +7,8 @@ event_files (event_files.py): reading TensorBoard event files back: `read_scalar
 binaries (binaries.py): `run("paxml/main", ...)` starts a `bazel run` target from a test's
   runfiles, as the docs' commands do; `run_main(...)` runs `python -m paxml.main` with the
   test's own imports (experiments the test registers included).
+save_then_exit (save_then_exit.py): `run_child(...)` runs a test's save code in a child process
+  that then returns, raises or dies of SIGTERM (`ENDINGS`), for the restore-after-exit tests.
 kjv_file (kjv_file.py): `write_kjv(path, chapters)`, a small generated corpus in the KJV
   file's format, for the data tests.
 """

@@ -5,10 +5,6 @@ once: by returning, by an uncaught exception, or by SIGTERM.
 """
 
 import os
-import signal
-import subprocess
-import sys
-import textwrap
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -16,37 +12,26 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from paxml.testing import save_then_exit
 from paxml.toolkit import training
 
-_CHILD = textwrap.dedent("""
-    import os, signal, sys, time
+_SAVE = """
+    import sys
     import jax.numpy as jnp
     from paxml import toolkit as bobbin
-    directory, how = sys.argv[1], sys.argv[2]
+    directory = sys.argv[1]
     saver = bobbin.BaseTrainTask().make_checkpoint_saver(directory)
     state = bobbin.TrainState.create(apply_fn=None, params={"w": jnp.full((512, 512), 3.0)},
                                      tx=__import__("optax").sgd(0.1)).replace(step=7)
     saver(state)  # Asynchronous: returns before the files are written.
-    if how == "exception":
-      raise RuntimeError("the loop failed right after the save")
-    if how == "sigterm":
-      os.kill(os.getpid(), signal.SIGTERM)
-      time.sleep(60)  # Not reached: the process dies of SIGTERM after the save.
-""")
+"""
 
 
 class ExitTest(parameterized.TestCase):
-  @parameterized.parameters(("return", 0), ("exception", 1), ("sigterm", -signal.SIGTERM))
+  @parameterized.parameters(*save_then_exit.ENDINGS)
   def test_save_then_exit_is_complete_on_restart(self, how, returncode):
     directory = self.create_tempdir().full_path
-    done = subprocess.run(
-      [sys.executable, "-P", "-c", _CHILD, directory, how],
-      capture_output=True,
-      text=True,
-      timeout=300,
-      env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-    )
-    self.assertEqual(done.returncode, returncode, done.stderr[-2000:])
+    save_then_exit.run_child(self, _SAVE, directory, how, returncode)
     self.assertEqual(os.listdir(directory), ["checkpoint_00000007"])  # no *-tmp left
     template = training.TrainState.create(
       apply_fn=None, params={"w": jnp.zeros((512, 512))}, tx=optax.sgd(0.1)

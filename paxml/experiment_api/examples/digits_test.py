@@ -8,21 +8,18 @@ import sys
 from absl.testing import absltest
 from absl.testing import flagsaver
 import jax
-from tensorboard.backend.event_processing import event_accumulator
-from tensorboard.util import tensor_util
 
 from paxml import checkpoints
 from paxml.experiment_api import checkpointer as checkpointer_lib
 from paxml.experiment_api import platform
 from paxml.experiment_api.examples import digits
+from paxml.testing import event_files
 
 _CONFIG_FILE = digits.__file__
 
 
 def _scalars(directory, tag):
-  acc = event_accumulator.EventAccumulator(directory, size_guidance={event_accumulator.TENSORS: 0})
-  acc.Reload()
-  return [(e.step, float(tensor_util.make_ndarray(e.tensor_proto))) for e in acc.Tensors(tag)]
+  return [(step, float(value)) for step, value in event_files.read_tensors(directory, tag)]
 
 
 class _Recording(digits.Experiment):

@@ -5,23 +5,11 @@ import json
 import os
 
 from absl.testing import absltest
-from tensorboard.backend.event_processing import event_accumulator
-from tensorboard.util import tensor_util
 
 from paxml import trainer
 from paxml.tasks.lm.params import seqio_demo
+from paxml.testing import event_files
 from paxml.testing import kjv_file
-
-
-def _read_scalars(directory):
-  accumulator = event_accumulator.EventAccumulator(
-    directory, size_guidance={event_accumulator.TENSORS: 0}
-  )
-  accumulator.Reload()
-  return {
-    tag: {e.step: float(tensor_util.make_ndarray(e.tensor_proto)) for e in accumulator.Tensors(tag)}
-    for tag in accumulator.Tags()["tensors"]
-  }
 
 
 class SeqIODemoLmTest(absltest.TestCase):
@@ -53,7 +41,7 @@ class SeqIODemoLmTest(absltest.TestCase):
     trainer.train_and_evaluate(Tiny(), job_log_dir, eval_on_test=True, decode_during_train=True)
 
     summaries = os.path.join(job_log_dir, "summaries")
-    evals = _read_scalars(os.path.join(summaries, "eval_test_kjv_lm_validation"))
+    evals = event_files.read_scalars(os.path.join(summaries, "eval_test_kjv_lm_validation"))
     score = evals["scoring_eval/document_log_likelihood"][4]
     # Mean over the 5 held-out chapters of each one's summed log-likelihood: the LM's own
     # avg_xent times the scored tokens, over the documents, with the sign flipped.
@@ -62,7 +50,9 @@ class SeqIODemoLmTest(absltest.TestCase):
     self.assertAlmostEqual(score, -evals["Metrics/avg_xent"][4] * tokens / 5, delta=1e-3 * -score)
     self.assertLess(score, 0.0)
 
-    decodes = _read_scalars(os.path.join(summaries, "decode_test_kjv_continuation_validation"))
+    decodes = event_files.read_scalars(
+      os.path.join(summaries, "decode_test_kjv_continuation_validation")
+    )
     for name in ("decoder/exact_match", "decoder/word_f1"):
       self.assertBetween(decodes[name][4], 0.0, 100.0)
 
