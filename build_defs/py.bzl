@@ -1,11 +1,14 @@
 """Macros for the project's Python targets: one way to declare a package, a module, its test.
 
-    pax_py_package(deps = [])
+    pax_py_package(deps = [], module_deps = [])
         The package's __init__.py as a py_library named after its directory (//paxml/data:data),
         depending on the parent package's __init__ target; also the filegroup `sources` (the
         package's .py, .cc and .h files) that //tools:lint_test checks. List in `deps` the package's own modules
         when __init__.py imports them (a re-exporting package such as paxml/toolkit); the package's
         modules then depend on the parent's __init__ instead, which avoids a cycle.
+        `module_deps`: what nearly every module of the package imports (praxis/layers: praxis's
+        base_layer, base_hyperparams, pax_fiddle, pytypes), folded into each of its libraries,
+        binaries and tests like the common stack below. They must not depend on this package.
     pax_py_library(name, srcs = [name + ".py"], deps = [], test_deps = [], test_<attr> = ..., ...)
         The module, and its test when `<name>_test.py` exists: one declaration per module. The test
         is a pax_py_test named `<name>_test` with deps `test_deps` (what it imports beyond the
@@ -31,6 +34,7 @@ lists only what it imports beyond that library's own deps (which it gets through
 
 _COMMON = ["@pypi//:absl_py", "@pypi//:flax", "@pypi//:jax", "@pypi//:numpy"]
 _REEXPORTS_TAG = "pax_package_reexports"
+_MODULE_DEP_TAG = "pax_module_dep="  # + a label: a pax_py_package module_deps entry.
 
 def _parent_init():
     parts = native.package_name().split("/")
@@ -53,15 +57,22 @@ def _dedup(labels):
             out.append(label)
     return out
 
+def _package_module_deps():
+    """The package's module_deps (pax_py_package), kept as tags of its __init__ target."""
+    init = native.existing_rule(native.package_name().split("/")[-1])
+    tags = init.get("tags", []) if init else []
+    return [t[len(_MODULE_DEP_TAG):] for t in tags if t.startswith(_MODULE_DEP_TAG)]
+
 def _module_deps(name, deps):
     base = native.package_name().split("/")[-1]
-    init = [] if name == base else _package_init()
-    return _dedup(deps + init + _COMMON)
+    if name == base:
+        return _dedup(deps + _COMMON)
+    return _dedup(deps + _package_init() + _package_module_deps() + _COMMON)
 
-def pax_py_package(deps = [], **kwargs):
+def pax_py_package(deps = [], module_deps = [], **kwargs):
     """The package's __init__.py; see the file's docstring."""
     name = native.package_name().split("/")[-1]
-    tags = kwargs.pop("tags", [])
+    tags = kwargs.pop("tags", []) + [_MODULE_DEP_TAG + d for d in module_deps]
     if [d for d in deps if d.startswith(":")]:
         tags = tags + [_REEXPORTS_TAG]
     native.py_library(
