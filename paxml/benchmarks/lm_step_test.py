@@ -16,9 +16,10 @@ class LmStepTest(absltest.TestCase):
       for mode in ("unrolled", "scan")
     }
     for mode, row in rows.items():
-      # Same weights, same math: the two models agree on the initial loss (about ln 256).
+      # Same weights, same math: the two models agree on the initial loss, which is a little
+      # above the uniform guess's ln 256 = 5.55 (random tied embeddings; 6.72 here).
       self.assertAlmostEqual(row["ours_loss0"], row["minimal_loss0"], delta=1e-4, msg=mode)
-      self.assertAlmostEqual(row["ours_loss0"], math.log(256), delta=1.0)
+      self.assertBetween(row["ours_loss0"], math.log(256), 1.5 * math.log(256))
       for key in ("time", "flops", "bytes", "temp"):
         self.assertTrue(math.isfinite(row[key]) and row[key] > 0, f"{mode} {key}: {row[key]}")
     # Unrolled, the matmuls are the same: XLA's flops agree closely.
