@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from praxis import pax_fiddle
 from praxis import pytypes
 
 
@@ -47,3 +48,11 @@ def train_step(loss_fn: Callable[[Any, Any], jax.Array]):
     return (optax.apply_updates(params, updates), opt_state), loss
 
   return step, opt
+
+
+def language_model(exp: Any, unroll: int | None = None) -> Any:
+  """The built model of `exp.task()` (Pax's `task_p.model`); `unroll` sets a scanned stack's."""
+  model_p = exp.task().model
+  if unroll is not None:
+    model_p.lm_tpl.stacked_transformer_tpl.unroll = unroll
+  return pax_fiddle.build(model_p)

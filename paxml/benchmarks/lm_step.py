@@ -3,7 +3,7 @@
     ./bazelw run //paxml/benchmarks:lm_step -- --seq_lens=512 --dtypes=float32 --modes=unrolled
     ./bazelw run //paxml/benchmarks:lm_step -- --ci     # seconds: a 2 x 64 model
 
-"ours" is `model_params.language_model(exp)` for a `TransformerLmSpmdAdam` with the shape below
+"ours" is the model of `exp.task()` for a `TransformerLmSpmdAdam` with the shape below
 (unpacked input, no dropout), applied through `LanguageModel.__call__`; "minimal" is
 `minimal_gpt.MinimalGpt` with ours's initial weights copied in, so both start from the same loss.
 Each side is the same `optax.adam` step, jitted with the train state donated.
@@ -89,11 +89,10 @@ def experiment(shape: minimal_gpt.GptShape, mode: str, policy: str, unroll: int 
     USE_REPEATED_LAYER = mode == "scan"
     CHECKPOINT_POLICY = policy
 
-  exp = Bench()
-  cfg = model_params.language_model_config(exp)
-  if mode == "scan":
-    cfg.lm_tpl.stacked_transformer_tpl.unroll = unroll
-  return model_params.base_hyperparams.instantiate(cfg)
+    def datasets(self):
+      return []  # The benchmark feeds its own batches.
+
+  return lm_setup.language_model(Bench(), unroll if mode == "scan" else None)
 
 
 def unstack_layers(variables: dict, num_layers: int) -> dict:

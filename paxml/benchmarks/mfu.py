@@ -4,7 +4,7 @@
     ./bazelw run //paxml/benchmarks:mfu -- --steps=20 --batch=8
     ./bazelw run //paxml/benchmarks:mfu -- --tiny            # the smoke test's size
 
-The model is `model_params.language_model(exp)` for Pax's `C4Spmd1BAdam4Replicas` shape
+The model is that of `exp.task()` for Pax's `C4Spmd1BAdam4Replicas` shape
 (13 layers x 2560, 20 heads of 128, hidden 10240, vocabulary 32000, scanned layers under its
 remat policy, logits capped as in Pax) at sequence length 2048 in bfloat16, unpacked synthetic
 ids; the step is one `optax.adam` update, jitted with the state donated, on one device. `--atten_logit_cap=0` drops
@@ -32,7 +32,6 @@ import jax.numpy as jnp
 from paxml import progress
 from paxml import tasks_lib
 from paxml.benchmarks import lm_setup
-from paxml.tasks.lm import model_params
 from paxml.tasks.lm.params import c4
 from praxis.layers import dot_product_attention
 
@@ -89,7 +88,7 @@ def run(
   if (tiny or on_cpu) and seq_len > 256:
     seq_len = 64 if tiny else 256
   exp = experiment(tiny, on_cpu, seq_len, policy, cap)
-  model = model_params.language_model(exp)
+  model = lm_setup.language_model(exp)
   data = lm_setup.make_batch(batch, seq_len, exp.VOCAB_SIZE)
   variables = model.init(jax.random.PRNGKey(0), data)
   step, opt = lm_setup.train_step(lm_setup.lm_loss(model))

@@ -1,7 +1,7 @@
 """A minimal plain-Flax GPT: the yardstick the layer library's LM is timed against.
 
-It computes what `paxml.tasks.lm.model_params.language_model_config` builds for a
-`TransformerLmSpmdAdam` experiment (unpacked input, no dropout), written the short way one would
+It computes what the model of a `paxml.tasks.lm.model_params.TransformerLmSpmdAdam` experiment's
+`task()` computes (unpacked input, no dropout), written the short way one would
 write it by hand, with no praxis import:
 
     x = emb[ids] * sqrt(D) + sinusoid(pos)                                 # [B, T, D]

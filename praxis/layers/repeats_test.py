@@ -98,8 +98,10 @@ class RepeatTest(parameterized.TestCase):
       unr_params, x
     )
     np.testing.assert_allclose(g_rep[1], g_unr[1], rtol=1e-4, atol=1e-5)
+    # The scan sums the weight gradients in another order than the unrolled stack: on an AMD
+    # EPYC host one of them differed by 2.1e-5 (2.1e-4 relative) where an Intel host met 1e-5.
     jax.tree.map(
-      lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5),
+      lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4),
       to_unrolled(g_rep[0]),
       g_unr[0],
     )
