@@ -163,6 +163,11 @@ class LanguageModel(base_layer.BaseLayer):
       self.token_counter(input_batch.ids, input_batch.paddings)
     labels = NestedMap(class_ids=input_batch.labels, class_weights=self._weights(input_batch))
     kwargs = {}
+    # As Pax: the batch's segments reach the LM only when it is packed (an unpacked LM numbers
+    # its positions 0..T-1 itself).
+    if getattr(self.lm_tpl, "packed_input", False):
+      kwargs["segment_ids"] = input_batch.get("segment_ids")
+      kwargs["segment_pos"] = input_batch.get("segment_pos")
     if self.model_type == transformer_models.LanguageModelType.PREFIX:
       if "inputs_indicator" not in input_batch:
         raise ValueError(
@@ -174,8 +179,6 @@ class LanguageModel(base_layer.BaseLayer):
       input_batch.ids,
       input_batch.paddings,
       labels=labels,
-      segment_ids=input_batch.get("segment_ids"),
-      segment_pos=input_batch.get("segment_pos"),
       deterministic=deterministic,
       **kwargs,
     )
