@@ -1,14 +1,18 @@
-"""LmCloudSpmdPipeline9B's train step compiles ahead of time for its declared mesh [16, 4, 1, 1].
+"""The pipelined experiments' train steps compile ahead of time for their declared meshes.
 
-64 fake CPU devices (set by the py_test): 16 pipeline stages of 3 layers x 4-way data
-parallelism, 512 sequences in microbatches of 4. The stage weights must land on the `stage` axis:
-each device holds 1/16 of the transformer's weights and Adam's moments (the embedding table and
-the final norm, outside the pipeline, are not split over stages).
+64 fake CPU devices (set by the py_test). LmCloudSpmdPipeline9B, mesh [16, 4, 1, 1]: 16 pipeline
+stages of 3 layers x 4-way data parallelism, 512 sequences in microbatches of 4. The stage
+weights must land on the `stage` axis: each device holds 1/16 of the transformer's weights and
+Adam's moments (the embedding table and the final norm, outside the pipeline, are not split over
+stages). C4SpmdPipelineGpt3SmallAdam64Replicas (the seed's GPT-3 pipeline), mesh [4, 1, 4, 4]:
+4 stages x 4-way data x 4-way model parallelism. Their parameter counts are checked against the
+formula in experiments_test, with every registered experiment.
 """
 
 from absl.testing import absltest
 import jax
 
+from paxml.tasks.lm.params import c4
 from paxml.tasks.lm.params import lm_cloud
 from paxml.tools import abstract_build
 
@@ -35,6 +39,18 @@ class AotPipelineTest(absltest.TestCase):
     memory = compiled.memory_analysis()
     if memory is not None:
       self.assertBetween(memory.argument_size_in_bytes, 0.98 * per_device, 1.05 * per_device)
+
+  def test_gpt3_pipeline_64replicas_compiles_for_its_mesh(self):
+    experiment = c4.C4SpmdPipelineGpt3SmallAdam64Replicas()
+    built = abstract_build.build(experiment)
+    self.assertEqual(built.batch.ids.shape, (512, 2048))  # PERCORE_BATCH_SIZE 8 x 64 devices.
+    compiled, partitioner = abstract_build.compile_train_step(built)
+    self.assertEqual(dict(partitioner.mesh.shape), {"stage": 4, "replica": 1, "data": 4, "mdl": 4})
+    params = jax.tree_util.tree_flatten_with_path(compiled.output_shardings[0].params)[0]
+    stacked = [s for p, s in params if "pipeline" in jax.tree_util.keystr(p)]
+    self.assertNotEmpty(stacked)
+    for placement in stacked:
+      self.assertEqual(placement.spec[0], "stage")
 
 
 if __name__ == "__main__":

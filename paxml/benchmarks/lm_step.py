@@ -41,6 +41,7 @@ import numpy as np
 from paxml.benchmarks import lm_setup
 from paxml.benchmarks import minimal_gpt
 from paxml.tasks.lm import model_params
+from praxis.layers import checkpoint_policy
 
 _SEQ_LENS = flags.DEFINE_list("seq_lens", ["512", "2048"], "Sequence lengths.")
 _DTYPES = flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Activation dtypes.")
@@ -87,7 +88,7 @@ def experiment(shape: minimal_gpt.GptShape, mode: str, policy: str, unroll: int 
     FPROP_DTYPE = shape.dtype
     PACKED_INPUT = False
     USE_REPEATED_LAYER = mode == "scan"
-    CHECKPOINT_POLICY = policy
+    CHECKPOINT_POLICY = checkpoint_policy.AutodiffCheckpointType[policy]  # Pax's enum, by name.
 
     def datasets(self):
       return []  # The benchmark feeds its own batches.

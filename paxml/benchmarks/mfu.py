@@ -34,6 +34,7 @@ from paxml import tasks_lib
 from paxml.benchmarks import lm_setup
 from paxml.tasks.lm.params import c4
 from praxis.layers import dot_product_attention
+from praxis.layers import checkpoint_policy
 
 _STEPS = flags.DEFINE_integer("steps", 10, "Timed steps (after --warmup).")
 _WARMUP = flags.DEFINE_integer("warmup", 2, "Untimed steps first (compilation, allocation).")
@@ -59,7 +60,7 @@ def experiment(
     PACKED_INPUT = False
     FPROP_DTYPE = "bfloat16"
     if policy:
-      CHECKPOINT_POLICY = policy
+      CHECKPOINT_POLICY = checkpoint_policy.AutodiffCheckpointType[policy]  # Pax's enum.
     if cap is not None:
       ATTEN_LOGIT_CAP = cap
     if tiny:
