@@ -165,6 +165,34 @@ class BenchmarksTest(absltest.TestCase):
     self.assertIn("experiment        testing.tiny_lm.TinyLm", result.stdout)
     self.assertRegex(result.stdout, r"overhead ratio    [\d.]+ \(trainer / bare")
 
+  def test_lm_step_ci(self):
+    result = binaries.run(
+      "paxml/benchmarks/lm_step",
+      "--ci",
+      "--modes=unrolled",
+      "--repeats=1",
+      "--steps=1",
+      cwd=self.create_tempdir().full_path,
+    )
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    # One row: seq 32, fp32, unrolled; both models start from the same weights, so same loss.
+    [row] = [line for line in result.stdout.splitlines() if line.startswith("32   float32")]
+    ours, minimal = row.split()[-1].split("/")
+    self.assertAlmostEqual(float(ours), float(minimal), places=4)
+
+  def test_mfu_tiny(self):
+    result = binaries.run(
+      "paxml/benchmarks/mfu",
+      "--tiny",
+      "--steps=2",
+      "--warmup=1",
+      "--batch=2",
+      cwd=self.create_tempdir().full_path,
+    )
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    self.assertIn("NOTE: scaled-down shape", result.stdout)
+    self.assertRegex(result.stdout, r"tokens_per_s +[\d.]+")
+
 
 class ExamplesTest(absltest.TestCase):
   """The toolkit's and the experiment API's digits examples (docs/toolkit.md)."""
