@@ -18,20 +18,28 @@ from paxml.tools import abstract_build
 
 
 class AotPipelineTest(absltest.TestCase):
-  def test_pipeline9b_compiles_for_its_mesh(self):
+  def _compile_for_declared_mesh(self, experiment, batch_shape, mesh_shape):
+    """Builds and compiles `experiment`'s train step; checks its batch, its mesh and that every
+    stacked stage weight is split over `stage`. Returns (built, compiled)."""
     self.assertEqual(jax.device_count(), 64, "run with --xla_force_host_platform_device_count=64")
-    experiment = lm_cloud.LmCloudSpmdPipeline9B()
     built = abstract_build.build(experiment)
-    self.assertEqual(built.batch.ids.shape, (512, 1024))  # PERCORE_BATCH_SIZE 8 x 64 devices.
+    self.assertEqual(built.batch.ids.shape, batch_shape)
     compiled, partitioner = abstract_build.compile_train_step(built)
-    self.assertEqual(dict(partitioner.mesh.shape), {"stage": 16, "replica": 4, "data": 1, "mdl": 1})
-
+    self.assertEqual(dict(partitioner.mesh.shape), mesh_shape)
     params = jax.tree_util.tree_flatten_with_path(compiled.output_shardings[0].params)[0]
     stacked = [s for p, s in params if "pipeline" in jax.tree_util.keystr(p)]
     self.assertNotEmpty(stacked)
     for placement in stacked:
       self.assertEqual(placement.spec[0], "stage")
+    return built, compiled
 
+  def test_pipeline9b_compiles_for_its_mesh(self):
+    experiment = lm_cloud.LmCloudSpmdPipeline9B()
+    built, compiled = self._compile_for_declared_mesh(
+      experiment,
+      (512, 1024),  # PERCORE_BATCH_SIZE 8 x 64 devices.
+      {"stage": 16, "replica": 4, "data": 1, "mdl": 1},
+    )
     # Weights + Adam's m and v in float32, the transformer's split 16 ways.
     vocab, dims = experiment.VOCAB_SIZE, experiment.MODEL_DIMS
     outside = vocab * dims + vocab + 2 * dims  # tied embedding/softmax, its bias, final norm
@@ -41,16 +49,11 @@ class AotPipelineTest(absltest.TestCase):
       self.assertBetween(memory.argument_size_in_bytes, 0.98 * per_device, 1.05 * per_device)
 
   def test_gpt3_pipeline_64replicas_compiles_for_its_mesh(self):
-    experiment = c4.C4SpmdPipelineGpt3SmallAdam64Replicas()
-    built = abstract_build.build(experiment)
-    self.assertEqual(built.batch.ids.shape, (512, 2048))  # PERCORE_BATCH_SIZE 8 x 64 devices.
-    compiled, partitioner = abstract_build.compile_train_step(built)
-    self.assertEqual(dict(partitioner.mesh.shape), {"stage": 4, "replica": 1, "data": 4, "mdl": 4})
-    params = jax.tree_util.tree_flatten_with_path(compiled.output_shardings[0].params)[0]
-    stacked = [s for p, s in params if "pipeline" in jax.tree_util.keystr(p)]
-    self.assertNotEmpty(stacked)
-    for placement in stacked:
-      self.assertEqual(placement.spec[0], "stage")
+    self._compile_for_declared_mesh(
+      c4.C4SpmdPipelineGpt3SmallAdam64Replicas(),
+      (512, 2048),  # PERCORE_BATCH_SIZE 8 x 64 devices.
+      {"stage": 4, "replica": 1, "data": 4, "mdl": 4},
+    )
 
 
 if __name__ == "__main__":

@@ -97,6 +97,20 @@ def _stack(exp: Any, num_layers: int, heads: int) -> pax_fiddle.Config:
   return stack
 
 
+def _maybe_repeated(exp: Any, stack: pax_fiddle.Config, times: int) -> pax_fiddle.Config:
+  """`stack` of `times` layers as is, or with USE_REPEATED_LAYER one compiled layer scanned
+  `times` times under CHECKPOINT_POLICY remat (weights get a leading [layers] dim)."""
+  if not exp.USE_REPEATED_LAYER:
+    return stack
+  stack.num_layers = 1
+  return pax_fiddle.Config(
+    layers.StackedTransformerRepeated,
+    block=stack,
+    x_times=times,
+    checkpoint_policy=exp.CHECKPOINT_POLICY,
+  )
+
+
 def _lm_task(exp: Any, packed_input: bool) -> pax_fiddle.Config:
   """SingleTask with Pax's LM embedding/softmax set-up (shared by the SPMD bases)."""
   task_p = pax_fiddle.Config(tasks_lib.SingleTask, name="xformer_task")
@@ -183,24 +197,7 @@ class TransformerLmSpmdAdafactor(base_experiment.BaseExperiment):
 
   MODEL_CLASS = models.LanguageModel
 
-  def task(self) -> pax_fiddle.Config:
-    """Returns the task config."""
-    _refuse(self, "USE_FP8", "USE_EXPERT_PARALLEL", "USE_CUDNN_FLASH_ATTENTION")
-    task_p = _lm_task(self, self.PACKED_INPUT)
-    model_p = task_p.model
-    stack = _stack(self, self.NUM_LAYERS, num_heads(self))
-    if self.USE_REPEATED_LAYER:
-      # One compiled layer scanned NUM_LAYERS times; weights get a leading [layers] dim.
-      stack.num_layers = 1
-      model_p.lm_tpl.stacked_transformer_tpl = pax_fiddle.Config(
-        layers.StackedTransformerRepeated,
-        block=stack,
-        x_times=self.NUM_LAYERS,
-        checkpoint_policy=self.CHECKPOINT_POLICY,
-      )
-    else:
-      model_p.lm_tpl.stacked_transformer_tpl = stack
-    model_p.fprop_dtype = self.FPROP_DTYPE
+  def _set_adafactor(self, task_p: pax_fiddle.Config) -> None:
     set_default_adafactor(
       task_p,
       self.LEARNING_RATE,
@@ -208,6 +205,17 @@ class TransformerLmSpmdAdafactor(base_experiment.BaseExperiment):
       decay_end=self.DECAY_END,
       clip_gradient_norm_to_value=self.CLIP_GRADIENT_NORM_TO_VALUE,
     )
+
+  def task(self) -> pax_fiddle.Config:
+    """Returns the task config."""
+    _refuse(self, "USE_FP8", "USE_EXPERT_PARALLEL", "USE_CUDNN_FLASH_ATTENTION")
+    task_p = _lm_task(self, self.PACKED_INPUT)
+    model_p = task_p.model
+    model_p.lm_tpl.stacked_transformer_tpl = _maybe_repeated(
+      self, _stack(self, self.NUM_LAYERS, num_heads(self)), self.NUM_LAYERS
+    )
+    model_p.fprop_dtype = self.FPROP_DTYPE
+    self._set_adafactor(task_p)
     _loop_fields(self, task_p)
     if self.ICI_MESH_SHAPE is not None:
       set_sharding_annotations_v1(
@@ -261,15 +269,7 @@ class TransformerLmSpmdPipelineAdafactor(TransformerLmSpmdAdafactor):
     task_p = _lm_task(self, True)
     model_p = task_p.model
     per_stage = self.NUM_LAYERS // (self.NUM_STAGES * self.CIRCULAR_REPEAT)
-    stage = _stack(self, per_stage, num_heads(self))
-    if self.USE_REPEATED_LAYER:
-      stage.num_layers = 1
-      stage = pax_fiddle.Config(
-        layers.StackedTransformerRepeated,
-        block=stage,
-        x_times=per_stage,
-        checkpoint_policy=self.CHECKPOINT_POLICY,
-      )
+    stage = _maybe_repeated(self, _stack(self, per_stage, num_heads(self)), per_stage)
     model_p.lm_tpl.stacked_transformer_tpl = pax_fiddle.Config(
       layers.PipelinedTransformer,
       pipeline_stage=stage,
@@ -282,13 +282,7 @@ class TransformerLmSpmdPipelineAdafactor(TransformerLmSpmdAdafactor):
       pipeline_broadcast_inputs=self.PIPELINE_BROADCAST_INPUTS,
     )
     model_p.fprop_dtype = self.FPROP_DTYPE
-    set_default_adafactor(
-      task_p,
-      self.LEARNING_RATE,
-      self.WEIGHT_DECAY,
-      decay_end=self.DECAY_END,
-      clip_gradient_norm_to_value=self.CLIP_GRADIENT_NORM_TO_VALUE,
-    )
+    self._set_adafactor(task_p)
     _loop_fields(self, task_p)
     maybe_setup_moe_params(model_p.lm_tpl.stacked_transformer_tpl.pipeline_stage)
     # The mesh [stage, replica, data, mdl]; its axis names are the partitioner's (see
