@@ -692,20 +692,23 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
   ) -> None:
     """Records a summary in "summaries" as `<name>_<type>` (Pax's keys, e.g. 'loss_scalar').
 
-    Skipped when the JaxContext's summary_verbosity is below `verbosity`; a repeated name gets
-    a number (`name1_scalar`); a layer called twice keeps the last value.
+    Skipped when the JaxContext's summary_verbosity is below `verbosity`. As in Pax, the name
+    gets a number (`name1_scalar`) only while a summary called `name` itself (no type suffix)
+    exists; otherwise the value overwrites: a layer called twice, or summaries fed back in the
+    variables, keep the last value under the same key.
     """
     if JaxContext.has_context() and verbosity > self.jax_context.summary_verbosity:
       return
     if callable(tensor):
       tensor = tensor()
-    suffix = get_summary_type_suffix(summary_type)
     full = name
     count = 0
-    while self.has_variable(SUMMARIES, full + suffix):
+    while self.has_variable(SUMMARIES, full):
       count += 1
       full = f"{name}{count}"
-    self.sow(SUMMARIES, full + suffix, tensor, reduce_fn=lambda _, y: y)
+    self.sow(
+      SUMMARIES, full + get_summary_type_suffix(summary_type), tensor, reduce_fn=lambda _, y: y
+    )
 
   @nn.nowrap
   def add_aux_loss(self, name: str, value: JTensor, weight: Any = None) -> None:

@@ -89,6 +89,12 @@ class BaseLayerTest(absltest.TestCase):
     self.assertEqual(out.dtype, jnp.bfloat16)  # the child inherited fprop_dtype
     # Pax's summary keys carry the summary type.
     self.assertEqual(float(mutated[base_layer.SUMMARIES]["proj"]["x_mean_scalar"]), 1.0)
+    # Summaries fed back in the variables are overwritten under the same key, not renumbered.
+    _, again = layer.apply(
+      {**variables, **mutated}, 3 * jnp.ones((2, 3)), mutable=[base_layer.SUMMARIES]
+    )
+    self.assertEqual(list(again[base_layer.SUMMARIES]["proj"]), ["x_mean_scalar"])
+    self.assertEqual(float(again[base_layer.SUMMARIES]["proj"]["x_mean_scalar"]), 3.0)
     # The template on the config is untouched by create_child's overrides.
     self.assertEqual(layer.proj_tpl.input_dims, 0)
 
