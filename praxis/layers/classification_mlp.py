@@ -35,13 +35,7 @@ class ClassificationMLPModel(base_layer.BaseLayer):
   softmax_tpl: base_layer.LayerTpl = template_field(embedding_softmax.SharedEmbeddingSoftmax)
 
   def setup(self):
-    ff = self.mlp_tpl.ff_tpl
-    self.create_child(
-      "mlp_layers_0",
-      self.mlp_tpl,
-      input_dims=self.mlp_tpl.input_dims or ff.input_dims,
-      output_dims=self.mlp_tpl.output_dims or ff.output_dims,
-    )
+    self.create_child("mlp_layers_0", self.mlp_tpl)
     self.create_child("softmax", self.softmax_tpl)
 
   def compute_predictions(self, input_batch: NestedMap) -> NestedMap:

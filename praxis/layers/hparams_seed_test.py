@@ -87,18 +87,16 @@ class HParamsSeedTest(absltest.TestCase):
   def test_model_config_prints_as_text(self):
     cfg = linears.MLPBlock.HParams.config(
       num_layers=2,
-      input_dims=8,
       hidden_dims=16,
-      output_dims=4,
       ff_tpl=linears.FeedForward.HParams(
-        activation_tpl=activations.GELU.HParams(approximate=False)
+        input_dims=8, output_dims=4, activation_tpl=activations.GELU.HParams(approximate=False)
       ),
     )
     text = base_hyperparams.nested_struct_to_text(cfg)
     lines = text.splitlines()
     for line in (
       "(root) : cls/praxis.layers.linears.MLPBlock",
-      "input_dims : 8",
+      "ff_tpl.input_dims : 8",
       "hidden_dims : 16",
       "num_layers : 2",
       "ff_tpl : cls/praxis.layers.linears.FeedForward",

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 from praxis import base_hyperparams
 from praxis import base_layer
+from praxis import pax_fiddle
 from praxis.layers import activations
 from praxis.layers import base_ops
 from praxis.layers.stacking import StackingOverTime  # pylint: disable=unused-import
@@ -195,49 +196,47 @@ def project_last_dim(inputs: jax.Array, weight: jax.Array) -> jax.Array:
 
 
 class MLPBlock(base_layer.BaseLayer):
-  """`num_layers` FeedForward layers: input_dims -> hidden_dims -> ... -> output_dims.
+  """Pax's MLPBlock: `num_layers` FeedForward layers, ff_tpl.input_dims -> hidden_dims -> ... ->
+  ff_tpl.output_dims.
 
-  As in Pax, every layer applies the template's activation, the last one too; for a linear
-  output put the last layer's activation in `last_activation_tpl` (e.g. Identity).
+  As in Pax, every layer applies ff_tpl's activation, the last one too unless
+  `activate_final=False` (then the last layer's activation is Identity).
 
   Weight axes: the first layer keeps the template's `weight_axes` (default ("embed", "mlp"));
   hidden-to-hidden layers use (None, "mlp") and the last of several layers ("mlp", None), so no
   weight names one logical axis twice (which a sharding rule could not place).
 
   Attributes:
-    num_layers: number of FeedForward layers (>= 1); children are `layers_0`, `layers_1`, ...
-    input_dims: size of the last input dim.
+    num_layers: number of FeedForward layers (>= 1); children `mlp_layers_0`, `mlp_layers_1`, ...
     hidden_dims: output size of every layer but the last.
-    output_dims: output size of the last layer.
-    ff_tpl: template of each layer (activation, bias, ...); its sizes are set here.
-    last_activation_tpl: if set, replaces the activation of the last layer.
+    activate_final: whether the last layer applies the activation.
+    ff_tpl: template of each layer (activation, bias, ...); its input_dims / output_dims size the
+      first layer's input and the last layer's output.
   """
 
   num_layers: int = 3
-  input_dims: int = 0
   hidden_dims: int = 128
-  output_dims: int = 0
+  activate_final: bool = True
   ff_tpl: base_hyperparams.Config = template_field(FeedForward)
-  last_activation_tpl: base_hyperparams.Config | None = template_field(None)
 
   def setup(self):
     if self.num_layers < 1:
       raise ValueError(f"MLPBlock needs num_layers >= 1, got {self.num_layers}.")
-    dims = [self.input_dims] + [self.hidden_dims] * (self.num_layers - 1) + [self.output_dims]
-    layers = []
+    last = self.num_layers - 1
+    dims = [self.ff_tpl.input_dims] + [self.hidden_dims] * last + [self.ff_tpl.output_dims]
+    templates = []
     for i in range(self.num_layers):
-      overrides = dict(input_dims=dims[i], output_dims=dims[i + 1])
-      if i == self.num_layers - 1 and i > 0:
-        overrides["weight_axes"] = ("mlp", None)
-      elif i > 0:
-        overrides["weight_axes"] = (None, "mlp")
-      if i == self.num_layers - 1 and self.last_activation_tpl is not None:
-        overrides["activation_tpl"] = self.last_activation_tpl
-      layers.append(self.create_child(self.ff_tpl, **overrides))
-    self.layers = layers
+      cfg = self.ff_tpl.clone()
+      cfg.input_dims, cfg.output_dims = dims[i], dims[i + 1]
+      if i > 0:
+        cfg.weight_axes = ("mlp", None) if i == last else (None, "mlp")
+      if i == last and not self.activate_final:
+        cfg.activation_tpl = pax_fiddle.Config(activations.Identity)
+      templates.append(cfg)
+    self.create_children("mlp_layers", templates)
 
   def __call__(self, inputs: jax.Array) -> jax.Array:
     outputs = inputs
-    for layer in self.layers:
-      outputs = layer(outputs)  # [..., hidden_dims], the last [..., output_dims]
+    for layer in self.mlp_layers:
+      outputs = layer(outputs)  # [..., hidden_dims], the last [..., ff_tpl.output_dims]
     return outputs

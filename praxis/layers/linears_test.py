@@ -141,25 +141,25 @@ class MLPBlockTest(absltest.TestCase):
   def test_three_layers_match_numpy_chain_and_gradient(self):
     layer = linears.MLPBlock.HParams(
       num_layers=3,
-      input_dims=3,
       hidden_dims=6,
-      output_dims=2,
-      ff_tpl=linears.FeedForward.HParams(activation_tpl=activations.Tanh.HParams()),
-      last_activation_tpl=activations.Identity.HParams(),
+      activate_final=False,
+      ff_tpl=linears.FeedForward.HParams(
+        input_dims=3, output_dims=2, activation_tpl=activations.Tanh.HParams()
+      ),
     ).Instantiate()
     x = jax.random.normal(jax.random.key(1), (4, 3))
     variables = _init(layer, x)
     params = variables["params"]
-    self.assertEqual(sorted(params), ["layers_0", "layers_1", "layers_2"])
-    self.assertEqual(params["layers_0"]["linear"]["w"].shape, (3, 6))
-    self.assertEqual(params["layers_1"]["linear"]["w"].shape, (6, 6))
-    self.assertEqual(params["layers_2"]["linear"]["w"].shape, (6, 2))
+    self.assertEqual(sorted(params), ["mlp_layers_0", "mlp_layers_1", "mlp_layers_2"])
+    self.assertEqual(params["mlp_layers_0"]["linear"]["w"].shape, (3, 6))
+    self.assertEqual(params["mlp_layers_1"]["linear"]["w"].shape, (6, 6))
+    self.assertEqual(params["mlp_layers_2"]["linear"]["w"].shape, (6, 2))
     # Give the biases values so that a skipped bias shows.
     for i in range(3):
-      b = params[f"layers_{i}"]["bias"]["b"]
-      params[f"layers_{i}"]["bias"]["b"] = 0.1 * jnp.arange(b.shape[0], dtype=jnp.float32)
-    ws = [np.asarray(params[f"layers_{i}"]["linear"]["w"], np.float64) for i in range(3)]
-    bs = [np.asarray(params[f"layers_{i}"]["bias"]["b"], np.float64) for i in range(3)]
+      b = params[f"mlp_layers_{i}"]["bias"]["b"]
+      params[f"mlp_layers_{i}"]["bias"]["b"] = 0.1 * jnp.arange(b.shape[0], dtype=jnp.float32)
+    ws = [np.asarray(params[f"mlp_layers_{i}"]["linear"]["w"], np.float64) for i in range(3)]
+    bs = [np.asarray(params[f"mlp_layers_{i}"]["bias"]["b"], np.float64) for i in range(3)]
     h0 = np.asarray(x, np.float64)
     z1 = h0 @ ws[0] + bs[0]
     h1 = np.tanh(z1)
@@ -172,22 +172,28 @@ class MLPBlockTest(absltest.TestCase):
     grads = jax.grad(lambda v: jnp.sum(layer.apply(v, x) * cot))(variables)["params"]
     d2 = (cot @ ws[2].T) * (1 - h2**2)
     d1 = (d2 @ ws[1].T) * (1 - h1**2)
-    np.testing.assert_allclose(grads["layers_2"]["linear"]["w"], h2.T @ cot, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(grads["layers_1"]["linear"]["w"], h1.T @ d2, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(grads["layers_0"]["linear"]["w"], h0.T @ d1, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(grads["layers_0"]["bias"]["b"], d1.sum(0), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+      grads["mlp_layers_2"]["linear"]["w"], h2.T @ cot, rtol=1e-4, atol=1e-5
+    )
+    np.testing.assert_allclose(
+      grads["mlp_layers_1"]["linear"]["w"], h1.T @ d2, rtol=1e-4, atol=1e-5
+    )
+    np.testing.assert_allclose(
+      grads["mlp_layers_0"]["linear"]["w"], h0.T @ d1, rtol=1e-4, atol=1e-5
+    )
+    np.testing.assert_allclose(grads["mlp_layers_0"]["bias"]["b"], d1.sum(0), rtol=1e-4, atol=1e-5)
 
   def test_no_weight_repeats_a_logical_axis(self):
     layer = linears.MLPBlock.HParams(
-      num_layers=3, input_dims=3, hidden_dims=4, output_dims=2
+      num_layers=3, hidden_dims=4, ff_tpl=linears.FeedForward.HParams(input_dims=3, output_dims=2)
     ).Instantiate()
     variables = base_layer.init_boxed(layer, jax.random.key(0), jnp.ones((1, 3)))
-    names = [variables["params"][f"layers_{i}"]["linear"]["w"].names for i in range(3)]
+    names = [variables["params"][f"mlp_layers_{i}"]["linear"]["w"].names for i in range(3)]
     self.assertEqual(names, [("embed", "mlp"), (None, "mlp"), ("mlp", None)])
 
   def test_pax_default_applies_activation_to_last_layer(self):
     layer = linears.MLPBlock.HParams(
-      num_layers=2, input_dims=3, hidden_dims=4, output_dims=5
+      num_layers=2, hidden_dims=4, ff_tpl=linears.FeedForward.HParams(input_dims=3, output_dims=5)
     ).Instantiate()
     x = 10 * jax.random.normal(jax.random.key(3), (50, 3))
     variables = layer.init(jax.random.key(0), x)

@@ -315,13 +315,10 @@ class ClassificationModel(base_layer.BaseLayer):
       )
     features = self.input_dims
     if self.num_hidden_layers > 0:
-      self.mlp = self.create_child(
-        self.mlp_tpl,
-        num_layers=self.num_hidden_layers,
-        input_dims=self.input_dims,
-        hidden_dims=self.hidden_dims,
-        output_dims=self.hidden_dims,
-      )
+      mlp = self.mlp_tpl.clone()
+      mlp.ff_tpl.input_dims, mlp.ff_tpl.output_dims = self.input_dims, self.hidden_dims
+      mlp.set(num_layers=self.num_hidden_layers, hidden_dims=self.hidden_dims)
+      self.mlp = self.create_child(mlp)
       features = self.hidden_dims
     self.softmax = self.create_child(
       self.softmax_tpl,

@@ -79,7 +79,7 @@ class ClassificationModelTest(absltest.TestCase):
   def np_forward_and_grads(self, p):
     """numpy forward and hand-derived backward of relu(x W0 + b0) W1 + b1 with softmax xent."""
     x = self.batch.inputs.reshape(6, -1).astype(np.float64)
-    w0, b0 = p["mlp"]["layers_0"]["linear"]["w"], p["mlp"]["layers_0"]["bias"]["b"]
+    w0, b0 = p["mlp"]["mlp_layers_0"]["linear"]["w"], p["mlp"]["mlp_layers_0"]["bias"]["b"]
     w1, b1 = p["softmax"]["logits_ffn"]["linear"]["w"], p["softmax"]["logits_ffn"]["bias"]["b"]
     pre = x @ w0 + b0
     h = np.maximum(pre, 0)
@@ -125,8 +125,8 @@ class ClassificationModelTest(absltest.TestCase):
     for name, got in [
       ("w1", grads["softmax"]["logits_ffn"]["linear"]["w"]),
       ("b1", grads["softmax"]["logits_ffn"]["bias"]["b"]),
-      ("w0", grads["mlp"]["layers_0"]["linear"]["w"]),
-      ("b0", grads["mlp"]["layers_0"]["bias"]["b"]),
+      ("w0", grads["mlp"]["mlp_layers_0"]["linear"]["w"]),
+      ("b0", grads["mlp"]["mlp_layers_0"]["bias"]["b"]),
     ]:
       np.testing.assert_allclose(got, ref_grads[name], rtol=1e-4, atol=1e-6, err_msg=name)
 
