@@ -421,6 +421,13 @@ class TransformerEncoderDecoder(base_layer.BaseLayer):
     (so that extend_step keeps hiding padded positions); they get the same transform, so a
     cache padded to the output length keeps one padding per position.
     """
+    if not _is_a(self.decoder_stacked_transformer_tpl, transformers.StackedTransformer):
+      raise NotImplementedError(
+        "TransformerEncoderDecoder decodes with a StackedTransformer decoder only: this praxis' "
+        f"{_callable(self.decoder_stacked_transformer_tpl).__name__} cannot transform its decode "
+        "cache (pad / repeat / reorder). Train with it, and decode with a StackedTransformer of "
+        "the same layers."
+      )
     self.decoder.transform_decode_state(transform_fn)
     if self.decoder.has_variable(DECODE_CACHE, "paddings"):
       paddings = self.decoder.get_variable(DECODE_CACHE, "paddings")

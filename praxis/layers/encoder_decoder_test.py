@@ -29,7 +29,7 @@ def stack(masked: bool, cross: bool = False) -> pax_fiddle.Config:
   )
 
 
-def encdec_config(cross: bool = True) -> pax_fiddle.Config:
+def encdec(cross: bool = True) -> pax_fiddle.Config:
   # Reached through transformer_models, as Pax users do.
   return pax_fiddle.Config(
     transformer_models.TransformerEncoderDecoder,
@@ -49,7 +49,7 @@ class EncoderDecoderTest(absltest.TestCase):
     cls.inputs = jnp.asarray(rng.integers(0, V, (2, 5)), jnp.int32)
     cls.input_paddings = jnp.asarray([[0, 0, 0, 1, 1], [0, 0, 0, 0, 0]], jnp.float32)
     cls.targets = jnp.asarray(rng.integers(0, V, (2, 4)), jnp.int32)
-    cls.model = base_layer.instantiate(encdec_config())
+    cls.model = base_layer.instantiate(encdec())
     cls.variables = cls.model.init(
       jax.random.key(0), cls.inputs, cls.input_paddings, cls.targets, jnp.zeros((2, 4))
     )
@@ -70,7 +70,7 @@ class EncoderDecoderTest(absltest.TestCase):
     self.assertEqual(params["encoder_ln"]["scale"].shape, (D,))
 
   def test_masks_are_validated(self):
-    bad = encdec_config()
+    bad = encdec()
     bad.encoder_stacked_transformer_tpl.mask_self_attention = True
     model = base_layer.instantiate(bad)
     with self.assertRaisesRegex(ValueError, "Encoder attention should be un-masked"):
@@ -132,6 +132,26 @@ class EncoderDecoderTest(absltest.TestCase):
     self.assertEqual(enc.shape, (2, 5, D))
     # The final LayerNorm leaves every position with (about) zero mean over D.
     np.testing.assert_allclose(jnp.mean(enc, -1), 0.0, atol=1e-5)
+
+  def test_repeated_decoder_trains_but_does_not_decode(self):
+    cfg = encdec()
+    cfg.decoder_stacked_transformer_tpl = pax_fiddle.Config(
+      transformers.StackedTransformerRepeated, block=stack(True, True), x_times=2
+    )
+    cfg.decoder_stacked_transformer_tpl.block.num_layers = 1
+    model = base_layer.instantiate(cfg)
+    args = (self.inputs, self.input_paddings, self.targets, jnp.zeros((2, 4)))
+    variables = model.init(jax.random.key(0), *args)
+    query = variables["params"]["decoder"]["repeat"]["sub"]["x_layers_0"]["cross_attention"]
+    self.assertEqual(query["query"]["w"].shape, (2, D, N, D // N))  # [x_times, D, N, H]
+    self.assertEqual(model.apply(variables, *args).logits.shape, (2, 4, V))
+    _, cache = model.apply(variables, *args, mutable=[DECODE_CACHE])
+    with self.assertRaisesRegex(NotImplementedError, "StackedTransformer decoder only"):
+      model.apply(
+        {**variables, **cache},
+        method=lambda m: m.transform_decode_state(decoder_utils.pad_state_fn(1)),
+        mutable=[DECODE_CACHE],
+      )
 
 
 if __name__ == "__main__":
