@@ -50,7 +50,8 @@ def next_token(model: Any, logits: jax.Array, *, top_k: int, temperature: float)
   if top_k == 1 or (top_k == 0 and temperature == 0.0):
     return jnp.argmax(logits, axis=-1).astype(jnp.int32)
   if top_k > 1:
-    top_logits, top_ids = jax.lax.top_k(logits, top_k)  # [B, K]
+    # Clamped: a k above the vocabulary (Pax's default k is 40) means every token.
+    top_logits, top_ids = jax.lax.top_k(logits, min(top_k, logits.shape[-1]))  # [B, K]
   else:
     top_logits, top_ids = logits, None
   noise = jax.random.gumbel(model.next_prng_key(), top_logits.shape).astype(top_logits.dtype)

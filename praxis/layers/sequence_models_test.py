@@ -134,6 +134,18 @@ class SequenceModelTest(absltest.TestCase):
     for s in range(3):
       np.testing.assert_array_equal(out.output_ids[:, s], greedy)
 
+  def test_top_k_sampling_keeps_to_the_top_k(self):
+    # k=2 at a high temperature: every generated token is one of the 2 most likely.
+    hp = models.SampleDecoderHParams(seqlen=4, num_samples=4, k=2, temperature=5.0, eos_id=99)
+    out = self.decode(hp, rng=4)
+    ids = np.asarray(out.output_ids)
+    for b in range(2):
+      for s in range(4):
+        lp = self.log_probs(jnp.asarray(np.repeat(ids[b : b + 1, s, :-1], 2, axis=0)))[b]
+        top2 = np.argsort(-np.asarray(lp), axis=-1)[:, :2]  # [3, 2]
+        for t in range(3):
+          self.assertIn(ids[b, s, t + 1], top2[t])
+
   def test_samples_depend_on_the_rng(self):
     hp = models.SampleDecoderHParams(seqlen=5, num_samples=4, k=0, eos_id=EOS)
     first, second = self.decode(hp, rng=1), self.decode(hp, rng=2)
