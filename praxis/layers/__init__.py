@@ -36,6 +36,11 @@ Where to find a layer:
     SampleDecoderHParams, BeamSearchHParams from praxis.decoder_hparams).
   lm_decode: LanguageModel.decode with Pax's decoder settings (greedy,
     num_samples sampling, beam search via praxis.beam_search).
+  encoder_decoder: TransformerEncoderDecoder (Pax's encoder-decoder; also
+    `transformer_models.TransformerEncoderDecoder`).
+  sequence_models: SequenceModel (encoder-decoder loss, encode, greedy /
+    sampled / beam decoding; also in `models`); sequence_decode: its decode
+    loops. dpo_models: LanguageModelDPO, SequenceModelDPO (also in `models`).
   attentions: DotProductAttention (Pax's fields: per-dim scale by default,
     combined QKV, dconv, rotary, relative bias, logit cap; KV cache +
     extend_step; ours: num_kv_heads), DotProductAttentionWithLPB,

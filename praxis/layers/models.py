@@ -374,3 +374,17 @@ class ClassificationModel(base_layer.BaseLayer):
 
   def __call__(self, input_batch: NestedMap) -> tuple[WeightedScalars, NestedMap]:
     return self.compute_loss(self.compute_predictions(input_batch), input_batch)
+
+
+# Pax's SequenceModel and DPO models live in their own modules; Pax users reach them here.
+from praxis.layers.dpo_models import (  # noqa: E402, F401
+  DPOExample,
+  DPOExampleHalf,
+  DPOExampleHalfSeq2Seq,
+  DPOExampleSeq2Seq,
+  Labels,
+  LanguageModelDPO,
+  SequenceModelDPO,
+  compute_dpo_loss_helper,
+)
+from praxis.layers.sequence_models import SequenceModel, compute_xent_loss_helper  # noqa: E402, F401

@@ -396,3 +396,7 @@ def _is_a(cfg: Config, cls: type) -> bool:
 
 def _is_repeated(cfg: Config) -> bool:
   return _is_a(cfg, transformers.StackedTransformerRepeated)
+
+
+# Pax's encoder-decoder lives in its own module; Pax users reach it under this module's name.
+from praxis.layers.encoder_decoder import TransformerEncoderDecoder  # noqa: E402, F401
