@@ -84,18 +84,27 @@ class LmDecodeTest(absltest.TestCase):
     np.testing.assert_array_equal(out.output_ids[:, 0], seed.output_ids)
     np.testing.assert_array_equal(out.decode_lengths[:, 0], seed.decode_lengths)
     np.testing.assert_array_equal(out.prefix_lengths[:, 0], [2, 4])
-    np.testing.assert_allclose(out.scores[:, 0], seed.scores, rtol=1e-6)
+    # Pax's logprobs: the prompt's own tokens too (fed one by one), 1.0 after the end.
+    generated = np.arange(8)[None, :] >= np.array([[2], [4]])
+    logprobs = np.where(generated & (out.logprobs[:, 0] < 1.0), out.logprobs[:, 0], 0.0)
+    np.testing.assert_allclose(logprobs.sum(-1), seed.scores, rtol=1e-6)
     self.assertEqual(float(metrics.num_decoded[0]), 2.0)
 
-  def test_ids_longer_than_seqlen_are_cut_as_in_pax(self):
+  def test_ids_longer_than_seqlen_fill_the_output_as_in_pax(self):
     _, long_out, _ = self.decode(models.GreedyDecoderHParams(seqlen=3, eos_id=EOS))
     self.assertEqual(long_out.output_ids.shape, (2, 1, 3))
-    np.testing.assert_array_equal(long_out.output_ids[:, 0, :2], [[1, 2], [3, 0]])
-    np.testing.assert_array_equal(long_out.prefix_lengths[:, 0], [2, 3])
+    # Row 1's prompt (4 tokens) does not fit: the output is its first 3; prefix_lengths stays.
+    np.testing.assert_array_equal(long_out.output_ids[1, 0], [3, 0, 1])
+    np.testing.assert_array_equal(long_out.output_ids[0, 0, :2], [1, 2])
+    np.testing.assert_array_equal(long_out.prefix_lengths[:, 0], [2, 4])
 
   def test_min_decode_steps_keeps_eos_away(self):
     _, out, _ = self.decode(
-      models.GreedyDecoderHParams(seqlen=8, eos_id=EOS, min_decode_steps=3, max_decode_steps=3)
+      # fprop_for_prefix: max_decode_steps counts new tokens after the prompts (without it,
+      # Pax's loop runs max_decode_steps positions from the first token, prompts included).
+      models.GreedyDecoderHParams(
+        seqlen=8, eos_id=EOS, min_decode_steps=3, max_decode_steps=3, fprop_for_prefix=True
+      )
     )
     for b, plen in enumerate([2, 4]):
       self.assertNotIn(EOS, list(out.output_ids[b, 0, plen : plen + 3]))
@@ -108,7 +117,13 @@ class LmDecodeTest(absltest.TestCase):
     alpha, beam, steps = 0.6, 16, 3
     _, out, _ = self.decode(
       models.BeamSearchHParams(
-        beam_size=beam, max_decode_steps=steps, eos_id=EOS, length_norm_alpha=alpha
+        # Pax requires seqlen > 0 for every decoder; beam search sizes its output by
+        # max_decode_steps.
+        seqlen=1,
+        beam_size=beam,
+        max_decode_steps=steps,
+        eos_id=EOS,
+        length_norm_alpha=alpha,
       )
     )
     self.assertEqual(out.output_ids.shape, (2, beam, 4 + steps))
@@ -133,14 +148,18 @@ class LmDecodeTest(absltest.TestCase):
       self.decode(decoder)
     _, out, _ = self.decode(decoder, jax.random.key(0))
     self.assertEqual(out.output_ids.shape, (2, 3, 8))
-    self.assertTrue(np.all(np.diff(np.asarray(out.scores), axis=1) <= 0))
-    # Each sample's score is the sum of its tokens' log-probs under the full model.
+    # Pax's score: the sum of the logprobs (1.0 marks padding and counts 0); a row's samples
+    # share the prompt's logprobs, so the order is that of the generated tokens' sums.
+    logprobs = np.asarray(out.logprobs)
+    scores = np.where(logprobs >= 1.0, 0.0, logprobs).sum(-1)  # [B, N]
+    self.assertTrue(np.all(np.diff(scores, axis=1) <= 0))
+    # Each generated token's logprob is its log-prob under the full model.
     for b, s in [(0, 0), (1, 2)]:
       seq = list(out.output_ids[b, s, : out.decode_lengths[b, s]])
       lp = self.log_probs(seq)
       plen = int(out.prefix_lengths[b, s])
-      want = sum(lp[t, seq[t + 1]] for t in range(plen - 1, len(seq) - 1))
-      self.assertAlmostEqual(float(out.scores[b, s]), want, places=4)
+      for t in range(plen - 1, len(seq) - 1):
+        self.assertAlmostEqual(float(logprobs[b, s, t + 1]), lp[t, seq[t + 1]], places=4)
 
   def test_unsupported_settings_raise(self):
     with self.assertRaisesRegex(NotImplementedError, "cf_guidance_scale"):
