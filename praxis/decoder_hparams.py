@@ -10,9 +10,10 @@ What `LanguageModel.decode` does with each (praxis.layers.lm_decode):
     (praxis.token_samplers.DefaultNextTokenSampler: top-k, top-p, temperature) in
     `praxis.sample_decode.sample_decode`, or its `vanilla_sample_decode`.
   BeamSearchHParams: `praxis.beam_search.beam_search` (length normalization, EOS handling).
+  FlatBeamSearchHParams: `praxis.flat_beam_search.flat_beam_search`.
 Fields that need Pax machinery we do not have (mesh transposes, continuous batching,
 precomputed prefix caches, controlled decoding, sample constraints, classifier-free guidance,
-flat beam search, and lazy prefix broadcast / early_exit for beam search) are kept so configs
+and lazy prefix broadcast / early_exit for beam search) are kept so configs
 load, and decode raises when one is set to a non-default value; docs/praxis.md lists them.
 """
 
@@ -103,7 +104,8 @@ class BeamSearchHParams(DecoderHParams):
 
 @dataclasses.dataclass
 class FlatBeamSearchHParams(BeamSearchHParams):
-  """Pax's flat beam search (one flattened beam over the batch); not supported here."""
+  """Pax's flat beam search (praxis.flat_beam_search): a row's hypotheses go through the
+  model's extend_step together as ids [B, K]; Pax notes it does not work with real LMs yet."""
 
 
 @dataclasses.dataclass
@@ -167,10 +169,6 @@ UNSUPPORTED_BEAM_SEARCH_FIELDS = ("lazy_prefix_broadcast", "early_exit", "use_ex
 
 def check_supported(hparams: DecoderHParams) -> None:
   """Raises if `hparams` sets a field this praxis does not implement (see UNSUPPORTED_FIELDS)."""
-  if isinstance(hparams, FlatBeamSearchHParams):
-    raise NotImplementedError(
-      "FlatBeamSearchHParams (Pax's flat beam search) is not implemented; use BeamSearchHParams."
-    )
   if getattr(hparams, "cf_guidance_scale", None) is not None:
     # Pax's LanguageModel refuses guidance with this message too (only its SequenceModel has it).
     raise NotImplementedError(

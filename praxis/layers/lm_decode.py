@@ -7,8 +7,8 @@ name, written as a function of the bound LanguageModel so models.py stays small.
   fprop (`lm(ids, paddings, segment_ids, segment_pos, start_time_step, causal_attention_mask)`,
   the prefill), `lm.transform_decode_state(fn)`, `lm.lazy_broadcast_prefix(n, length)` and
   `lm.extend_step(ids, segment_pos=...)`, through praxis.sample_decode for GreedyDecoderHParams
-and SampleDecoderHParams. BeamSearchHParams runs praxis.beam_search over a pure extend_step
-function (`cached_lm_fns`); FlatBeamSearchHParams is not implemented.
+and SampleDecoderHParams, and praxis.flat_beam_search for FlatBeamSearchHParams. BeamSearchHParams
+runs praxis.beam_search over a pure extend_step function (`cached_lm_fns`).
 
 The prompt (Pax's `_prepare_decode_data`): row b's prompt is `ids[b, :prefix_lengths[b]]`, with
 prefix_lengths from the batch, else the sum of inputs_indicator (PREFIX LMs), else the
@@ -36,6 +36,7 @@ from praxis import base_hyperparams
 from praxis import beam_search
 from praxis import decoder_hparams
 from praxis import decoder_utils
+from praxis import flat_beam_search
 from praxis import pytypes
 from praxis import sample_decode
 from praxis.layers import attentions
@@ -359,6 +360,34 @@ def _beam(model, input_batch, hp) -> NestedMap:
   return out
 
 
+def _flat_beam(model, hp, data):
+  """Pax's flat beam search: the hypotheses of a row go through extend_step together."""
+  _fprop_fn(
+    data,
+    data.fprop_input_ids,
+    data.fprop_input_paddings,
+    data.fprop_segment_pos,
+    data.fprop_segment_ids,
+    data.causal_attention_mask,
+  )(model.lm, None, None)
+  model.lm.transform_decode_state(decoder_utils.pad_state_fn(data.state_padding_size))
+  result = flat_beam_search.flat_beam_search(
+    model.lm,
+    lambda mdl, ids, segment_pos: mdl.extend_step(ids, segment_pos=segment_pos).logits,
+    data.input_ids,
+    data.input_paddings,
+    data.seqlen,
+    beam_size=hp.beam_size,
+    fprop_dtype=model.fprop_dtype,
+    max_decode_steps=_max_steps(hp.max_decode_steps),
+    eos_id=hp.eos_id,
+    length_norm_alpha=hp.length_norm_alpha,
+  )
+  if hp.process_result_fn is not None:
+    result = hp.process_result_fn(model.lm, result)
+  return result
+
+
 def decode_with_params(
   model: Any,
   hp: decoder_hparams.DecoderHParams,
@@ -370,7 +399,9 @@ def decode_with_params(
   decoder_hparams.check_supported(hp)
   if hp.seqlen <= 0:
     raise ValueError(f"Must set decoder_tpl.seqlen > 0, current value = {hp.seqlen}.")
-  if isinstance(hp, decoder_hparams.BeamSearchHParams):
+  if isinstance(hp, decoder_hparams.FlatBeamSearchHParams):
+    result = _flat_beam(model, hp, prepare_decode_data(model, input_batch, hp))
+  elif isinstance(hp, decoder_hparams.BeamSearchHParams):
     result = _beam(model, input_batch, hp)
   else:
     data = prepare_decode_data(model, input_batch, hp)

@@ -164,8 +164,14 @@ class LmDecodeTest(absltest.TestCase):
   def test_unsupported_settings_raise(self):
     with self.assertRaisesRegex(NotImplementedError, "cf_guidance_scale"):
       self.decode(models.SampleDecoderHParams(seqlen=8, cf_guidance_scale=2.0), jax.random.key(0))
-    with self.assertRaisesRegex(NotImplementedError, "FlatBeamSearchHParams"):
-      self.decode(models.FlatBeamSearchHParams(beam_size=2, max_decode_steps=2))
+    with self.assertRaisesRegex(NotImplementedError, "lazy_prefix_broadcast"):
+      self.decode(
+        models.BeamSearchHParams(
+          seqlen=8, beam_size=2, max_decode_steps=2, lazy_prefix_broadcast=True
+        )
+      )
+    with self.assertRaisesRegex(NotImplementedError, "num_cache_slots"):
+      self.decode(models.GreedyDecoderHParams(seqlen=8, num_cache_slots=4))
     with self.assertRaisesRegex(ValueError, "seqlen"):
       self.decode(models.GreedyDecoderHParams())
 
