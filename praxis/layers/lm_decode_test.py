@@ -90,6 +90,21 @@ class LmDecodeTest(absltest.TestCase):
     np.testing.assert_allclose(logprobs.sum(-1), seed.scores, rtol=1e-6)
     self.assertEqual(float(metrics.num_decoded[0]), 2.0)
 
+  def test_fprop_for_prefix_decodes_what_feeding_the_prompt_does(self):
+    # Right-aligned prompts in one prefill (positions and the left padding's segment as Pax)
+    # must give the tokens that feeding the prompt one position at a time gives.
+    _, fed, _ = self.decode(models.GreedyDecoderHParams(seqlen=8, eos_id=EOS))
+    _, prefilled, _ = self.decode(
+      models.GreedyDecoderHParams(seqlen=8, eos_id=EOS, fprop_for_prefix=True, max_decode_steps=4)
+    )
+    self.assertEqual(prefilled.output_ids.shape, (2, 1, 8))  # ids length 4 + 4 steps
+    for b, plen in enumerate([2, 4]):
+      end = min(int(fed.decode_lengths[b, 0]), plen + 4)
+      np.testing.assert_array_equal(prefilled.output_ids[b, 0, :end], fed.output_ids[b, 0, :end])
+      np.testing.assert_allclose(
+        prefilled.logprobs[b, 0, plen:end], fed.logprobs[b, 0, plen:end], rtol=1e-5, atol=1e-6
+      )
+
   def test_ids_longer_than_seqlen_fill_the_output_as_in_pax(self):
     _, long_out, _ = self.decode(models.GreedyDecoderHParams(seqlen=3, eos_id=EOS))
     self.assertEqual(long_out.output_ids.shape, (2, 1, 3))
