@@ -104,6 +104,39 @@ def _first_steps(max_decode_steps: int | Sequence[int] | None, seq_len: int) -> 
   return sorted(max_decode_steps) if max_decode_steps else [seq_len]
 
 
+def _stream(callback, val, step, start_step, num_samples, num_per_token_logprobs) -> None:
+  """Pax's streaming: after every `interval_steps` steps (or once every row is done) hands
+  callback_fn the interval's tokens [B, N, I] (with their logprobs and top candidates when
+  num_per_token_logprobs is set), decode_lengths (I), scores (their logprobs' sum), done."""
+  interval = callback.interval_steps
+  batch = val.output_ids.shape[0]
+
+  def window(x, fill, first):
+    """x [B, L, ...] -> x[:, first : first + I] (padded with `fill` past the end)."""
+    pad = [(0, 0), (0, interval)] + [(0, 0)] * (x.ndim - 2)
+    x = jnp.pad(x, pad, constant_values=fill)
+    return jax.lax.dynamic_slice_in_dim(x, first, interval, axis=1)
+
+  def send():
+    steps_done = ((step - start_step) // interval) * interval  # this interval's first step
+    out = NestedMap(output_ids=window(val.output_ids, 0, start_step + 1 + steps_done))
+    logprobs = window(val.logprobs, 1.0, start_step + 1 + steps_done)
+    if num_per_token_logprobs is not None:
+      out.num_per_token_logprobs = num_per_token_logprobs
+      out.top_candidate_ids = window(val.top_candidate_ids, 0, steps_done)
+      out.top_candidate_logprobs = window(val.top_candidate_logprobs, 1.0, steps_done)
+      out.logprobs = logprobs
+    out.decode_lengths = jnp.full((batch,), interval, jnp.int32)
+    out.scores = jnp.sum(jnp.minimum(logprobs, 0.0), axis=-1)  # 1.0 marks no token
+    out.done = val.done
+    out = jax.tree.map(lambda x: split_batch_dim(x, 0, num_samples), out)
+    out.prefix_lengths = jnp.zeros((batch // num_samples,), jnp.int32)
+    callback.callback_fn(out)
+
+  ready = ((step - start_step + 1) % interval == 0) | jnp.all(val.done)
+  jax.lax.cond(ready, send, lambda: None)
+
+
 def sample_decode(
   model: Any,
   extend_step_fn: decoder_utils.ExtendStepFn | decoder_utils.ExpandedExtendStepFn,
@@ -239,7 +272,8 @@ def sample_decode_after_fprop(
   [B, 2] per-row noise keys (all DUMMY_PRNG_KEY: ignored); per_example_top_p / top_k /
   max_decode_steps [B]; max_decode_steps an int or a list (the cache is padded at each);
   prefix_lengths [B]; eos_id an id, ids, or stop sequences [B, L] left-padded with 0;
-  return_entropy_score adds `entropy` [.., S]; num_per_token_logprobs [B] adds
+  return_entropy_score adds `entropy` [.., S]; result_callback streams the tokens of every
+  `interval_steps` steps (and the last ones) to its callback_fn; num_per_token_logprobs [B] adds
   top_candidate_ids / top_candidate_logprobs [B, N, S, MAX_NUM_PER_TOKEN_LOGPROBS] (indexed by
   decode step); optimize_eos ends each row where adding an EOS scores best.
 
@@ -252,7 +286,6 @@ def sample_decode_after_fprop(
     cf_guidance_scale=cf_guidance_scale,
     controlled_decoding=controlled_decoding,
     sample_constraint=sample_constraint,
-    result_callback=result_callback,
   )
   prefix_ids = jnp.asarray(prefix_ids)
   prefix_paddings = jnp.asarray(prefix_paddings)
@@ -362,6 +395,8 @@ def sample_decode_after_fprop(
     val.entropy = jnp.zeros((batch, seq_len), jnp.float32)
   val = next_token_sampler.init_decode_loop_state(val, model, batch, eos_id)
   extend = decoder_utils.coerce_to_expanded_extend_step_fn(extend_step_fn)
+  if result_callback is not None and result_callback.init_fn is not None:
+    result_callback.init_fn((original_batch, num_samples))
   new_token_offset = max_prefix_len if fprop_for_prefix else prefix_lengths  # [B] or int
 
   def body(model, val):
@@ -451,6 +486,8 @@ def sample_decode_after_fprop(
       )
     if "entropy" in val:
       val.entropy = val.entropy.at[:, step + 1].set(-jnp.sum(logprobs * jnp.exp(logprobs), -1))
+    if result_callback is not None:
+      _stream(result_callback, val, step, start_step, num_samples, num_per_token_logprobs)
     val.step = step + 1
     return val
 
@@ -476,6 +513,8 @@ def sample_decode_after_fprop(
       carry_variables=[DECODE_CACHE],
     )
 
+  if result_callback is not None and result_callback.done_fn is not None:
+    result_callback.done_fn()
   if optimize_eos:
     result = decoder_utils.collect_results_to_optimize_eos(
       result, decode_length_shift=max_prefix_len or 0

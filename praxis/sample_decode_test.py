@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from praxis import base_layer
+from praxis import decoder_utils
 from praxis import pytypes
 from praxis import sample_decode
 from praxis import token_samplers
@@ -118,6 +119,32 @@ class SampleDecodeLoopTest(absltest.TestCase):
     np.testing.assert_array_equal(out.decode_lengths, [[3, 3], [2, 2]])
     entropy = -(np.exp(LOG_PROBS[0]) * LOG_PROBS[0]).sum()
     self.assertAlmostEqual(float(out.entropy[0, 0, 1]), entropy, places=5)
+
+  def test_result_callback_streams_every_interval(self):
+    chunks, calls = [], []
+
+    def callback_fn(out):
+      jax.debug.callback(lambda ids, done: chunks.append((ids, done)), out.output_ids, out.done)
+
+    callback = decoder_utils.StreamingResultCallback(
+      callback_fn, interval_steps=2, init_fn=calls.append, done_fn=lambda: calls.append("done")
+    )
+
+    def decode(m, fprop, extend, transform):
+      return sample_decode.sample_decode(
+        m, extend, transform, None, token_samplers.DefaultNextTokenSampler(top_k=1),
+        jnp.array([[1], [1]]), jnp.zeros((2, 1)), 7, num_samples=1, fprop_fn=fprop,
+        prefix_lengths=jnp.array([1, 1]), eos_id=EOS, result_callback=callback,
+      )  # fmt: skip
+
+    out = _run(decode)
+    np.testing.assert_array_equal(out.output_ids[0, 0], [1, 3, 4, EOS, 0, 0, 0])
+    # Steps 0-1 give "3 4"; at step 2 every row is done, which sends "EOS" (and padding).
+    self.assertLen(chunks, 2)
+    np.testing.assert_array_equal(chunks[0][0], [[[3, 4]], [[3, 4]]])
+    np.testing.assert_array_equal(chunks[1][0], [[[EOS, 0]], [[EOS, 0]]])
+    np.testing.assert_array_equal(chunks[1][1], [[True], [True]])
+    self.assertEqual(calls, [(2, 1), "done"])
 
   def test_sampled_rows_are_sorted_by_score(self):
     ids = jnp.array([[1], [1]])
