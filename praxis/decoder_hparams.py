@@ -4,15 +4,17 @@ A LanguageModel's `decoder_tpl` is one of these (Pax's fields and defaults). The
 dataclasses, as in Pax, so a config holds them as values: `pax_fiddle.Config(LanguageModel,
 decoder_tpl=BeamSearchHParams(beam_size=4, max_decode_steps=8))`.
 
-What `LanguageModel.decode` does with each:
-  GreedyDecoderHParams: argmax at every step (`praxis.layers.sample_decode`'s loop).
-  SampleDecoderHParams: `num_samples` draws per row from softmax(logits / temperature),
-    restricted to the `k` most likely tokens when k > 0.
+What `LanguageModel.decode` does with each (praxis.layers.lm_decode):
+  GreedyDecoderHParams: argmax at every step (`praxis.sample_decode.greedy_decode`).
+  SampleDecoderHParams: `num_samples` draws per row through `next_token_sampler_tpl`
+    (praxis.token_samplers.DefaultNextTokenSampler: top-k, top-p, temperature) in
+    `praxis.sample_decode.sample_decode`, or its `vanilla_sample_decode`.
   BeamSearchHParams: `praxis.beam_search.beam_search` (length normalization, EOS handling).
-Fields that need Pax machinery we do not have (lazy prefix broadcast, mesh transposes,
-continuous batching, controlled decoding, classifier-free guidance, top-p, custom next-token
-samplers, flat beam search) are kept so configs load, and decode raises when one is set to a
-non-default value; docs/praxis.md lists them.
+  FlatBeamSearchHParams: `praxis.flat_beam_search.flat_beam_search`.
+Fields that need Pax machinery we do not have (mesh transposes, continuous batching,
+precomputed prefix caches, controlled decoding, sample constraints, classifier-free guidance,
+and lazy prefix broadcast / early_exit for beam search) are kept so configs
+load, and decode raises when one is set to a non-default value; docs/praxis.md lists them.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 from typing import Any, Sequence
+
+from praxis import base_hyperparams
+from praxis import token_samplers
 
 
 @dataclasses.dataclass
@@ -32,12 +37,15 @@ class DecoderHParams:
     eos_id: the token (or tokens) that end a row.
     min_decode_steps: EOS may not be chosen before this many tokens were generated.
     max_decode_steps: the most new tokens per row; None means up to seqlen. Beam search needs it.
-    fprop_for_prefix: Pax runs the prompt with one forward pass; we always do (the prefill).
-    lazy_prefix_broadcast: Pax's shared-prefix optimization; not supported.
+    fprop_for_prefix: run the right-aligned prompts through one forward pass (needs
+      max_decode_steps; the output is ids length + max_decode_steps long) instead of feeding
+      them one position at a time (output seqlen long). Beam search always prefills.
+    lazy_prefix_broadcast: samples share their prompt's cache (needs fprop_for_prefix and
+      attention layers with lazy_broadcast_prefix, DotProductAttentionWithLPB); sampling only.
     decode_loop_mesh_axes_transpose: Pax's mesh transpose for the loop; not supported.
     process_result_fn: called as fn(model, result) on the decode output.
     emb_lookup_style: Pax's softmax-embedding lookup style (both styles give equal values).
-    use_extra_input_kwargs: Pax passes extra batch entries to the model; not supported.
+    use_extra_input_kwargs: pass the batch's `extra_input_kwargs` dict to the LM's prefill.
     num_cache_slots: Pax's continuous batching; not supported.
     precompute_kv_cache_prefix_ids: Pax's precomputed prefix cache; not supported.
   """
@@ -96,7 +104,8 @@ class BeamSearchHParams(DecoderHParams):
 
 @dataclasses.dataclass
 class FlatBeamSearchHParams(BeamSearchHParams):
-  """Pax's flat beam search (one flattened beam over the batch); not supported here."""
+  """Pax's flat beam search (praxis.flat_beam_search): a row's hypotheses go through the
+  model's extend_step together as ids [B, K]; Pax notes it does not work with real LMs yet."""
 
 
 @dataclasses.dataclass
@@ -107,19 +116,23 @@ class SampleDecoderHParams(DecoderHParams):
     num_samples: samples drawn per row.
     temperature: softmax temperature; 0 is greedy.
     k: sample among the k most likely tokens; 0 means the whole vocabulary.
-    top_k_recall_target: Pax's approximate top-k; only 1.0 (exact) is supported.
-    use_top_k_for_logprobs: Pax's top-k log-probs; not supported.
-    p: top-p (nucleus) sampling; not supported.
-    next_token_sampler_tpl: Pax's pluggable sampler; not supported (None).
+    top_k_recall_target: < 1 uses approximate top-k (jax.lax.approx_max_k), also for sorting.
+    use_top_k_for_logprobs: report each token's log-prob among the top-k only.
+    p: top-p (nucleus): sample among the most likely tokens holding at least p of the mass
+      (inside the top-k when k > 0); None disables it.
+    next_token_sampler_tpl: the sampler's config (DefaultNextTokenSampler); k, p,
+      global_normalize, top_k_recall_target and use_top_k_for_logprobs are copied onto it
+      when override_next_token_sampler_params.
     sample_constraint: Pax's sample constraints; not supported.
-    global_normalize: Pax's normalization over the top-k; not supported.
-    cf_guidance_scale: classifier-free guidance; not supported.
+    global_normalize: top-p over probabilities normalised over the whole vocabulary.
+    cf_guidance_scale: classifier-free guidance; LanguageModel refuses it (as Pax).
     controlled_decoding: Pax's controlled decoding; not supported.
     sort_samples: order each row's samples by score, best first.
-    override_next_token_sampler_params: Pax's sampler override flag; no effect here.
-    optimize_eos: Pax's EOS-probability bookkeeping; not supported.
-    vanilla_sample_decode: Pax's switch to its simple loop; ours is that loop.
-    early_exit: stop when every row has finished (always on here).
+    override_next_token_sampler_params: copy the fields above onto the sampler.
+    optimize_eos: end each sample where appending an EOS scores best.
+    vanilla_sample_decode: Pax's simple loop (one sample, fprop_for_prefix, no samples dim).
+    early_exit: Pax's switch between its while loop and a fixed-length scan; both give the
+      same results here (always the while loop).
   """
 
   num_samples: int = 1
@@ -128,7 +141,9 @@ class SampleDecoderHParams(DecoderHParams):
   top_k_recall_target: float = 1.0
   use_top_k_for_logprobs: bool = False
   p: Any = None
-  next_token_sampler_tpl: Any = None
+  next_token_sampler_tpl: Any = base_hyperparams.template_field(
+    token_samplers.DefaultNextTokenSampler
+  )
   sample_constraint: Any = None
   global_normalize: bool = False
   cf_guidance_scale: list[float] | float | None = None
@@ -142,29 +157,18 @@ class SampleDecoderHParams(DecoderHParams):
 
 # Fields whose non-default value asks for Pax machinery this praxis does not implement.
 UNSUPPORTED_FIELDS = (
-  "lazy_prefix_broadcast",
   "decode_loop_mesh_axes_transpose",
-  "use_extra_input_kwargs",
   "num_cache_slots",
   "precompute_kv_cache_prefix_ids",
-  "early_exit",
-  "use_top_k_for_logprobs",
-  "p",
   "sample_constraint",
-  "global_normalize",
-  "cf_guidance_scale",
   "controlled_decoding",
-  "optimize_eos",
-  "next_token_sampler_tpl",
 )
+# Beam search runs over a pure extend_step function here, without these.
+UNSUPPORTED_BEAM_SEARCH_FIELDS = ("lazy_prefix_broadcast", "early_exit", "use_extra_input_kwargs")
 
 
 def check_supported(hparams: DecoderHParams) -> None:
   """Raises if `hparams` sets a field this praxis does not implement (see UNSUPPORTED_FIELDS)."""
-  if isinstance(hparams, FlatBeamSearchHParams):
-    raise NotImplementedError(
-      "FlatBeamSearchHParams (Pax's flat beam search) is not implemented; use BeamSearchHParams."
-    )
   if getattr(hparams, "cf_guidance_scale", None) is not None:
     # Pax's LanguageModel refuses guidance with this message too (only its SequenceModel has it).
     raise NotImplementedError(
@@ -172,14 +176,12 @@ def check_supported(hparams: DecoderHParams) -> None:
       f"{hparams.cf_guidance_scale!r}: leave it None.)"
     )
   defaults = type(hparams)()
-  for name in UNSUPPORTED_FIELDS:
+  names = UNSUPPORTED_FIELDS
+  if isinstance(hparams, BeamSearchHParams):
+    names += UNSUPPORTED_BEAM_SEARCH_FIELDS
+  for name in names:
     if hasattr(hparams, name) and getattr(hparams, name) != getattr(defaults, name):
       raise NotImplementedError(
         f"{type(hparams).__name__}.{name}={getattr(hparams, name)!r} is not implemented in this "
         f"praxis; leave it at its default ({getattr(defaults, name)!r})."
       )
-  if isinstance(hparams, SampleDecoderHParams) and hparams.top_k_recall_target != 1.0:
-    raise NotImplementedError(
-      "SampleDecoderHParams.top_k_recall_target < 1 (approximate top-k) is not implemented; "
-      "leave it at 1.0."
-    )

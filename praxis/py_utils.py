@@ -130,3 +130,15 @@ def l2_normalize(x: JTensor, axis: Any = -1, epsilon: float = 1e-12) -> JTensor:
   """x / max(||x||_2, sqrt(epsilon)) along `axis` (TF's tf.math.l2_normalize)."""
   norm_sq = jnp.sum(x * x, axis=axis, keepdims=True)
   return x * jax.lax.rsqrt(jnp.maximum(norm_sq, epsilon))
+
+
+def pad_or_trim_to(x: JTensor | None, shape: Sequence[int], pad_val: Any = 0) -> JTensor | None:
+  """x cut to `shape` where it is longer and padded with pad_val at the end where shorter
+  (same rank as x; None stays None)."""
+  if x is None:
+    return None
+  if len(shape) != x.ndim:
+    raise ValueError(f"pad_or_trim_to: shape {tuple(shape)} must have x's rank {x.ndim}.")
+  x = x[tuple(slice(0, n) for n in shape)]
+  padding = [(0, n - size) for size, n in zip(x.shape, shape)]
+  return jnp.pad(x, padding, constant_values=pad_val)

@@ -24,8 +24,8 @@ Where to find a layer:
     embedding), SigmoidCrossEntropy, GShardSharedEmbeddingSoftmax, TokenCounter,
     PositionalEmbedding (sinusoidal), PositionalEmbedding2D,
     RotaryPositionalEmbedding, TrainablePositionalEmbedding.
-  sample_decode: DecoderHParams and sample_decode, the greedy / temperature /
-    top-k decode loop (one lax.while_loop over an extend_step function).
+  sample_decode: the seed's DecoderHParams and sample_decode over a pure
+    extend_step function, run by Pax's loop (praxis.sample_decode).
   transformer_models: TransformerLm (embedding or tied softmax, sinusoidal /
     trainable / no position embedding, StackedTransformer[Repeated], final
     LayerNorm; `__call__` and the KV-cache `extend_step`; model_type),
@@ -34,8 +34,9 @@ Where to find a layer:
     `decode` with the KV cache), ClassificationModel (MLP + softmax; loss,
     accuracy), lm_metrics; Pax's decoder settings (GreedyDecoderHParams,
     SampleDecoderHParams, BeamSearchHParams from praxis.decoder_hparams).
-  lm_decode: LanguageModel.decode with Pax's decoder settings (greedy,
-    num_samples sampling, beam search via praxis.beam_search).
+  lm_decode: LanguageModel.decode with Pax's decoder settings (Pax's
+    module-driven greedy / sampling via praxis.sample_decode, beam search via
+    praxis.beam_search, flat beam search via praxis.flat_beam_search).
   encoder_decoder: TransformerEncoderDecoder (Pax's encoder-decoder; also
     `transformer_models.TransformerEncoderDecoder`).
   sequence_models: SequenceModel (encoder-decoder loss, encode, greedy /

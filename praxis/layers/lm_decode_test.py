@@ -84,18 +84,42 @@ class LmDecodeTest(absltest.TestCase):
     np.testing.assert_array_equal(out.output_ids[:, 0], seed.output_ids)
     np.testing.assert_array_equal(out.decode_lengths[:, 0], seed.decode_lengths)
     np.testing.assert_array_equal(out.prefix_lengths[:, 0], [2, 4])
-    np.testing.assert_allclose(out.scores[:, 0], seed.scores, rtol=1e-6)
+    # Pax's logprobs: the prompt's own tokens too (fed one by one), 1.0 after the end.
+    generated = np.arange(8)[None, :] >= np.array([[2], [4]])
+    logprobs = np.where(generated & (out.logprobs[:, 0] < 1.0), out.logprobs[:, 0], 0.0)
+    np.testing.assert_allclose(logprobs.sum(-1), seed.scores, rtol=1e-6)
     self.assertEqual(float(metrics.num_decoded[0]), 2.0)
 
-  def test_ids_longer_than_seqlen_are_cut_as_in_pax(self):
+  def test_fprop_for_prefix_decodes_what_feeding_the_prompt_does(self):
+    # Right-aligned prompts in one prefill (positions and the left padding's segment as Pax)
+    # must give the tokens that feeding the prompt one position at a time gives.
+    _, fed, _ = self.decode(models.GreedyDecoderHParams(seqlen=8, eos_id=EOS))
+    _, prefilled, _ = self.decode(
+      models.GreedyDecoderHParams(seqlen=8, eos_id=EOS, fprop_for_prefix=True, max_decode_steps=4)
+    )
+    self.assertEqual(prefilled.output_ids.shape, (2, 1, 8))  # ids length 4 + 4 steps
+    for b, plen in enumerate([2, 4]):
+      end = min(int(fed.decode_lengths[b, 0]), plen + 4)
+      np.testing.assert_array_equal(prefilled.output_ids[b, 0, :end], fed.output_ids[b, 0, :end])
+      np.testing.assert_allclose(
+        prefilled.logprobs[b, 0, plen:end], fed.logprobs[b, 0, plen:end], rtol=1e-5, atol=1e-6
+      )
+
+  def test_ids_longer_than_seqlen_fill_the_output_as_in_pax(self):
     _, long_out, _ = self.decode(models.GreedyDecoderHParams(seqlen=3, eos_id=EOS))
     self.assertEqual(long_out.output_ids.shape, (2, 1, 3))
-    np.testing.assert_array_equal(long_out.output_ids[:, 0, :2], [[1, 2], [3, 0]])
-    np.testing.assert_array_equal(long_out.prefix_lengths[:, 0], [2, 3])
+    # Row 1's prompt (4 tokens) does not fit: the output is its first 3; prefix_lengths stays.
+    np.testing.assert_array_equal(long_out.output_ids[1, 0], [3, 0, 1])
+    np.testing.assert_array_equal(long_out.output_ids[0, 0, :2], [1, 2])
+    np.testing.assert_array_equal(long_out.prefix_lengths[:, 0], [2, 4])
 
   def test_min_decode_steps_keeps_eos_away(self):
     _, out, _ = self.decode(
-      models.GreedyDecoderHParams(seqlen=8, eos_id=EOS, min_decode_steps=3, max_decode_steps=3)
+      # fprop_for_prefix: max_decode_steps counts new tokens after the prompts (without it,
+      # Pax's loop runs max_decode_steps positions from the first token, prompts included).
+      models.GreedyDecoderHParams(
+        seqlen=8, eos_id=EOS, min_decode_steps=3, max_decode_steps=3, fprop_for_prefix=True
+      )
     )
     for b, plen in enumerate([2, 4]):
       self.assertNotIn(EOS, list(out.output_ids[b, 0, plen : plen + 3]))
@@ -108,7 +132,13 @@ class LmDecodeTest(absltest.TestCase):
     alpha, beam, steps = 0.6, 16, 3
     _, out, _ = self.decode(
       models.BeamSearchHParams(
-        beam_size=beam, max_decode_steps=steps, eos_id=EOS, length_norm_alpha=alpha
+        # Pax requires seqlen > 0 for every decoder; beam search sizes its output by
+        # max_decode_steps.
+        seqlen=1,
+        beam_size=beam,
+        max_decode_steps=steps,
+        eos_id=EOS,
+        length_norm_alpha=alpha,
       )
     )
     self.assertEqual(out.output_ids.shape, (2, beam, 4 + steps))
@@ -133,20 +163,30 @@ class LmDecodeTest(absltest.TestCase):
       self.decode(decoder)
     _, out, _ = self.decode(decoder, jax.random.key(0))
     self.assertEqual(out.output_ids.shape, (2, 3, 8))
-    self.assertTrue(np.all(np.diff(np.asarray(out.scores), axis=1) <= 0))
-    # Each sample's score is the sum of its tokens' log-probs under the full model.
+    # Pax's score: the sum of the logprobs (1.0 marks padding and counts 0); a row's samples
+    # share the prompt's logprobs, so the order is that of the generated tokens' sums.
+    logprobs = np.asarray(out.logprobs)
+    scores = np.where(logprobs >= 1.0, 0.0, logprobs).sum(-1)  # [B, N]
+    self.assertTrue(np.all(np.diff(scores, axis=1) <= 0))
+    # Each generated token's logprob is its log-prob under the full model.
     for b, s in [(0, 0), (1, 2)]:
       seq = list(out.output_ids[b, s, : out.decode_lengths[b, s]])
       lp = self.log_probs(seq)
       plen = int(out.prefix_lengths[b, s])
-      want = sum(lp[t, seq[t + 1]] for t in range(plen - 1, len(seq) - 1))
-      self.assertAlmostEqual(float(out.scores[b, s]), want, places=4)
+      for t in range(plen - 1, len(seq) - 1):
+        self.assertAlmostEqual(float(logprobs[b, s, t + 1]), lp[t, seq[t + 1]], places=4)
 
   def test_unsupported_settings_raise(self):
     with self.assertRaisesRegex(NotImplementedError, "cf_guidance_scale"):
       self.decode(models.SampleDecoderHParams(seqlen=8, cf_guidance_scale=2.0), jax.random.key(0))
-    with self.assertRaisesRegex(NotImplementedError, "FlatBeamSearchHParams"):
-      self.decode(models.FlatBeamSearchHParams(beam_size=2, max_decode_steps=2))
+    with self.assertRaisesRegex(NotImplementedError, "lazy_prefix_broadcast"):
+      self.decode(
+        models.BeamSearchHParams(
+          seqlen=8, beam_size=2, max_decode_steps=2, lazy_prefix_broadcast=True
+        )
+      )
+    with self.assertRaisesRegex(NotImplementedError, "num_cache_slots"):
+      self.decode(models.GreedyDecoderHParams(seqlen=8, num_cache_slots=4))
     with self.assertRaisesRegex(ValueError, "seqlen"):
       self.decode(models.GreedyDecoderHParams())
 

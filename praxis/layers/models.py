@@ -18,9 +18,11 @@ How to apply (the rngs and collections are the caller's choice):
           the softmax's z-loss is still counted (read from its output) and other aux losses are
           not; such a model logs a missing aux loss as 0.
   eval:   model.apply(variables, batch)
-  decode: model.apply(variables, batch, method="decode", rngs={"random": key})
-          ("random" is needed only when sampling, temperature > 0). decoder_tpl picks greedy,
-          sampling or beam search (Pax's praxis.decoder_hparams; see lm_decode.py).
+  decode: model.apply(variables, batch, method="decode", rngs={"random": key},
+                      mutable=["decoder_cache"])
+          (Pax's call; without mutable the decode runs in a nested apply that has the cache).
+          "random" is needed when sampling. decoder_tpl picks greedy, sampling or beam search
+          (Pax's praxis.decoder_hparams; see lm_decode.py and praxis/sample_decode.py).
 """
 
 from __future__ import annotations
@@ -114,9 +116,9 @@ class LanguageModel(base_layer.BaseLayer):
     return_predictions: per_example_out is the LM's whole prediction NestedMap (logits, ...).
     decoder_tpl: how `decode` generates: Pax's GreedyDecoderHParams (the default; set its
       seqlen), SampleDecoderHParams or BeamSearchHParams (see praxis.layers.lm_decode), or the
-      seed's sample_decode.DecoderHParams.
+      seed's praxis.layers.sample_decode.DecoderHParams.
     model_type: set on the LM (TransformerLm.model_type); PREFIX reads `inputs_indicator` [B, T]
-      (1 on the prompt) from the batch. Only CAUSAL models decode.
+      (1 on the prompt) from the batch. CAUSAL and PREFIX models decode.
     count_tokens: count the non-padded training tokens in a non-trainable variable.
     apply_eval_sample_weights: multiply every token's weight by its row's
       `eval_sample_weights` [B] (so padded eval examples count for nothing).
@@ -224,35 +226,62 @@ class LanguageModel(base_layer.BaseLayer):
 
   # -- decoding ----------------------------------------------------------------------------------
 
-  def decode(self, input_batch: NestedMap) -> tuple[Any, ...]:
-    """Continues each row's prompt with `decoder_tpl`, using the KV cache.
+  def decode(
+    self,
+    input_batch: NestedMap,
+    result_callback: Any = None,
+    return_result_for_suffix_score: bool = False,
+  ) -> tuple[Any, ...]:
+    """Continues each row's prompt with `decoder_tpl`, using the LM's decode cache.
 
-    With one of Pax's decoder settings (praxis.decoder_hparams) this is Pax's decode:
-    `praxis.layers.lm_decode.pax_decode`, which returns (metrics, decode_out, decode_metrics)
-    with a samples / beam dim in every per-row output. The rest of this docstring is the seed's
-    `sample_decode.DecoderHParams`, which returns (metrics, decode_out) without that dim.
+    With one of Pax's decoder settings (praxis.decoder_hparams) this is Pax's decode
+    (`lm_decode.decode_with_params`): it returns (metrics, decode_out, decode_metrics) with a
+    samples / beam dim in every per-row output. Pax applies it with
+    `mutable=["decoder_cache"]`; applied without, it runs in a nested apply that has the cache.
 
-    The prompt of row b is `ids[b, :prefix_lengths[b]]` (from the batch, else the number of
-    non-padded positions). The prompts are run through the model once (the prefill, which fills
-    the cache for all `seqlen` positions); then `sample_decode` feeds one position at a time.
-
-    Returns:
-      metrics: num_decoded (rows), decode_length (mean generated tokens per row);
-      decode_out: sample_decode's NestedMap (output_ids [B, S], prefix_lengths, decode_lengths,
-        logprobs [B, S], scores [B]) plus the batch's `ids`.
+    The seed's `praxis.layers.sample_decode.DecoderHParams` returns (metrics, decode_out)
+    without that dim: the prompts (`ids[b, :prefix_lengths[b]]`, or the unpadded length) are
+    prefilled once, then its loop feeds one position at a time. metrics: num_decoded (rows),
+    decode_length (mean generated tokens per row); decode_out: output_ids [B, S],
+    prefix_lengths, decode_lengths, logprobs [B, S], scores [B], and the batch's `ids`.
     """
     hp = self.decoder_tpl
-    if self.model_type != transformer_models.LanguageModelType.CAUSAL:
-      raise NotImplementedError(
-        f"LanguageModel.decode decodes causal LMs only; model_type is {self.model_type.value}."
-      )
     if hp is None:
       raise ValueError(
-        "LanguageModel.decode needs decoder_tpl; set it to "
-        "sample_decode.DecoderHParams(seqlen=..., ...) in the model config."
+        "LanguageModel.decode needs decoder_tpl; set it to a decoder_hparams setting "
+        "(GreedyDecoderHParams(seqlen=...), ...) in the model config."
       )
     if isinstance(hp, decoder_hparams.DecoderHParams):
-      return lm_decode.pax_decode(self, input_batch, hp)
+      if not self.is_mutable_collection(base_layer.DECODE_CACHE):
+        return lm_decode.decode_with_own_cache(
+          self,
+          input_batch,
+          result_callback=result_callback,
+          return_result_for_suffix_score=return_result_for_suffix_score,
+        )
+      return self.decode_with_params(
+        hp, input_batch, result_callback, return_result_for_suffix_score
+      )
+    if self.model_type != transformer_models.LanguageModelType.CAUSAL:
+      raise NotImplementedError(
+        f"The seed's DecoderHParams decodes causal LMs only; model_type is "
+        f"{self.model_type.value}. Use Pax's decoder_hparams settings."
+      )
+    return self._seed_decode(input_batch, hp)
+
+  def decode_with_params(
+    self,
+    decoder_params: decoder_hparams.DecoderHParams,
+    input_batch: NestedMap,
+    result_callback: Any = None,
+    return_result_for_suffix_score: bool = False,
+  ) -> tuple[Any, ...]:
+    """Pax's: `decode` with the given decoder settings instead of decoder_tpl."""
+    return lm_decode.decode_with_params(
+      self, decoder_params, input_batch, result_callback, return_result_for_suffix_score
+    )
+
+  def _seed_decode(self, input_batch: NestedMap, hp: sample_decode.DecoderHParams):
     ids = input_batch.ids
     batch, length = ids.shape
     if length > hp.seqlen:
@@ -262,7 +291,6 @@ class LanguageModel(base_layer.BaseLayer):
       )
     prefix_lengths = lm_decode.prompt_lengths(input_batch)  # [B]
     buffer = jnp.pad(ids.astype(jnp.int32), [(0, 0), (0, hp.seqlen - length)])  # [B, S]
-
     rng = None
     if hp.temperature > 0.0:
       if not self.has_rng("random"):
@@ -271,7 +299,6 @@ class LanguageModel(base_layer.BaseLayer):
           "rng: apply(..., method='decode', rngs={'random': key})."
         )
       rng = self.make_rng("random")
-
     cache, extend_fn = lm_decode.cached_lm_fns(self, buffer)
     decode_out = sample_decode.sample_decode(extend_fn, cache, buffer, prefix_lengths, hp, rng)
     decode_out.ids = ids

@@ -1,6 +1,6 @@
-"""The decode loop: greedy or temperature / top-k sampling over an `extend_step` function.
+"""The seed's decode settings and its pure-function decode API, run by Pax's loop.
 
-The loop knows nothing about layers. It is given a pure function
+`sample_decode(extend_fn, state, ids, prefix_lengths, hparams, rng)` decodes over a pure function
 
     extend_fn(state, ids [B], time_step) -> (state, logits [B, V])
 
@@ -10,16 +10,18 @@ positions seen so far), and a buffer `ids [B, S]` whose first `prefix_lengths[b]
 b's prompt. The caller must already have run the prompt through the model (the prefill), so that
 `state` holds the K/V of every prompt position.
 
-Rows may have prompts of different lengths. The loop starts at the last prompt position of the
-shortest row and, at every position, keeps the prompt token for rows still inside their prompt
-("teacher forcing") and picks a new token for the others. Re-feeding a prompt token rewrites the
-cache entry the prefill wrote for that position with the same value, so every row sees exactly
-its own prompt followed by its own samples.
+There is one greedy / sampling loop, Pax's `praxis.sample_decode.sample_decode` (its
+extend-step-for-the-prefix mode); this module wraps `extend_fn` and `state` in a small module
+whose decode cache is the state, and maps the settings and outputs. Every row feeds its own
+prompt token by token from position 0 ("teacher forcing": re-feeding a prompt token rewrites
+the cache entry the prefill wrote with the same value) and then picks new tokens: the argmax
+(temperature 0) or Pax's gumbel-max draw from softmax(logits / temperature), among the top_k
+largest when top_k > 0 (praxis.token_samplers).
 
 A row stops after it emits `eos_id` (the EOS is kept and counted in its length), after
 `max_decode_steps` new tokens, or at the end of the buffer (`seqlen`). Positions after a row's
-end hold `pad_id`. The whole loop is one `jax.lax.while_loop`, which also ends as soon as every
-row has stopped.
+end hold `pad_id`; `logprobs` are 0 outside the generated tokens (Pax's loop writes 1.0 after
+the end and the prompt tokens' log-probs).
 
 Shape letters: B batch, S seqlen (the buffer), V vocabulary, K top_k.
 """
@@ -29,12 +31,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from praxis import base_hyperparams
+from praxis import base_layer
 from praxis import pytypes
+from praxis import sample_decode as pax_sample_decode
+from praxis import token_samplers
 
 NestedMap = pytypes.NestedMap
 # extend_fn(state, ids [B], time_step scalar int32) -> (state, logits [B, V]).
@@ -89,21 +95,43 @@ def pick_next_token(
   """Chooses one token per row from `logits [B, V]`; returns ids [B] (int32).
 
   temperature == 0 is greedy (argmax; `rng` is not used). Otherwise the token is drawn from
-  softmax(logits / temperature), restricted to the `top_k` largest logits when top_k > 0.
+  softmax(logits / temperature), restricted to the `top_k` largest logits when top_k > 0, by
+  Pax's gumbel-max sampler (praxis.token_samplers).
   """
   logits = logits.astype(jnp.float32)
   if temperature == 0.0:
     return jnp.argmax(logits, axis=-1).astype(jnp.int32)
   if rng is None:
     raise ValueError("Sampling with temperature > 0 needs an rng; pass one or set temperature=0.")
-  if top_k > 0:
-    top_k = min(top_k, logits.shape[-1])
-    # Sample an index into the k largest logits, then map it back to a vocabulary id: exactly k
-    # candidates even when logits tie, and nothing outside them can be drawn.
-    top_logits, top_ids = jax.lax.top_k(logits, top_k)  # [B, K], [B, K]
-    choice = jax.random.categorical(rng, top_logits / temperature, axis=-1)  # [B]
-    return jnp.take_along_axis(top_ids, choice[:, None], axis=-1)[:, 0].astype(jnp.int32)
-  return jax.random.categorical(rng, logits / temperature, axis=-1).astype(jnp.int32)
+  top_k = min(top_k, logits.shape[-1])
+  ids, _ = token_samplers.sample_from_top_k_and_top_p(logits, rng, temperature, top_k=top_k)
+  return ids.astype(jnp.int32)
+
+
+class _PureStepLm(nn.Module):
+  """A pure extend_fn and its state as a module for Pax's loop: the state's leaves and the
+  position counter live in the "decoder_cache" collection."""
+
+  extend_fn: Callable
+  treedef: Any
+
+  def extend_step(self, ids, segment_pos):
+    del segment_pos  # the counter is the position: every row feeds position t at step t
+    cache = base_layer.DECODE_CACHE
+    leaves = self.get_variable(cache, "leaves")
+    time_step = self.get_variable(cache, "time_step")
+    state, logits = self.extend_fn(
+      jax.tree_util.tree_unflatten(self.treedef, list(leaves)), ids, time_step
+    )
+    self.put_variable(cache, "leaves", tuple(jax.tree_util.tree_leaves(state)))
+    self.put_variable(cache, "time_step", time_step + 1)
+    return pytypes.NestedMap(logits=logits)
+
+  def next_prng_key(self):
+    return self.make_rng(base_layer.RANDOM)
+
+  def add_summary(self, *args, **kwargs):
+    del args, kwargs  # the loop's summaries are not kept here
 
 
 def sample_decode(
@@ -114,7 +142,7 @@ def sample_decode(
   hparams: DecoderHParams,
   rng: jax.Array | None = None,
 ) -> NestedMap:
-  """Runs the decode loop (see the module docstring).
+  """Decodes with Pax's loop (see the module docstring).
 
   Args:
     extend_fn: feeds one position of every row; `state` is threaded through it.
@@ -122,7 +150,7 @@ def sample_decode(
     ids: [B, S] int, the prompts left-aligned; positions >= prefix_lengths are ignored.
     prefix_lengths: [B] int, each row's prompt length, at least 1 (e.g. a BOS token).
     hparams: the decoding parameters; `hparams.seqlen` must equal S.
-    rng: key for sampling (folded with the position, so each step draws fresh noise).
+    rng: key for sampling (temperature > 0).
 
   Returns:
     NestedMap with
@@ -134,69 +162,63 @@ def sample_decode(
       scores [B]: the sum of a row's logprobs.
   """
   batch, seqlen = ids.shape
-  eos_ids = () if hparams.eos_id is None else tuple(np.atleast_1d(hparams.eos_id).tolist())
+  eos_ids = None if hparams.eos_id is None else np.atleast_1d(hparams.eos_id).tolist()
   if seqlen != hparams.seqlen:
     raise ValueError(
       f"sample_decode: the ids buffer has length {seqlen} but "
       f"DecoderHParams.seqlen is {hparams.seqlen}; pad or cut the batch to seqlen."
     )
-  prefix_lengths = jnp.clip(prefix_lengths.astype(jnp.int32), 1, seqlen)  # [B]
+  ids = jnp.asarray(ids, jnp.int32)
+  prefix_lengths = jnp.clip(jnp.asarray(prefix_lengths, jnp.int32), 1, seqlen)  # [B]
   positions = jnp.arange(seqlen, dtype=jnp.int32)[None, :]  # [1, S]
-  in_prompt = positions < prefix_lengths[:, None]  # [B, S]
-  output_ids = jnp.where(in_prompt, ids.astype(jnp.int32), hparams.pad_id)  # [B, S]
-  max_new = seqlen if hparams.max_decode_steps is None else hparams.max_decode_steps
-  # A row whose prompt fills the buffer, or that may not generate at all, is done from the start.
-  done = (prefix_lengths >= seqlen) | (max_new == 0)  # [B]
+  if hparams.temperature > 0.0 and rng is None:
+    raise ValueError("Sampling with temperature > 0 needs an rng; pass one or set temperature=0.")
+  if hparams.max_decode_steps == 0 or seqlen == 1:
+    # Nothing to generate (Pax's loop would still run its first step).
+    lengths, logprobs = prefix_lengths, jnp.zeros((batch, seqlen), jnp.float32)
+  else:
+    leaves, treedef = jax.tree_util.tree_flatten(state)
+    vocab = jax.eval_shape(extend_fn, state, ids[:, 0], jnp.zeros((), jnp.int32))[1].shape[-1]
+    top_k = min(hparams.top_k, vocab) if hparams.temperature > 0.0 else 1
+    sampler = token_samplers.DefaultNextTokenSampler(top_k=top_k)
+    limit = None
+    if hparams.max_decode_steps is not None:
+      limit = jnp.full((batch,), hparams.max_decode_steps, jnp.int32)
 
-  def cond(carry):
-    t, _, _, done, _, _ = carry
-    return (t < seqlen - 1) & ~jnp.all(done)
+    def run(model):
+      return pax_sample_decode.sample_decode_after_fprop(
+        model,
+        lambda m, step_ids, segment_pos: m.extend_step(step_ids, segment_pos).logits,
+        None,
+        None,
+        sampler,
+        ids,
+        jnp.zeros(ids.shape, jnp.float32),
+        seqlen,
+        num_samples=1,
+        temperature=hparams.temperature,
+        per_example_max_decode_steps=limit,
+        prefix_lengths=prefix_lengths,
+        eos_id=eos_ids,
+        min_decode_steps=hparams.min_decode_steps,
+      )
 
-  def body(carry):
-    t, output_ids, logprobs, done, num_new, state = carry
-    state, logits = extend_fn(state, output_ids[:, t], t)  # logits [B, V] for position t + 1
-    log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)  # [B, V]
-    step_rng = None if rng is None else jax.random.fold_in(rng, t)
-    choose_from = logits
-    if hparams.min_decode_steps > 0 and eos_ids:
-      # The token chosen now is new token num_new + 1; EOS must wait until it is allowed.
-      early = (num_new < hparams.min_decode_steps)[:, None]  # [B, 1]
-      is_eos = jnp.isin(jnp.arange(logits.shape[-1]), jnp.asarray(eos_ids))[None, :]  # [1, V]
-      choose_from = jnp.where(early & is_eos, -jnp.inf, logits)
-    sampled = pick_next_token(
-      choose_from, step_rng, temperature=hparams.temperature, top_k=hparams.top_k
-    )  # [B]
-    pos = t + 1
-    prompt_token = output_ids[:, pos]  # [B]
-    still_prompt = pos < prefix_lengths  # [B]
-    generate = ~still_prompt & ~done  # [B]
-    token = jnp.where(still_prompt, prompt_token, jnp.where(done, hparams.pad_id, sampled))
-    token_logprob = jnp.take_along_axis(log_probs, token[:, None], axis=-1)[:, 0]  # [B]
-    output_ids = output_ids.at[:, pos].set(token)
-    logprobs = logprobs.at[:, pos].set(jnp.where(generate, token_logprob, 0.0))
-    num_new = num_new + generate.astype(jnp.int32)
-    finished = num_new >= max_new
-    if eos_ids:
-      finished |= jnp.isin(token, jnp.asarray(eos_ids))
-    done = done | (generate & finished)
-    return t + 1, output_ids, logprobs, done, num_new, state
-
-  # Start at the last prompt position of the shortest prompt: the first position whose next token
-  # some row has to choose.
-  start = jnp.min(prefix_lengths) - 1
-  carry = (
-    start,
-    output_ids,
-    jnp.zeros((batch, seqlen), jnp.float32),
-    done,
-    jnp.zeros((batch,), jnp.int32),
-    state,
-  )
-  _, output_ids, logprobs, _, num_new, _ = jax.lax.while_loop(cond, body, carry)
+    cache = {"leaves": tuple(leaves), "time_step": jnp.zeros((), jnp.int32)}
+    # parent=None: built inside a bound module (LanguageModel.decode), it is no child of it.
+    out, _ = _PureStepLm(extend_fn, treedef, parent=None).apply(
+      {base_layer.DECODE_CACHE: cache},
+      method=run,
+      rngs={} if rng is None else {base_layer.RANDOM: rng},
+      mutable=[base_layer.DECODE_CACHE],
+    )
+    ids, lengths, logprobs = out.output_ids[:, 0], out.decode_lengths[:, 0], out.logprobs[:, 0]
+  generated = (positions >= prefix_lengths[:, None]) & (positions < lengths[:, None])  # [B, S]
+  output_ids = jnp.where(positions < lengths[:, None], ids, hparams.pad_id)
+  logprobs = jnp.where(generated, logprobs, 0.0)
   return NestedMap(
     output_ids=output_ids,
     prefix_lengths=prefix_lengths,
-    decode_lengths=prefix_lengths + num_new,
+    decode_lengths=lengths,
     logprobs=logprobs,
     scores=jnp.sum(logprobs, axis=-1),
   )

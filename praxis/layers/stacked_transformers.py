@@ -398,10 +398,16 @@ class StackedTransformer(base_layer.BaseLayer):
   def transform_decode_state(self, transform_fn) -> None:
     for layer in self.x_layers:
       layer.transform_decode_state(transform_fn)
+    if self.has_variable(DECODE_CACHE, "paddings"):  # ours, [B, S]: as the caches' time dim
+      self.update_decode_state("paddings", transform_fn(self.get_decode_state("paddings"), 0, 1))
 
   def lazy_broadcast_prefix(self, num_suffix_samples: int, suffix_length: int) -> None:
     for layer in self.x_layers:
       layer.lazy_broadcast_prefix(num_suffix_samples, suffix_length)
+    if self.has_variable(DECODE_CACHE, "paddings"):
+      # The masks are per sample row [B * N, prefix + suffix]; the suffix is not padding.
+      paddings = jnp.repeat(self.get_decode_state("paddings"), num_suffix_samples, axis=0)
+      self.update_decode_state("paddings", jnp.pad(paddings, [(0, 0), (0, suffix_length)]))
 
   def right_align_decode_state_with_prefix(self, max_prefix_size: int, right_align_fn) -> None:
     for layer in self.x_layers:

@@ -363,6 +363,24 @@ class TransformerLm(base_layer.BaseLayer):
       out.activations = output
     return out
 
+  # Per-row decode states of this layer (the ngrammer's last token), without a time dim.
+  _ROW_STATES = ("ngrammer_prefix", "ngrammer_prefix_emb", "ngrammer_prefix_segment_pos")
+
+  def transform_decode_state(self, transform_fn) -> None:
+    """Pax's: applies transform_fn(x, batch_dim, time_dim) to every decode state."""
+    self.transformer.transform_decode_state(transform_fn)
+    for name in self._ROW_STATES:
+      if self.has_variable(base_layer.DECODE_CACHE, name):
+        self.update_decode_state(name, transform_fn(self.get_decode_state(name), 0, -1))
+
+  def lazy_broadcast_prefix(self, num_suffix_samples: int, suffix_length: int) -> None:
+    """Pax's: the samples share the cached prefix (attention layers with lazy broadcast)."""
+    self.transformer.lazy_broadcast_prefix(num_suffix_samples, suffix_length)
+    for name in self._ROW_STATES:
+      if self.has_variable(base_layer.DECODE_CACHE, name):
+        state = jnp.repeat(self.get_decode_state(name), num_suffix_samples, axis=0)
+        self.update_decode_state(name, state)
+
   def _ngrammer_step(
     self, ids: jax.Array, token_emb: jax.Array, segment_pos: jax.Array | None
   ) -> jax.Array:
