@@ -103,6 +103,19 @@ class TransformerLm(base_layer.BaseLayer):
     cfg.softmax_tpl = embedding_softmax.FullSoftmax.HParams.config()
     return cfg
 
+  # Pax's config-level sharding (mesh-axis mappings in the templates): transformer_sharding's.
+  @classmethod
+  def set_sharding_params_v1(cls, lm_p, **kwargs) -> Config:
+    from praxis.layers import transformer_sharding  # noqa: PLC0415 (it imports the layers)
+
+    return transformer_sharding.set_sharding_params_v1(lm_p, **kwargs)
+
+  @classmethod
+  def set_custom_sharding_params(cls, lm_p, **kwargs) -> Config:
+    from praxis.layers import transformer_sharding  # noqa: PLC0415 (it imports the layers)
+
+    return transformer_sharding.set_custom_sharding_params(lm_p, **kwargs)
+
   @property
   def tied(self) -> bool:
     return self.separate_embedding_tpl is None
