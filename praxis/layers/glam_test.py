@@ -6,8 +6,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from praxis import base_layer
+from praxis import pax_fiddle
 from praxis import py_utils
 from praxis.layers import glam
+from praxis.layers import models
 
 V, D, F, N, LAYERS = 16, 6, 8, 2, 2
 
@@ -88,6 +90,13 @@ class GlamTest(absltest.TestCase):
     self.assertEqual(float(out.aux_loss_weight), 3.0)
     np.testing.assert_allclose(out.total_loss, out.avg_xent + out.aux_loss, rtol=1e-6)
     self.assertGreater(float(out.aux_loss), 0.0)
+    # LanguageModel sums the same recorded losses (one value per scanned block) into a scalar.
+    model = base_layer.instantiate(pax_fiddle.Config(models.LanguageModel, name="m", lm_tpl=cfg))
+    batch = py_utils.NestedMap(ids=ids, labels=ids, paddings=zeros, weights=jnp.ones_like(ids))
+    (metrics, _), _ = model.apply(
+      {"params": {"lm": variables["params"]}}, batch, mutable=["aux_loss"]
+    )
+    np.testing.assert_allclose(metrics["aux_loss"][0], out.aux_loss, rtol=1e-6)
 
 
 if __name__ == "__main__":

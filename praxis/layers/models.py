@@ -101,7 +101,8 @@ def _sum_new_aux_losses(before: dict, after: dict) -> jax.Array:
   total = jnp.zeros((), jnp.float32)
   for path, entries in after.items():
     for value, _ in entries[len(before.get(path, ())) :]:
-      total = total + jnp.asarray(value, jnp.float32)
+      # A repeated (scanned) layer's entry holds one value per repeat: sum them all.
+      total = total + jnp.sum(jnp.asarray(value, jnp.float32))
   return total
 
 
