@@ -16,6 +16,9 @@ Public modules (import them directly; this file imports nothing so that
   optimizers: Adam/AdamW, Adafactor, ShardedAdafactor, Sgd (momentum), Lion as configs; build(cfg) -> optax chain
     with global-norm clipping, decoupled weight decay (regex exclusions), lr schedule, EMA.
   pytypes: NestedMap and type aliases.
+  gshard_utils: Pax's MoE gating (top2_gating_on_logits with capacity and the load-balancing
+    loss, expert choice, compute_gating), used by layers.transformer_moe.
+  metric_utils: Pax's top_k_accuracy.
   schedules: learning-rate schedules (Pax's set: Constant, Linear, Exponential, Cosine,
     PiecewiseConstant, LinearRampupExponentialDecay/CosineDecay, Rsqrt, ...) on optax.
   sharding: mesh axes (replica, data, mdl), make_mesh, the Pax v1 logical-axis rules table,
@@ -26,7 +29,9 @@ __all__ = [
   "base_hyperparams",
   "base_input",
   "base_layer",
+  "gshard_utils",
   "jax_context",
+  "metric_utils",
   "optimizers",
   "pax_fiddle",
   "py_utils",

@@ -10,7 +10,12 @@ Where to find a layer:
   linears: Linear (w[in, out]), Bias (b[dims]), FeedForward (linear + bias +
     activation), MLPBlock (a stack of FeedForward layers), StackingOverTime.
   base_ops: EinsumOp (the einsum child of Linear), EinsumGatedOp, ArrayLookup.
-  convolutions: Conv2D (kernel through a weight-normalization child).
+  convolutions: Conv2D (kernel through a weight-normalization child), ConvBNAct
+    (conv + BatchNorm + activation).
+  poolings: Pooling (MAX / AVG windows), GlobalPooling.
+  resnets: ResNet (HParamsResNet5 ... 152), ResNetBlock, ResNetBasicBlock.
+  mobilenet: MobileNet (V2), InvertedResidualBlock.
+  sequential: Sequential (layers applied in a chain).
   activations: ReLU, ReLU6, SquaredReLU, LeakyReLU, ELU, GELU (exact or tanh
     approximation), SiLU, Swish, Sigmoid, Tanh, Softplus, Identity (no weights;
     `__call__(x)`); activation_config(name) where only a string is at hand.
@@ -31,8 +36,8 @@ Where to find a layer:
     LayerNorm; `__call__` and the KV-cache `extend_step`; model_type),
     LanguageModelType.
   models: LanguageModel (Pax's LM metrics, aux losses, per-example scores,
-    `decode` with the KV cache), ClassificationModel (MLP + softmax; loss,
-    accuracy), lm_metrics; Pax's decoder settings (GreedyDecoderHParams,
+    `decode` with the KV cache), ClassificationModel (Pax's: a network, ResNet
+    by default, and a softmax; accuracy, top-5), lm_metrics; Pax's decoder settings (GreedyDecoderHParams,
     SampleDecoderHParams, BeamSearchHParams from praxis.decoder_hparams).
   lm_decode: LanguageModel.decode with Pax's decoder settings (Pax's
     module-driven greedy / sampling via praxis.sample_decode, beam search via
@@ -88,6 +93,10 @@ _MODULES = (
   "pipeline",
   "checkpoint_policy",
   "convolutions",
+  "poolings",
+  "resnets",
+  "mobilenet",
+  "sequential",
 )
 
 

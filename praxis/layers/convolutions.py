@@ -1,8 +1,10 @@
-"""Convolutions (Pax's Conv2D), with a weight normalization applied to the kernel.
+"""Convolutions (Pax's Conv2D, ConvBNAct), with a weight normalization applied to the kernel.
 
 Conv2D: inputs [B, H, W, C_in] (NHWC), kernel w[h, w, C_in / groups, C_out] (HWIO), outputs
 [B, H', W', C_out]. The kernel passes through the `weight_norm` child (IdentityNorm by default;
-WeightNormL2 or SpectralNorm normalise it).
+WeightNormL2 or SpectralNorm normalise it). A filter with C_in = 1 on C inputs is depthwise.
+ConvBNAct: Conv2D, then BatchNorm (child `bn`), then the activation (child `activation`), the
+unit of Pax's image encoders (resnets, mobilenet).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import jax
 
 from praxis import base_hyperparams
 from praxis import base_layer
+from praxis.layers import activations
 from praxis.layers import normalizations
 
 WeightInit = base_layer.WeightInit
@@ -108,3 +111,32 @@ class Conv2D(base_layer.BaseLayer):
     if self.bias:
       out = out + self.theta.b
     return out
+
+
+class ConvBNAct(Conv2D):
+  """Conv2D -> BatchNorm -> activation (Pax's; the BatchNorm normalises by batch statistics in
+  training, use_moving_avg_in_training is forced off).
+
+  Attributes:
+    batch_norm_tpl: the BatchNorm template (dim is set here); None for no norm.
+    activation_tpl: the activation (ReLU by default).
+  """
+
+  batch_norm_tpl: base_hyperparams.Config | None = template_field(normalizations.BatchNorm)
+  activation_tpl: base_hyperparams.Config = template_field(activations.ReLU)
+
+  def setup(self):
+    super().setup()
+    if self.batch_norm_tpl is not None:
+      bn = self.batch_norm_tpl.clone().set(
+        dim=self.filter_shape[3], use_moving_avg_in_training=False
+      )
+      self.create_child("bn", bn)
+    self.create_child("activation", self.activation_tpl.clone())
+
+  def __call__(self, inputs: jax.Array) -> jax.Array:
+    """[B, H, W, C_in] -> [B, H', W', C_out]."""
+    out = super().__call__(inputs)
+    if self.batch_norm_tpl is not None:
+      out = self.bn(out)
+    return self.activation(out)

@@ -6,8 +6,9 @@ T5-style relative attention bias instead of position embeddings, GShard initiali
 optional z-loss on the softmax. A MoE block is two layers whose first feed-forward is a
 TransformerFeedForwardMoe; a dense block is one layer.
 
-Here only dense GLaM models (`moe=False`) run: the MoE feed-forward is a config without
-routing (praxis.layers.transformer_moe), so building a `moe=True` model raises.
+The MoE feed-forward is praxis.layers.transformer_moe's (GShard top-2 routing with capacity and
+a load-balancing aux loss). As in Pax, StackedTransformer sets each MoE layer's gating_func from
+its own field (default 'top2'), so `moe_gating_func` here does not reach the layers.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ where `metrics` maps a name to `(value, weight)`, so that metrics of several bat
 sum(value * weight) / sum(weight).
 
   LanguageModel: a TransformerLm trained on next-token prediction; `decode` generates text.
-  ClassificationModel: an MLP and a softmax for image or vector inputs.
+  ClassificationModel: Pax's image classifier, a network (ResNet by default) and a softmax.
 
 The LM batch (Pax's): NestedMap(ids, labels, paddings, weights [B, T]; segment_ids and
 segment_pos [B, T] when packed; prefix_lengths [B] optionally, for decoding). `labels` are the
@@ -36,10 +36,11 @@ import jax.numpy as jnp
 from praxis import base_hyperparams
 from praxis import base_layer
 from praxis import decoder_hparams
+from praxis import metric_utils
 from praxis import pytypes
 from praxis.layers import embedding_softmax
-from praxis.layers import linears
 from praxis.layers import lm_decode
+from praxis.layers import resnets
 from praxis.layers import sample_decode
 from praxis.layers import transformer_models
 
@@ -102,7 +103,8 @@ def _sum_new_aux_losses(before: dict, after: dict) -> jax.Array:
   total = jnp.zeros((), jnp.float32)
   for path, entries in after.items():
     for value, _ in entries[len(before.get(path, ())) :]:
-      total = total + jnp.asarray(value, jnp.float32)
+      # A repeated (scanned) layer's entry holds one value per repeat: sum them all.
+      total = total + jnp.sum(jnp.asarray(value, jnp.float32))
   return total
 
 
@@ -311,96 +313,84 @@ class LanguageModel(base_layer.BaseLayer):
 
 
 class ClassificationModel(base_layer.BaseLayer):
-  """An MLP over flattened inputs and a softmax classifier (Pax's ClassificationMLPModel).
+  """Pax's image classifier: a network (ResNet-50 by default) and a softmax over its features.
 
-  The batch: NestedMap(inputs [B, ...] float, labels [B] int, weights [B] optional).
+  The batch (Pax's): NestedMap(image [B, H, W, C] (the `input_field`), label_probs [B, K] (the
+  `label_field`), weight [B] optional).
 
-  Children: `mlp` (when num_hidden_layers > 0; an MLPBlock whose every layer applies its
-  activation) and `softmax` (FullSoftmax over num_classes).
+  Children: `network` and `softmax` (FullSoftmax; set its input_dims to the network's feature
+  size and num_classes, as Pax's users do on `softmax_tpl`).
+
+  Metrics (value, weight): avg_xent, num_predictions, accuracy, error, and with more than 5
+  classes acc5, error5 (Pax's); total_loss = avg_xent plus the aux losses recorded when
+  "aux_loss" is mutable (ours: what the trainer minimises).
 
   Attributes:
-    input_dims: size of one flattened input (the product of its non-batch dims).
-    hidden_dims: width of the hidden layers.
-    num_hidden_layers: number of hidden FeedForward layers; 0 gives a linear classifier.
-    num_classes: number of classes.
-    mlp_tpl: template of the hidden layers (activation, bias, ...); sizes are set here.
-    softmax_tpl: template of the output layer; sizes are set here.
+    network_tpl: the feature network, images -> [B, D].
+    softmax_tpl: the classifier.
+    input_field: the batch key of the images.
+    label_field: the batch key of the target distributions [B, K].
   """
 
-  input_dims: int = 0
-  hidden_dims: int = 128
-  num_hidden_layers: int = 1
-  num_classes: int = 0
-  mlp_tpl: Config = template_field(linears.MLPBlock)
+  network_tpl: Config = template_field(resnets.ResNet)
   softmax_tpl: Config = template_field(embedding_softmax.FullSoftmax)
+  input_field: str = "image"
+  label_field: str = "label_probs"
 
   def setup(self):
-    if self.input_dims <= 0 or self.num_classes <= 0:
-      raise ValueError(
-        f"ClassificationModel needs positive input_dims and num_classes, got "
-        f"{self.input_dims} and {self.num_classes}; set them on the config."
-      )
-    features = self.input_dims
-    if self.num_hidden_layers > 0:
-      mlp = self.mlp_tpl.clone()
-      mlp.ff_tpl.input_dims, mlp.ff_tpl.output_dims = self.input_dims, self.hidden_dims
-      mlp.set(num_layers=self.num_hidden_layers, hidden_dims=self.hidden_dims)
-      self.mlp = self.create_child(mlp)
-      features = self.hidden_dims
-    self.softmax = self.create_child(
-      self.softmax_tpl,
-      input_dims=features,
-      num_classes=self.num_classes,
-      weight_axes=("mlp" if self.num_hidden_layers > 0 else None, "classes"),
-    )
+    self.create_child("network", self.network_tpl)
+    self.create_child("softmax", self.softmax_tpl)
 
   def compute_predictions(self, input_batch: NestedMap) -> NestedMap:
-    """Flattens `inputs` to [B, input_dims], applies the MLP; returns the softmax output."""
-    inputs = input_batch.inputs
-    flat = inputs.reshape(inputs.shape[0], -1)  # [B, I]
-    if flat.shape[-1] != self.input_dims:
-      raise ValueError(
-        f"ClassificationModel(input_dims={self.input_dims}) got inputs "
-        f"{inputs.shape}, which flatten to {flat.shape[-1]} features."
-      )
-    hidden = self.mlp(flat) if self.num_hidden_layers > 0 else flat  # [B, H]
-    return self.softmax(
-      hidden, class_weights=self._weights(input_batch), class_ids=input_batch.labels
-    )
-
-  @staticmethod
-  def _weights(input_batch: NestedMap) -> jax.Array:
-    weights = input_batch.get("weights")
+    """features [B, D], softmax_output (the softmax's NestedMap) and example_weights [B]."""
+    inputs = input_batch[self.input_field]
+    features = self.network(inputs)  # [B, D]
+    batch = inputs.shape[0]
+    weights = input_batch.get("weight")
     if weights is None:
-      return jnp.ones(input_batch.labels.shape, jnp.float32)
-    return weights.astype(jnp.float32)
+      weights = jnp.ones([batch])
+    elif weights.shape != (batch,):
+      raise ValueError(f"ClassificationModel: weight must be [{batch}], got {weights.shape}.")
+    softmax_output = self.softmax(
+      features,
+      class_weights=weights[:, None],
+      class_probabilities=input_batch[self.label_field],
+    )
+    return NestedMap(features=features, softmax_output=softmax_output, example_weights=weights)
 
   def compute_loss(
-    self, predictions: NestedMap, input_batch: NestedMap
+    self, predictions: NestedMap, input_batch: NestedMap, aux_loss: jax.Array | float = 0.0
   ) -> tuple[WeightedScalars, NestedMap]:
-    """Metrics: loss (= total_loss = avg_xent + z-loss), avg_xent, accuracy, error, ..."""
-    weights = self._weights(input_batch)  # [B]
-    num = predictions.total_weight
-    correct = (predictions.per_example_argmax == input_batch.labels).astype(jnp.float32)
-    accuracy = jnp.sum(correct * weights) / jnp.maximum(num, 1e-8)
-    loss = predictions.avg_xent + predictions.get("z_loss", 0.0)
-    metrics = {
-      "loss": (loss, num),
-      "total_loss": (loss, num),
-      "avg_xent": (predictions.avg_xent, num),
-      "accuracy": (accuracy, num),
-      "error": (1.0 - accuracy, num),
-      "num_predictions": (num, jnp.ones((), jnp.float32)),
-    }
-    per_example_out = NestedMap(
-      labels=input_batch.labels,
-      predictions=predictions.per_example_argmax,
-      xent=predictions.per_example_xent,
+    out = predictions.softmax_output
+    label_probs = input_batch[self.label_field]
+    num = out.total_weight
+    metrics = NestedMap(
+      avg_xent=(out.avg_xent, num),
+      num_predictions=(num, jnp.array(1.0, num.dtype)),
+      total_loss=(out.avg_xent + aux_loss, num),
     )
-    return metrics, per_example_out
+    for k, acc_name, err_name in ((1, "accuracy", "error"), (5, "acc5", "error5")):
+      if k > 1 and out.logits.shape[-1] <= k:
+        continue  # top-5 of 5 or fewer classes says nothing
+      acc = metric_utils.top_k_accuracy(
+        k, out.logits, label_probs=label_probs, weights=predictions.example_weights
+      )
+      metrics[acc_name] = (acc, num)
+      metrics[err_name] = (1.0 - acc, num)
+      self.add_summary(f"acc{k}", acc)
+    return metrics, NestedMap(labels=label_probs, scores=out.logits)
+
+  def predict(self, input_batch: NestedMap) -> NestedMap:
+    """logits [B, K] and their log-probabilities."""
+    logits = self.softmax.get_logits(self.network(input_batch[self.input_field]))
+    return NestedMap(logits=logits, logp=self.softmax.logits_to_logp(logits))
 
   def __call__(self, input_batch: NestedMap) -> tuple[WeightedScalars, NestedMap]:
-    return self.compute_loss(self.compute_predictions(input_batch), input_batch)
+    collect = self.is_mutable_collection(base_layer.AUX_LOSS)
+    before = _sown_aux_losses(self.variables) if collect else {}
+    predictions = self.compute_predictions(input_batch)
+    aux_loss = _sum_new_aux_losses(before, _sown_aux_losses(self.variables)) if collect else 0.0
+    return self.compute_loss(predictions, input_batch, aux_loss)
 
 
 # Pax's SequenceModel and DPO models live in their own modules; Pax users reach them here.

@@ -8,10 +8,12 @@ import numpy as np
 import optax
 
 from praxis import base_layer
+from praxis import pax_fiddle
 from praxis import pytypes
 from praxis.layers import activations
 from praxis.layers import linears
 from praxis.layers import models
+from praxis.layers import resnets
 from praxis.layers import sample_decode
 from praxis.layers import transformer_models
 from praxis.layers import transformers
@@ -67,81 +69,94 @@ class LmMetricsTest(absltest.TestCase):
 
 
 class ClassificationModelTest(absltest.TestCase):
+  """Pax's ClassificationModel with a one-layer network, so that numpy can check it."""
+
   def setUp(self):
     super().setUp()
     rng = np.random.default_rng(1)
+    self.labels = rng.integers(0, 4, size=(6,)).astype(np.int32)
     self.batch = NestedMap(
-      inputs=rng.normal(size=(6, 2, 3)).astype(np.float32),
-      labels=rng.integers(0, 4, size=(6,)).astype(np.int32),
-      weights=np.array([1, 1, 0, 1, 1, 1], np.float32),
+      image=rng.normal(size=(6, 6)).astype(np.float32),
+      label_probs=np.eye(4, dtype=np.float32)[self.labels],
+      weight=np.array([1, 1, 0, 1, 1, 1], np.float32),
     )
+
+  def model(self, num_classes=4):
+    network = pax_fiddle.Config(
+      linears.FeedForward,
+      input_dims=6,
+      output_dims=5,
+      activation_tpl=pax_fiddle.Config(activations.ReLU),
+    )
+    cfg = pax_fiddle.Config(models.ClassificationModel, name="classifier", network_tpl=network)
+    cfg.softmax_tpl.set(input_dims=5, num_classes=num_classes)
+    return base_layer.instantiate(cfg)
 
   def np_forward_and_grads(self, p):
     """numpy forward and hand-derived backward of relu(x W0 + b0) W1 + b1 with softmax xent."""
-    x = self.batch.inputs.reshape(6, -1).astype(np.float64)
-    w0, b0 = p["mlp"]["mlp_layers_0"]["linear"]["w"], p["mlp"]["mlp_layers_0"]["bias"]["b"]
+    x = self.batch.image.astype(np.float64)
+    w0, b0 = p["network"]["linear"]["w"], p["network"]["bias"]["b"]
     w1, b1 = p["softmax"]["logits_ffn"]["linear"]["w"], p["softmax"]["logits_ffn"]["bias"]["b"]
     pre = x @ w0 + b0
     h = np.maximum(pre, 0)
     logits = h @ w1 + b1
     probs = np.exp(np_log_softmax(logits))
-    onehot = np.eye(4)[self.batch.labels]
-    w = self.batch.weights
+    onehot = self.batch.label_probs
+    w = self.batch.weight
     xent = -(onehot * np.log(probs)).sum(-1)
     loss = (xent * w).sum() / w.sum()
     dlogits = (probs - onehot) * w[:, None] / w.sum()  # [B, C]
     dh = dlogits @ w1.T
     dpre = dh * (pre > 0)
     grads = {"w1": h.T @ dlogits, "b1": dlogits.sum(0), "w0": x.T @ dpre, "b0": dpre.sum(0)}
-    accuracy = ((logits.argmax(-1) == self.batch.labels) * w).sum() / w.sum()
+    accuracy = ((logits.argmax(-1) == self.labels) * w).sum() / w.sum()
     return loss, accuracy, grads
 
   def test_loss_accuracy_and_gradient_match_numpy(self):
-    model = models.ClassificationModel.HParams(
-      input_dims=6,
-      hidden_dims=5,
-      num_hidden_layers=1,
-      num_classes=4,
-      mlp_tpl=linears.MLPBlock.HParams(
-        ff_tpl=linears.FeedForward.HParams(activation_tpl=activations.ReLU.HParams())
-      ),
-    ).Instantiate()
+    model = self.model()
     variables = model.init(jax.random.key(0), self.batch)
-    params = flax.core.unfreeze(flax.linen.meta.unbox(variables["params"]))
+    params = flax.core.unfreeze(variables["params"])
     # A non-zero bias so that a dropped bias would show.
     params["softmax"]["logits_ffn"]["bias"]["b"] = np.linspace(-0.5, 0.5, 4).astype(np.float32)
 
     def loss_fn(p):
       metrics, _ = model.apply({"params": p}, self.batch)
-      return metrics["loss"][0], metrics
+      return metrics["total_loss"][0], metrics
 
     (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
     np_params = jax.tree.map(lambda a: np.asarray(a, np.float64), params)
     ref_loss, ref_acc, ref_grads = self.np_forward_and_grads(np_params)
     np.testing.assert_allclose(loss, ref_loss, rtol=1e-5)
+    np.testing.assert_allclose(metrics["avg_xent"][0], ref_loss, rtol=1e-5)
     np.testing.assert_allclose(metrics["accuracy"][0], ref_acc, rtol=1e-6)
     np.testing.assert_allclose(metrics["accuracy"][1], 5.0)  # the weights, not the batch size
     np.testing.assert_allclose(metrics["error"][0], 1 - ref_acc, rtol=1e-6)
+    self.assertNotIn("acc5", metrics)  # 4 classes: no top-5
     for name, got in [
       ("w1", grads["softmax"]["logits_ffn"]["linear"]["w"]),
       ("b1", grads["softmax"]["logits_ffn"]["bias"]["b"]),
-      ("w0", grads["mlp"]["mlp_layers_0"]["linear"]["w"]),
-      ("b0", grads["mlp"]["mlp_layers_0"]["bias"]["b"]),
+      ("w0", grads["network"]["linear"]["w"]),
+      ("b0", grads["network"]["bias"]["b"]),
     ]:
       np.testing.assert_allclose(got, ref_grads[name], rtol=1e-4, atol=1e-6, err_msg=name)
 
-  def test_linear_classifier_and_wrong_input_size(self):
-    model = models.ClassificationModel.HParams(
-      input_dims=6, num_hidden_layers=0, num_classes=4
-    ).Instantiate()
-    variables = base_layer.init_boxed(model, jax.random.key(0), self.batch)
-    self.assertEqual(set(variables["params"]), {"softmax"})
-    self.assertEqual(
-      variables["params"]["softmax"]["logits_ffn"]["linear"]["w"].names, (None, "classes")
-    )
-    bad = models.ClassificationModel.HParams(input_dims=5, num_classes=4).Instantiate()
-    with self.assertRaisesRegex(ValueError, "flatten to 6 features"):
-      bad.init(jax.random.key(0), self.batch)
+  def test_top5_and_predict(self):
+    model = self.model(num_classes=7)
+    batch = NestedMap(image=self.batch.image, label_probs=np.eye(7, dtype=np.float32)[self.labels])
+    variables = model.init(jax.random.key(2), batch)
+    metrics, per_example = model.apply(variables, batch)
+    logits = np.asarray(per_example.scores)  # [B, 7]
+    rank = (logits > np.take_along_axis(logits, self.labels[:, None], -1)).sum(-1)  # [B]
+    np.testing.assert_allclose(metrics["acc5"][0], np.mean(rank < 5), rtol=1e-6)
+    np.testing.assert_allclose(metrics["error5"][0], 1 - np.mean(rank < 5), rtol=1e-6)
+    predicted = model.apply(variables, batch, method=model.predict)
+    np.testing.assert_allclose(predicted.logits, logits, rtol=1e-6)
+    np.testing.assert_allclose(predicted.logp, np_log_softmax(logits), rtol=1e-5, atol=1e-6)
+
+  def test_default_network_is_resnet50(self):
+    cfg = pax_fiddle.Config(models.ClassificationModel)
+    self.assertIs(cfg.network_tpl.cls, resnets.ResNet)
+    self.assertEqual(tuple(cfg.network_tpl.blocks), (3, 4, 6, 3))
 
 
 V = 11

@@ -131,8 +131,8 @@ class StackedTransformer(base_layer.BaseLayer):
     residual_droppath_prob: droppath of layer i is residual_droppath_prob * i / num_layers.
     input_dropout_prob: dropout on the stack's input.
     gating_func, unadjusted_expert_capacity_factor, moe_layer_tpl, num_experts, num_groups,
-      min_group_size, moe_layers: Pax's mixture-of-experts fields; MoE layers are not
-      implemented here (moe_layers must stay empty).
+      min_group_size, moe_layers: Pax's mixture-of-experts fields: layer i in moe_layers
+      gets a moe_layer_tpl feed-forward (transformer_moe), whose routing fields the stack sets.
     transformer_layer_params_tpl: template of a layer, or a list of templates whose length
       divides num_layers (tiled as [a, a, ..., b, b, ...]).
     packed_input: rows hold several segments: the call needs segment_mask (or segment_ids).
@@ -208,6 +208,17 @@ class StackedTransformer(base_layer.BaseLayer):
       )
     if self.residual_droppath_prob > 0.0:
       p.residual_droppath_prob = self.residual_droppath_prob * i / max(1, self.num_layers)
+    if self.moe_layers and i in self.moe_layers:
+      # As Pax: the stack's routing fields override the template's (gating_func included).
+      moe = self.moe_layer_tpl.clone().set(
+        num_experts=self.num_experts,
+        num_groups=self.num_groups,
+        min_group_size=self.min_group_size,
+        gating_func=self.gating_func,
+      )
+      if moe.hidden_dims:  # an expert's hidden size may differ from the dense layers'
+        p.hidden_dims = moe.hidden_dims
+      p.tr_fflayer_tpl = moe
     if self.ngrammer_tpls is not None and self.ngrammer_tpls[i] is not None:
       p.ngrammer_tpl = self.ngrammer_tpls[i]
     return p
@@ -220,10 +231,10 @@ class StackedTransformer(base_layer.BaseLayer):
       )
     if not 0.0 <= self.dropout_prob < 1.0 or not 0.0 <= self.input_dropout_prob < 1.0:
       raise ValueError("StackedTransformer: dropout probabilities must be in [0, 1).")
-    if self.moe_layers:
-      raise NotImplementedError(
-        "StackedTransformer.moe_layers: Pax's TransformerFeedForwardMoe is not implemented "
-        "here; leave moe_layers empty."
+    if self.moe_layers and (self.num_experts <= 0 or self.moe_layer_tpl is None):
+      raise ValueError(
+        f"StackedTransformer.moe_layers {list(self.moe_layers)} needs num_experts > 0 and a "
+        f"moe_layer_tpl (got {self.num_experts}, {self.moe_layer_tpl})."
       )
     if self.local_window_size is not None and isinstance(self.local_window_size[0], tuple):
       # AssertionError, as Pax's, for a per-layer list of the wrong length.

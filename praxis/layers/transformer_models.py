@@ -103,6 +103,19 @@ class TransformerLm(base_layer.BaseLayer):
     cfg.softmax_tpl = embedding_softmax.FullSoftmax.HParams.config()
     return cfg
 
+  # Pax's config-level sharding (mesh-axis mappings in the templates): transformer_sharding's.
+  @classmethod
+  def set_sharding_params_v1(cls, lm_p, **kwargs) -> Config:
+    from praxis.layers import transformer_sharding  # noqa: PLC0415 (it imports the layers)
+
+    return transformer_sharding.set_sharding_params_v1(lm_p, **kwargs)
+
+  @classmethod
+  def set_custom_sharding_params(cls, lm_p, **kwargs) -> Config:
+    from praxis.layers import transformer_sharding  # noqa: PLC0415 (it imports the layers)
+
+    return transformer_sharding.set_custom_sharding_params(lm_p, **kwargs)
+
   @property
   def tied(self) -> bool:
     return self.separate_embedding_tpl is None
@@ -275,6 +288,10 @@ class TransformerLm(base_layer.BaseLayer):
         class_weights=labels.class_weights[..., None].astype(jnp.float32),
         class_ids=labels.class_ids[..., None],
       )
+      # Pax's: the aux losses recorded so far (MoE load balance, z-loss), their summed weights,
+      # and total_loss = avg_xent + aux_loss, the loss to minimise.
+      out.aux_loss, out.aux_loss_weight = _aux_loss_totals(self.variables)
+      out.total_loss = out.avg_xent + out.aux_loss
     if self.record_activations_in_xent_output:
       out.activations = output
     return out
@@ -405,6 +422,18 @@ class TransformerLm(base_layer.BaseLayer):
     if segment_pos is not None:
       self.update_decode_state("ngrammer_prefix_segment_pos", segment_pos[:, -1:])
     return out
+
+
+def _aux_loss_totals(variables) -> tuple[jax.Array, jax.Array]:
+  """Sums of the values and of the weights in the "aux_loss" collection (add_aux_loss's
+  (value, weight) entries; a repeated layer's entries carry a leading layer dim)."""
+  value, weight = jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32)
+  for entries in jax.tree_util.tree_leaves(
+    variables.get(base_layer.AUX_LOSS, {}), is_leaf=lambda x: isinstance(x, tuple)
+  ):
+    for v, w in entries:
+      value, weight = value + jnp.sum(v), weight + jnp.sum(w)
+  return value, weight
 
 
 def _is_a(cfg: Config, cls: type) -> bool:

@@ -7,8 +7,8 @@
 
 - pipeline: PipelinedTransformer (a pipelined stack; with the pipeline layers it is built on).
 
-- transformer_moe: TransformerFeedForwardMoe (Pax's fields, so Pax's builders configure it;
-  building it raises: no expert routing here).
+- transformer_moe: TransformerFeedForwardMoe (Pax's mixture-of-experts feed-forward; routing in
+  praxis.gshard_utils).
 
 Each module's docstring has the call shapes, norm policies and variable names. Not here:
 Pax's PipelineCompatibleStackedTransformerRepeated (docs/praxis.md).

@@ -1,0 +1,145 @@
+"""Pax's `praxis.layers.poolings`: spatial pooling over NHWC images, no weights.
+
+Pooling: MAX or AVG over (h, w) windows with a stride, SAME or VALID padding;
+  `__call__(inputs [B, H, W, D], paddings [B, H] or None) -> (outputs, paddings)`.
+GlobalPooling: MAX or AVG over whole dims (e.g. pooling_dims=(1, 2): [B, H, W, D] -> [B, D]).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+
+from praxis import base_layer
+
+_TYPES = ("MAX", "AVG")
+
+
+def _lowest(dtype) -> float | int:
+  """The value that never wins a max: -inf for floats, the minimum for integers."""
+  if jnp.issubdtype(dtype, jnp.inexact):
+    return -jnp.inf
+  if jnp.issubdtype(dtype, jnp.integer):
+    return int(jnp.iinfo(dtype).min)
+  raise ValueError(f"Pooling takes float or integer inputs, got {dtype}.")
+
+
+class Pooling(base_layer.BaseLayer):
+  """Windowed pooling over H and W (Pax's; max pooling by default).
+
+  AVG divides by the number of in-image positions of each window (SAME padding's border windows
+  are smaller). With paddings [B, H] (rows of the image that are padding, e.g. time frames),
+  padded rows are left out of MAX and AVG, the output paddings are pooled with the same window
+  along H, and padded output rows are zero.
+
+  Attributes:
+    window_shape: (height, width) of a window.
+    window_stride: (stride_h, stride_w).
+    pooling_type: 'MAX' or 'AVG'.
+    padding: 'SAME' or 'VALID'.
+  """
+
+  window_shape: Sequence[int] = (0, 0)
+  window_stride: Sequence[int] = (0, 0)
+  pooling_type: str = "MAX"
+  padding: str = "SAME"
+
+  def setup(self) -> None:
+    if (
+      len(self.window_shape) != 2
+      or len(self.window_stride) != 2
+      or min(self.window_shape) <= 0
+      or min(self.window_stride) <= 0
+    ):
+      raise ValueError(
+        f"Pooling needs 2 positive window_shape and window_stride entries, got "
+        f"{self.window_shape} and {self.window_stride}."
+      )
+    if self.pooling_type not in _TYPES or self.padding not in ("SAME", "VALID"):
+      raise ValueError(
+        f"Pooling: pooling_type must be MAX or AVG and padding SAME or VALID, got "
+        f"{self.pooling_type!r} and {self.padding!r}."
+      )
+
+  def _window_sum(self, x: jax.Array, dims, strides) -> jax.Array:
+    return jax.lax.reduce_window(x, 0, jax.lax.add, dims, strides, self.padding)
+
+  def __call__(
+    self, inputs: jax.Array, paddings: jax.Array | None = None
+  ) -> tuple[jax.Array, jax.Array | None]:
+    """inputs [B, H, W, D], paddings [B, H] (1 = padded row) -> (outputs [B, H', W', D],
+    paddings [B, H'] or None)."""
+    lowest = _lowest(inputs.dtype)
+    wh, ww = self.window_shape
+    sh, sw = self.window_stride
+    dims, strides = (1, wh, ww, 1), (1, sh, sw, 1)
+    if self.pooling_type == "MAX":
+      if paddings is not None:
+        inputs = jnp.where(paddings[..., None, None] > 0, lowest, inputs)
+      out = jax.lax.reduce_window(inputs, lowest, jax.lax.max, dims, strides, self.padding)
+    else:
+      out = self._window_sum(inputs, dims, strides)
+      # [H', W']: in-image positions of each window.
+      sizes = self._window_sum(jnp.ones(inputs.shape[1:3], inputs.dtype), (wh, ww), (sh, sw))
+      out = out / sizes[None, :, :, None]
+    if paddings is None:
+      return out, None
+    if self.pooling_type == "AVG":
+      # Average over the non-padded rows of each window instead of all of them.
+      real_rows = self._window_sum(1 - paddings, (1, wh), (1, sh))  # [B, H']
+      all_rows = self._window_sum(jnp.ones(inputs.shape[1], inputs.dtype), (wh,), (sh,))  # [H']
+      scale = jnp.where(real_rows > 0, all_rows[None] / jnp.maximum(real_rows, 1e-9), 0.0)
+      out = out * scale[..., None, None]
+    if sh > 1 or self.padding == "VALID":
+      paddings = jax.lax.reduce_window(
+        paddings, _lowest(paddings.dtype), jax.lax.max, (1, wh), (1, sh), self.padding
+      )
+    out = jnp.where(paddings[..., None, None] > 0, 0, out)
+    return out, paddings
+
+
+class GlobalPooling(base_layer.BaseLayer):
+  """MAX or AVG over `pooling_dims` (Pax's).
+
+  Attributes:
+    pooling_type: 'MAX' or 'AVG' (the default).
+    pooling_dims: the dims pooled, e.g. (1, 2) for H and W of NHWC.
+    keepdims: keep the pooled dims with size 1.
+  """
+
+  pooling_type: str = "AVG"
+  pooling_dims: Sequence[int] | None = None
+  keepdims: bool = False
+
+  def setup(self) -> None:
+    if self.pooling_type not in _TYPES:
+      raise ValueError(
+        f"GlobalPooling: pooling_type must be MAX or AVG, got {self.pooling_type!r}."
+      )
+    if self.pooling_dims is None or min(self.pooling_dims, default=0) < 0:
+      raise ValueError(
+        f"GlobalPooling needs pooling_dims, non-negative dims such as (1, 2); got "
+        f"{self.pooling_dims}."
+      )
+
+  def __call__(
+    self,
+    inputs: jax.Array,
+    epsilon: float = 1e-8,
+    compatible_paddings: jax.Array | None = None,
+  ) -> jax.Array:
+    """inputs -> pooled; compatible_paddings (broadcastable to inputs, 1 = padded) are left out,
+    and AVG divides by their non-padded count (+ epsilon)."""
+    dims = tuple(self.pooling_dims)
+    if self.pooling_type == "MAX":
+      if compatible_paddings is not None:
+        inputs = jnp.where(compatible_paddings > 0, _lowest(inputs.dtype), inputs)
+      return jnp.max(inputs, dims, keepdims=self.keepdims)
+    if compatible_paddings is None:
+      return jnp.mean(inputs, dims, keepdims=self.keepdims).astype(inputs.dtype)
+    inputs = jnp.where(compatible_paddings > 0, jnp.zeros((), inputs.dtype), inputs)
+    count = jnp.sum(1.0 - compatible_paddings, dims, keepdims=True, dtype=inputs.dtype) + epsilon
+    out = (jnp.sum(inputs, dims, keepdims=True) / count).astype(inputs.dtype)
+    return out if self.keepdims else jnp.squeeze(out, axis=dims)
