@@ -45,8 +45,9 @@ Where to find a layer:
   encoder_decoder: TransformerEncoderDecoder (Pax's encoder-decoder; also
     `transformer_models.TransformerEncoderDecoder`).
   sequence_models: SequenceModel (encoder-decoder loss, encode, greedy /
-    sampled / beam decoding; also in `models`); sequence_decode: its decode
-    loops. dpo_models: LanguageModelDPO, SequenceModelDPO (also in `models`).
+    sampled / beam decoding; also in `models`; greedy / sampling via
+    praxis.sample_decode). dpo_models: LanguageModelDPO, SequenceModelDPO
+    (also in `models`).
   attentions: DotProductAttention (Pax's fields: per-dim scale by default,
     combined QKV, dconv, rotary, relative bias, logit cap; KV cache +
     extend_step; ours: num_kv_heads), DotProductAttentionWithLPB,

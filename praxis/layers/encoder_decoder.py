@@ -417,9 +417,8 @@ class TransformerEncoderDecoder(base_layer.BaseLayer):
   def transform_decode_state(self, transform_fn: Any) -> None:
     """Applies Pax's transform_fn(x, batch_dim, time_dim) to the decoder's self-attention cache.
 
-    Ours beside Pax: our StackedTransformer also caches the prefill's target paddings [B, T]
-    (so that extend_step keeps hiding padded positions); they get the same transform, so a
-    cache padded to the output length keeps one padding per position.
+    The decoder StackedTransformer transforms all of its state, including (ours beside Pax) the
+    prefill's target paddings [B, T] it caches so that extend_step keeps hiding padded positions.
     """
     if not _is_a(self.decoder_stacked_transformer_tpl, transformers.StackedTransformer):
       raise NotImplementedError(
@@ -429,9 +428,6 @@ class TransformerEncoderDecoder(base_layer.BaseLayer):
         "the same layers."
       )
     self.decoder.transform_decode_state(transform_fn)
-    if self.decoder.has_variable(DECODE_CACHE, "paddings"):
-      paddings = self.decoder.get_variable(DECODE_CACHE, "paddings")
-      self.decoder.put_variable(DECODE_CACHE, "paddings", transform_fn(paddings, 0, 1))
 
   def init_states(self, inputs: jax.Array, input_paddings: jax.Array, *args, **kwargs) -> None:
     del inputs, input_paddings, args, kwargs

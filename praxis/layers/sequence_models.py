@@ -9,22 +9,25 @@ Re-exported by praxis.layers.models (Pax's module), with the DPO models of dpo_m
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 
 from praxis import base_hyperparams
 from praxis import base_layer
+from praxis import beam_search as beam_search_lib
 from praxis import decoder_hparams
+from praxis import decoder_utils
 from praxis import pytypes
+from praxis import sample_decode
 from praxis.layers import encoder_decoder
-from praxis.layers import sequence_decode
 
 Config = base_hyperparams.Config
 NestedMap = pytypes.NestedMap
 WeightedScalars = pytypes.WeightedScalars
 template_field = base_hyperparams.template_field
+DECODE_CACHE = base_layer.DECODE_CACHE
 
 
 def compute_xent_loss_helper(
@@ -139,7 +142,9 @@ class SequenceModel(base_layer.BaseLayer):
   def decode_with_params(self, input_batch: NestedMap, decoder_params: Any):
     """Decodes the batch's src with decoder_params; returns (metrics, decode_out, clu metrics).
 
-    The decoder starts from tgt.ids[:, 0] (the start token). decode_out holds Pax's fields
+    As Pax's: the model runs once on the source and the first target position (filling the
+    decode cache), then greedy and sampling go through `praxis.sample_decode`'s loop with the
+    encoder-decoder's extend_step, starting from tgt.ids[:, 0]. decode_out holds Pax's fields
     ([B, N, ...]: output_ids, decode_lengths, logprobs, prefix_lengths, ...; beam search also
     scores) plus the batch's src and tgt; metrics: num_decoded.
     """
@@ -156,16 +161,16 @@ class SequenceModel(base_layer.BaseLayer):
     elif isinstance(decoder_params, decoder_hparams.SampleDecoderHParams):
       result = self._sample(input_batch, decoder_params)
     elif isinstance(decoder_params, decoder_hparams.GreedyDecoderHParams):
-      result = sequence_decode.sample_decode(
+      result = sample_decode.greedy_decode(
         self,
         _extend_step,
-        _transform_decode_state,
-        self._first_target_fprop(src, tgt),
         tgt.ids,
         tgt.paddings,
         decoder_params.seqlen,
         prefix_lengths=input_batch.get("prefix_lengths"),
         eos_id=decoder_params.eos_id,
+        fprop_fn=_first_target_fprop(src.ids, src.paddings, tgt),
+        transform_state_fn=_transform_decode_state,
       )
     else:
       raise NotImplementedError(f"Decoding algorithm {type(decoder_params)} is not implemented.")
@@ -177,20 +182,6 @@ class SequenceModel(base_layer.BaseLayer):
     metrics = NestedMap(num_decoded=(num_decoded, jnp.asarray(1, jnp.float32)))
     return metrics, result, NestedMap()
 
-  def _first_target_fprop(self, src: NestedMap, tgt: NestedMap):
-    """Pax's fprop_fn: the model on the source and the first target position (the cache)."""
-
-    def fprop_fn(mdl, ids, paddings):
-      del ids, paddings
-      mdl.model(
-        inputs=src.ids,
-        input_paddings=src.paddings,
-        targets=tgt.ids[:, :1],
-        target_paddings=tgt.paddings[:, :1],
-      )
-
-    return fprop_fn
-
   def _sample(self, input_batch: NestedMap, hp: Any) -> NestedMap:
     decode_data = NestedMap(
       input_ids=input_batch.src.ids,
@@ -198,30 +189,46 @@ class SequenceModel(base_layer.BaseLayer):
       target_ids=input_batch.tgt.ids,
       target_paddings=input_batch.tgt.paddings,
     )
-    if getattr(hp, "cf_guidance_scale", None) is not None:
+    if hp.cf_guidance_scale is not None:
       decode_data = self._prepare_guidance_decode_data(decode_data)
-    for name in ("p", "next_token_sampler_tpl", "sample_constraint", "controlled_decoding"):
-      if getattr(hp, name, None) is not None:
-        raise NotImplementedError(
-          f"SequenceModel decoding: SampleDecoderHParams.{name} is not implemented here; "
-          "leave it None."
-        )
-    return sequence_decode.sample_decode(
+    # Pax's SequenceModel copies these onto the sampler unconditionally.
+    sampler_p = hp.next_token_sampler_tpl.clone()
+    sampler_p.top_k = hp.k
+    sampler_p.top_p = hp.p
+    sampler_p.global_normalize = hp.global_normalize
+    sampler_p.top_k_recall_target = hp.top_k_recall_target
+    sampler_p.use_top_k_for_logprobs = hp.use_top_k_for_logprobs
+    random = hp.k > 1 or (hp.k == 0 and hp.temperature > 0.0)
+    if random and not self.has_rng(base_layer.RANDOM):
+      raise ValueError(
+        "SequenceModel.decode samples (SampleDecoderHParams with k != 1) and needs a 'random' "
+        "rng: apply(..., method='decode', rngs={'random': key})."
+      )
+    return sample_decode.sample_decode(
       self,
       _extend_step,
-      _transform_decode_state,
-      self._first_target_fprop(input_batch.src, input_batch.tgt),
-      decode_data.target_ids,
-      decode_data.target_paddings,
-      hp.seqlen,
+      transform_state_fn=_transform_decode_state,
+      lazy_broadcast_prefix_fn=None,
+      next_token_sampler=base_hyperparams.instantiate(sampler_p),
+      prefix_ids=decode_data.target_ids,
+      prefix_paddings=decode_data.target_paddings,
+      prefix_lengths=input_batch.get("prefix_lengths"),
+      seq_len=hp.seqlen,
+      fprop_fn=_first_target_fprop(
+        decode_data.input_ids, decode_data.input_paddings, input_batch.tgt
+      ),
       num_samples=hp.num_samples,
-      top_k=hp.k,
+      fprop_for_prefix=hp.fprop_for_prefix,
       temperature=hp.temperature,
       max_decode_steps=hp.max_decode_steps,
-      prefix_lengths=input_batch.get("prefix_lengths"),
       eos_id=hp.eos_id,
+      cf_guidance_scale=hp.cf_guidance_scale,
+      controlled_decoding=hp.controlled_decoding,
       sort_samples=bool(hp.sort_samples),
       top_k_recall_target=hp.top_k_recall_target,
+      use_top_k_for_logprobs=hp.use_top_k_for_logprobs,
+      process_result_fn=hp.process_result_fn,
+      early_exit=hp.early_exit,
     )
 
   def _beam_search(self, src: NestedMap, tgt: NestedMap, hp: Any) -> NestedMap:
@@ -242,7 +249,7 @@ class SequenceModel(base_layer.BaseLayer):
         target_paddings=jnp.ones((start_ids.shape[0], 1), tgt.paddings.dtype),
       )
 
-    return sequence_decode.beam_search(
+    return _beam_search_from_start(
       self.model,
       prefill,
       start_ids,
@@ -256,6 +263,22 @@ class SequenceModel(base_layer.BaseLayer):
     )
 
 
+def _first_target_fprop(src_ids: jax.Array, src_paddings: jax.Array, tgt: NestedMap):
+  """Pax's fprop_fn: the model on the source and the first target position (fills the cache);
+  the loop's prompt arguments are not used."""
+
+  def fprop_fn(mdl: SequenceModel, ids: jax.Array, paddings: jax.Array) -> None:
+    del ids, paddings
+    mdl.model(
+      inputs=src_ids,
+      input_paddings=src_paddings,
+      targets=tgt.ids[:, :1],
+      target_paddings=tgt.paddings[:, :1],
+    )
+
+  return fprop_fn
+
+
 def _extend_step(mdl: SequenceModel, ids: jax.Array, segment_pos: jax.Array) -> jax.Array:
   del segment_pos  # The encoder-decoder keeps its own time step.
   return mdl.model.extend_step(ids).logits
@@ -263,3 +286,79 @@ def _extend_step(mdl: SequenceModel, ids: jax.Array, segment_pos: jax.Array) -> 
 
 def _transform_decode_state(mdl: SequenceModel, transform_fn: Any) -> None:
   mdl.model.transform_decode_state(transform_fn)
+
+
+def _beam_search_from_start(
+  model: Any,
+  prefill_fn: Callable[[Any], None],
+  start_ids: jax.Array,
+  *,
+  beam_size: int,
+  max_decode_steps: int,
+  eos_id: int | Sequence[int],
+  length_norm_alpha: float,
+  min_decode_steps: int = 0,
+  tokens_per_beam: int | None = None,
+  output_id_offset: int = 0,
+) -> NestedMap:
+  """Beam search from one start token per row, in Pax's SequenceModel output form.
+
+  `praxis.beam_search` is a pure function of a cache pytree, not Pax's module-driven loop, so
+  this adapter prefills and steps a pure copy of the encoder-decoder. `model` is the bound
+  encoder-decoder; prefill_fn(mdl) runs it (mutable DECODE_CACHE) on the
+  batch with the start tokens `start_ids` [B] as a one-position target. The search itself is
+  `praxis.beam_search.beam_search` over a pure copy of the model.
+
+  Returns NestedMap(output_ids [B, K, 1 + max_decode_steps] (generated tokens from position 0,
+  as Pax's, whose start token is padding), scores, decode_lengths (generated tokens, EOS
+  included), prefix_lengths (0), original_lengths (0) [B, K], logprobs [B, K, 1 + steps],
+  prefix_ids [B, 1, 1]).
+  """
+  mdl = model.clone(parent=None)
+  skip = (DECODE_CACHE, base_layer.AUX_LOSS, base_layer.SUMMARIES)
+  weights = {k: v for k, v in model.variables.items() if k not in skip}
+
+  def prefill(m):
+    prefill_fn(m)
+    m.transform_decode_state(decoder_utils.pad_state_fn(max_decode_steps))
+
+  _, cache = mdl.apply(weights, method=prefill, mutable=[DECODE_CACHE])
+
+  def extend_fn(state, ids, time_step):
+    # The model's own counter (its cache's time_step) equals time_step: both start at 0 and
+    # advance once per call.
+    del time_step
+    out, updated = mdl.apply(
+      {**weights, DECODE_CACHE: state}, ids, method="extend_step", mutable=[DECODE_CACHE]
+    )
+    return updated[DECODE_CACHE], out.logits
+
+  batch = start_ids.shape[0]
+  buffer = jnp.zeros((batch, 1 + max_decode_steps), jnp.int32).at[:, 0].set(start_ids)
+  result = beam_search_lib.beam_search(
+    extend_fn,
+    cache[DECODE_CACHE],
+    buffer,
+    jnp.ones([batch], jnp.int32),
+    beam_size=beam_size,
+    max_decode_steps=max_decode_steps,
+    eos_id=eos_id,
+    length_norm_alpha=length_norm_alpha,
+    min_decode_steps=min_decode_steps,
+    tokens_per_beam=tokens_per_beam,
+    output_id_offset=output_id_offset,
+  )
+
+  def drop_start(x):  # [B, K, S] -> the same without position 0, zero-padded at the end
+    return jnp.pad(x[:, :, 1:], [(0, 0), (0, 0), (0, 1)])
+
+  zeros = jnp.zeros((batch, beam_size), jnp.int32)
+  return NestedMap(
+    output_ids=drop_start(result.output_ids),
+    logprobs=drop_start(result.logprobs),
+    scores=result.scores,
+    decode_lengths=result.decode_lengths - 1,
+    prefix_lengths=zeros,
+    original_lengths=zeros,
+    prefix_ids=jnp.zeros((batch, 1, 1), jnp.int32),
+  )

@@ -144,6 +144,19 @@ class SequenceModelTest(absltest.TestCase):
         for t in range(3):
           self.assertIn(ids[b, s, t + 1], top2[t])
 
+  def test_top_p_reaches_the_sampler(self):
+    # The decoder's p is copied onto its next_token_sampler (Pax's): a tiny nucleus keeps only
+    # the most likely token, so even very hot samples are greedy; without it they are not.
+    hp = models.SampleDecoderHParams(seqlen=5, num_samples=3, k=0, p=1e-6, temperature=50.0)
+    hp.eos_id = EOS
+    greedy = self.greedy_reference(5)
+    out = self.decode(hp, rng=5)
+    for s in range(3):
+      np.testing.assert_array_equal(out.output_ids[:, s], greedy)
+    hp.p = None
+    hot = np.asarray(self.decode(hp, rng=5).output_ids)
+    self.assertFalse(all(np.array_equal(hot[:, s], greedy) for s in range(3)))
+
   def test_samples_depend_on_the_rng(self):
     hp = models.SampleDecoderHParams(seqlen=5, num_samples=4, k=0, eos_id=EOS)
     first, second = self.decode(hp, rng=1), self.decode(hp, rng=2)
