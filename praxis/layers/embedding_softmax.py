@@ -262,7 +262,8 @@ class FullSoftmax(base_layer.BaseLayer):
     With class ids the cross-entropy is logsumexp(logits) - logits[label]: no one-hot target
     nor a second [..., V] float32 buffer (the label logit is a masked sum, which also works on
     vocab-sharded logits). Smoothing p, Pax's rule: the label keeps 1 - p and each other class
-    gets p / (V - 1), so xent = lse - (1 - p) l_y - p / (V - 1) (sum_c l_c - l_y). The logits stay
+    gets p / (V - 1), so xent = lse - (1 - p) l_y - p / (V - 1) (sum_c l_c - l_y) (an id outside
+    [0, V) has no label term, as Pax's all-zero one-hot). The logits stay
     in their dtype; each reduction upcasts to float32 inside its own fusion. log_probs is only
     computed by XLA if used.
     """
@@ -273,14 +274,20 @@ class FullSoftmax(base_layer.BaseLayer):
     if class_probabilities is not None:
       per_example_xent = -jnp.sum(log_probs * class_probabilities, axis=-1, dtype=jnp.float32)
     else:
-      is_label = jnp.arange(self.num_classes) == class_ids  # [..., V] bool, fused
-      label_logit = jnp.sum(jnp.where(is_label, logits32, 0.0), axis=-1)  # [...]
-      per_example_xent = lse - label_logit
+      v = self.num_classes
+      is_label = jnp.arange(v) == class_ids  # [..., V] bool, fused
+      # Pax's one-hot target is all zeros for an id outside [0, V): no label term then.
+      in_range = ((class_ids >= 0) & (class_ids < v))[..., 0]  # [...]
+      label_logp = jnp.where(
+        in_range, jnp.sum(jnp.where(is_label, logits32, 0.0), axis=-1) - lse, 0.0
+      )  # [...]
+      per_example_xent = -label_logp
       p = self._smoothing_prob()
       if p > 0.0:
-        others = jnp.sum(logits32, axis=-1) - label_logit  # sum of the V - 1 other logits
-        v = self.num_classes
-        per_example_xent = (1.0 - p) * per_example_xent + p * (lse - others / (v - 1))
+        # Every class but the label gets p / (V - 1): their log-probs sum to
+        # sum_c logits_c - V lse - label_logp.
+        others_logp = jnp.sum(logits32, axis=-1) - v * lse - label_logp  # [...]
+        per_example_xent = (1.0 - p) * per_example_xent - p / (v - 1) * others_logp
     per_example_argmax = jax.lax.stop_gradient(jnp.argmax(logits, axis=-1))
     return per_example_xent, per_example_argmax, logits32, log_probs
 

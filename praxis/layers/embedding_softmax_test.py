@@ -199,6 +199,22 @@ class FullSoftmaxTest(parameterized.TestCase):
       layer.apply(variables, x, weights, ids).per_example_xent, -(target * logp).sum(-1), rtol=1e-5
     )
 
+  @parameterized.parameters(0.0, 0.3)
+  def test_ids_outside_the_classes_have_no_label_term(self, smoothing):
+    # Pax's one-hot target of an id outside [0, V) is all zeros (then only smoothing remains).
+    layer = build(es.FullSoftmax, input_dims=3, num_classes=5, label_smoothing_prob=smoothing)
+    x = jax.random.normal(jax.random.key(0), (4, 3))
+    ids = jnp.array([[1], [5], [-1], [4]])
+    weights = jnp.ones((4, 1))
+    variables = layer.init(jax.random.key(1), x, weights, ids)
+    out = layer.apply(variables, x, weights, ids)
+    logp = np.asarray(out.log_probs, np.float64)
+    target = np.asarray(jax.nn.one_hot(ids[:, 0], 5), np.float64)  # rows 1 and 2 all zero
+    target = (1 - smoothing) * target + smoothing / 4 * (1 - target)
+    np.testing.assert_allclose(out.per_example_xent, -(target * logp).sum(-1), rtol=1e-5, atol=1e-6)
+    if not smoothing:
+      np.testing.assert_array_equal(np.asarray(out.per_example_xent)[1:3], 0.0)
+
   def test_weight_axes(self):
     layer = build(es.FullSoftmax, input_dims=3, num_classes=4)
     x = jnp.ones((1, 2, 3))
