@@ -69,7 +69,9 @@ def set_sharding_annotations_v1(
   of praxis/sharding.py here (the same placements, per logical axis), and the mesh's axis
   names are the partitioner's: so, unlike Pax, `model_p.mesh_axis_names` stays None (set, it
   would switch the layers to per-layer split-dims annotations, which leave unannotated weights
-  replicated). An LM class that has `set_sharding_params_v1` gets it called as in Pax.
+  replicated). An LM class that defines its own `set_sharding_params_v1` gets it called as in
+  Pax; TransformerLm's (praxis/layers/transformer_sharding.py) is not called here, since it
+  writes the same placements as per-layer mesh mappings and sets `mesh_axis_names`.
   `training_optimized` is Pax's activation-sharding variant (not used by the table).
   """
   model_p = task_p.model
@@ -82,7 +84,8 @@ def set_sharding_annotations_v1(
   )
   lm_p = getattr(model_p, "lm_tpl", None)
   setter = getattr(pax_fiddle.get_callable(lm_p), "set_sharding_params_v1", None) if lm_p else None
-  if setter is not None:
+  library_setter = layers.TransformerLm.set_sharding_params_v1.__func__
+  if setter is not None and getattr(setter, "__func__", setter) is not library_setter:
     model_p.lm_tpl = setter(
       lm_p,
       replica_axis="replica",
