@@ -129,6 +129,27 @@ class TransformerEncoderDecoder(base_layer.BaseLayer):
         "mask_self_attention=True on decoder_stacked_transformer_tpl."
       )
 
+  def _side_children(self, side: str) -> None:
+    """The encoder's or decoder's children: position embedding, stack, embedding, ngrammer, norm."""
+
+    def tpl(field: str) -> Any:
+      return getattr(self, f"{side}_{field}")
+
+    if tpl("position_emb_tpl") is not None:
+      self._position_emb_child(f"{side}_position_emb", tpl("position_emb_tpl"))
+    self._stack_child(
+      side,
+      tpl("stacked_transformer_tpl"),
+      tpl("post_attention_ngrammer_tpls"),
+      encoder=side == "encoder",
+    )
+    if tpl("embedding_tpl") is not None:
+      self._embedding_child(f"{side}_embedding_lookup", tpl("embedding_tpl"))
+    if tpl("ngrammer_tpl") is not None:
+      self.create_child(f"{side}_ngrammer", tpl("ngrammer_tpl"))
+    if tpl("ln_tpl") is not None:
+      self.create_child(f"{side}_ln", tpl("ln_tpl").clone().set(dim=self.model_dims))
+
   def _position_emb_child(self, name: str, tpl: Config) -> None:
     tpl = self._clone_layer_params(tpl)
     if tpl.embedding_dims not in (0, self.model_dims):
@@ -191,34 +212,8 @@ class TransformerEncoderDecoder(base_layer.BaseLayer):
           "set when the shared position_emb_tpl is; set position_emb_tpl=None to use them."
         )
       self._position_emb_child("position_emb", self.position_emb_tpl)
-    if self.encoder_position_emb_tpl is not None:
-      self._position_emb_child("encoder_position_emb", self.encoder_position_emb_tpl)
-    self._stack_child(
-      "encoder",
-      self.encoder_stacked_transformer_tpl,
-      self.encoder_post_attention_ngrammer_tpls,
-      encoder=True,
-    )
-    if self.encoder_embedding_tpl is not None:
-      self._embedding_child("encoder_embedding_lookup", self.encoder_embedding_tpl)
-    if self.encoder_ngrammer_tpl is not None:
-      self.create_child("encoder_ngrammer", self.encoder_ngrammer_tpl)
-    if self.encoder_ln_tpl is not None:
-      self.create_child("encoder_ln", self.encoder_ln_tpl.clone().set(dim=self.model_dims))
-    if self.decoder_position_emb_tpl is not None:
-      self._position_emb_child("decoder_position_emb", self.decoder_position_emb_tpl)
-    self._stack_child(
-      "decoder",
-      self.decoder_stacked_transformer_tpl,
-      self.decoder_post_attention_ngrammer_tpls,
-      encoder=False,
-    )
-    if self.decoder_embedding_tpl is not None:
-      self._embedding_child("decoder_embedding_lookup", self.decoder_embedding_tpl)
-    if self.decoder_ngrammer_tpl is not None:
-      self.create_child("decoder_ngrammer", self.decoder_ngrammer_tpl)
-    if self.decoder_ln_tpl is not None:
-      self.create_child("decoder_ln", self.decoder_ln_tpl.clone().set(dim=self.model_dims))
+    for side in ("encoder", "decoder"):
+      self._side_children(side)
     softmax = self.softmax_tpl.clone()
     if softmax.input_dims not in (0, self.model_dims):
       raise ValueError(
