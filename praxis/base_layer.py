@@ -40,6 +40,7 @@ import itertools
 from typing import Any, Sequence
 
 from flax import struct
+from flax import traverse_util
 import flax.core as flax_core
 import flax.linen as nn
 import jax
@@ -718,6 +719,25 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
     """
     weight = 1.0 if weight is None else weight
     self.sow(AUX_LOSS, name, (value, jnp.asarray(weight, jnp.float32)))
+
+
+def aux_loss_totals(variables: Any) -> tuple[jax.Array, jax.Array]:
+  """(sum of the values, sum of the weights) of every add_aux_loss entry in `variables`.
+
+  Each recorded name holds (value, weight) entries, one per call; a repeated (scanned) layer's
+  entries carry a leading layer dim, which is summed too. Pax sums them all into its
+  `aux_loss` / `aux_loss_weight`.
+  """
+  total = jnp.zeros((), jnp.float32)
+  weight = jnp.zeros((), jnp.float32)
+  collection = variables.get(AUX_LOSS, {})
+  if not collection:
+    return total, weight
+  for entries in traverse_util.flatten_dict(flax_core.unfreeze(collection)).values():
+    for value, entry_weight in entries:
+      total = total + jnp.sum(jnp.asarray(value, jnp.float32))
+      weight = weight + jnp.sum(jnp.asarray(entry_weight, jnp.float32))
+  return total, weight
 
 
 def init_boxed(module: nn.Module, *args, **kwargs) -> Any:

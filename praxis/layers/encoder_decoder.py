@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import flax
 import jax
 import jax.numpy as jnp
 
@@ -308,7 +307,7 @@ class TransformerEncoderDecoder(base_layer.BaseLayer):
     out = self.softmax(activations, labels.class_weights[:, :, None], **kwargs)
     out.per_token_xent = out.per_example_xent * labels.class_weights.astype(jnp.float32)
     out.per_sequence_xent = jnp.sum(out.per_token_xent, -1, dtype=jnp.float32)  # [B]
-    aux_loss, aux_weight = _sum_aux_losses(self.variables)
+    aux_loss, aux_weight = base_layer.aux_loss_totals(self.variables)
     out.aux_loss = aux_loss
     out.aux_loss_weight = aux_weight
     self.add_summary("total_aux_loss", aux_loss)
@@ -453,20 +452,3 @@ class TransformerEncoderDecoder(base_layer.BaseLayer):
     )  # [B, D]
     self.update_decode_state("time_step", time_step + 1)
     return self.compute_loss(self._decoder_norm(output))
-
-
-def _sum_aux_losses(variables: Any) -> tuple[jax.Array, jax.Array]:
-  """(sum of values, sum of weights) of the entries recorded in "aux_loss" (Pax sums them all).
-
-  Each recorded name holds a tuple of (value, weight) entries, one per add_aux_loss call.
-  """
-  total = jnp.zeros((), jnp.float32)
-  weight = jnp.zeros((), jnp.float32)
-  collection = variables.get(base_layer.AUX_LOSS, {})
-  if not collection:
-    return total, weight
-  for entries in flax.traverse_util.flatten_dict(flax.core.unfreeze(collection)).values():
-    for value, entry_weight in entries:
-      total = total + jnp.sum(jnp.asarray(value, jnp.float32))
-      weight = weight + jnp.sum(jnp.asarray(entry_weight, jnp.float32))
-  return total, weight

@@ -290,7 +290,7 @@ class TransformerLm(base_layer.BaseLayer):
       )
       # Pax's: the aux losses recorded so far (MoE load balance, z-loss), their summed weights,
       # and total_loss = avg_xent + aux_loss, the loss to minimise.
-      out.aux_loss, out.aux_loss_weight = _aux_loss_totals(self.variables)
+      out.aux_loss, out.aux_loss_weight = base_layer.aux_loss_totals(self.variables)
       out.total_loss = out.avg_xent + out.aux_loss
     if self.record_activations_in_xent_output:
       out.activations = output
@@ -422,18 +422,6 @@ class TransformerLm(base_layer.BaseLayer):
     if segment_pos is not None:
       self.update_decode_state("ngrammer_prefix_segment_pos", segment_pos[:, -1:])
     return out
-
-
-def _aux_loss_totals(variables) -> tuple[jax.Array, jax.Array]:
-  """Sums of the values and of the weights in the "aux_loss" collection (add_aux_loss's
-  (value, weight) entries; a repeated layer's entries carry a leading layer dim)."""
-  value, weight = jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32)
-  for entries in jax.tree_util.tree_leaves(
-    variables.get(base_layer.AUX_LOSS, {}), is_leaf=lambda x: isinstance(x, tuple)
-  ):
-    for v, w in entries:
-      value, weight = value + jnp.sum(v), weight + jnp.sum(w)
-  return value, weight
 
 
 def _is_a(cfg: Config, cls: type) -> bool:
