@@ -1,14 +1,22 @@
 """Macros for the project's Python targets: one way to declare a package, a module, its test.
 
-    pax_py_package(deps = [], module_deps = [])
-        The package's __init__.py as a py_library named after its directory (//paxml/data:data),
-        depending on the parent package's __init__ target; also the filegroup `sources` (the
-        package's .py, .cc and .h files) that //tools:lint_test checks. List in `deps` the package's own modules
-        when __init__.py imports them (a re-exporting package such as paxml/toolkit); the package's
-        modules then depend on the parent's __init__ instead, which avoids a cycle.
-        `module_deps`: what nearly every module of the package imports (praxis/layers: praxis's
-        base_layer, base_hyperparams, pax_fiddle, pytypes), folded into each of its libraries,
-        binaries and tests like the common stack below. They must not depend on this package.
+    pax_py_package_library(deps = [], test_deps = [], tests = {})
+        A package whose modules are one library (praxis, praxis/layers): the py_library named after
+        the directory holds its __init__.py and every other .py file but the tests, with `deps`
+        (what the modules import from other packages); and a test for each `*_test.py`, with the
+        library and `test_deps`. `tests` maps a test's name to its own attributes (size,
+        shard_count, cpu_devices, srcs, main, ...); a name with no such file is an error. Use it for
+        a package that no package it imports imports back, so one target can hold it whole: its
+        modules import each other freely and no BUILD line lists a module of its own.
+    pax_py_package(deps = [])
+        A package whose modules are declared one by one (packages that import each other, such as
+        paxml and paxml/data, need a target per module). Declares the package's __init__.py as a
+        py_library named after its directory (//paxml/data:data), depending on the parent package's
+        __init__ target. List in `deps` the package's own modules when __init__.py imports them (a
+        re-exporting package); the package's modules then depend on the parent's __init__ instead,
+        which avoids a cycle.
+    Both also declare the filegroup `sources` (the package's .py, .cc and .h files) that
+    //tools:lint_test checks.
     pax_py_library(name, srcs = [name + ".py"], deps = [], test_deps = [], test_<attr> = ..., ...)
         The module, and its test when `<name>_test.py` exists: one declaration per module. The test
         is a pax_py_test named `<name>_test` with deps `test_deps` (what it imports beyond the
@@ -39,7 +47,6 @@ lists only what it imports beyond that library's own deps (which it gets through
 _COMMON = ["@pypi//:absl_py", "@pypi//:flax", "@pypi//:jax", "@pypi//:numpy"]
 _TEST_XLA_FLAGS = "--xla_backend_optimization_level=0"  # See pax_py_test in the docstring.
 _REEXPORTS_TAG = "pax_package_reexports"
-_MODULE_DEP_TAG = "pax_module_dep="  # + a label: a pax_py_package module_deps entry.
 
 def _parent_init():
     parts = native.package_name().split("/")
@@ -62,22 +69,23 @@ def _dedup(labels):
             out.append(label)
     return out
 
-def _package_module_deps():
-    """The package's module_deps (pax_py_package), kept as tags of its __init__ target."""
-    init = native.existing_rule(native.package_name().split("/")[-1])
-    tags = init.get("tags", []) if init else []
-    return [t[len(_MODULE_DEP_TAG):] for t in tags if t.startswith(_MODULE_DEP_TAG)]
-
 def _module_deps(name, deps):
     base = native.package_name().split("/")[-1]
     if name == base:
         return _dedup(deps + _COMMON)
-    return _dedup(deps + _package_init() + _package_module_deps() + _COMMON)
+    return _dedup(deps + _package_init() + _COMMON)
 
-def pax_py_package(deps = [], module_deps = [], **kwargs):
+def _sources():
+    native.filegroup(
+        name = "sources",
+        srcs = native.glob(["*.py", "*.cc", "*.h"]),
+        visibility = ["//tools:__pkg__"],
+    )
+
+def pax_py_package(deps = [], **kwargs):
     """The package's __init__.py; see the file's docstring."""
     name = native.package_name().split("/")[-1]
-    tags = kwargs.pop("tags", []) + [_MODULE_DEP_TAG + d for d in module_deps]
+    tags = kwargs.pop("tags", [])
     if [d for d in deps if d.startswith(":")]:
         tags = tags + [_REEXPORTS_TAG]
     native.py_library(
@@ -87,11 +95,24 @@ def pax_py_package(deps = [], module_deps = [], **kwargs):
         tags = tags,
         **kwargs
     )
-    native.filegroup(
-        name = "sources",
-        srcs = native.glob(["*.py", "*.cc", "*.h"]),
-        visibility = ["//tools:__pkg__"],
+    _sources()
+
+def pax_py_package_library(deps = [], test_deps = [], tests = {}):
+    """The package's modules as one library, and its tests; see the file's docstring."""
+    name = native.package_name().split("/")[-1]
+    native.py_library(
+        name = name,
+        srcs = native.glob(["*.py"], exclude = ["*_test.py"]),
+        deps = _dedup(_parent_init() + deps + _COMMON),
     )
+    _sources()
+    found = [f[:-len(".py")] for f in native.glob(["*_test.py"])]
+    for test in tests:
+        if test not in found:
+            fail("tests[\"%s\"]: there is no %s.py in %s" % (test, test, native.package_name()))
+    for test in found:
+        attrs = dict(tests.get(test, {}))
+        pax_py_test(name = test, deps = test_deps + attrs.pop("deps", []), **attrs)
 
 def pax_py_library(name, srcs = None, deps = [], test_deps = [], **kwargs):
     """The module `name`.py; and its test `name`_test.py, when that file exists (see the docstring)."""
