@@ -108,6 +108,16 @@ def _sum_new_aux_losses(before: dict, after: dict) -> jax.Array:
   return total
 
 
+def _with_new_aux_losses(layer: base_layer.BaseLayer, compute: Any) -> tuple[Any, Any]:
+  """(compute(), the sum of the aux losses it recorded), or (compute(), None) when the
+  "aux_loss" collection is not mutable in this call, so nothing can be recorded."""
+  if not layer.is_mutable_collection(base_layer.AUX_LOSS):
+    return compute(), None
+  before = _sown_aux_losses(layer.variables)
+  out = compute()
+  return out, _sum_new_aux_losses(before, _sown_aux_losses(layer.variables))
+
+
 class LanguageModel(base_layer.BaseLayer):
   """A TransformerLm with Pax's LM loss, metrics and decoding.
 
@@ -216,12 +226,10 @@ class LanguageModel(base_layer.BaseLayer):
   def __call__(
     self, input_batch: NestedMap, deterministic: bool | None = None
   ) -> tuple[WeightedScalars, NestedMap]:
-    collect = self.is_mutable_collection(base_layer.AUX_LOSS)
-    before = _sown_aux_losses(self.variables) if collect else {}
-    predictions = self.compute_predictions(input_batch, deterministic)
-    if collect:
-      aux_loss = _sum_new_aux_losses(before, _sown_aux_losses(self.variables))
-    else:
+    predictions, aux_loss = _with_new_aux_losses(
+      self, lambda: self.compute_predictions(input_batch, deterministic)
+    )
+    if aux_loss is None:
       # The softmax's z-loss is in its output as well; other aux losses are unreachable here.
       aux_loss = predictions.get("z_loss", 0.0)
     return self.compute_loss(predictions, input_batch, aux_loss)
@@ -386,11 +394,10 @@ class ClassificationModel(base_layer.BaseLayer):
     return NestedMap(logits=logits, logp=self.softmax.logits_to_logp(logits))
 
   def __call__(self, input_batch: NestedMap) -> tuple[WeightedScalars, NestedMap]:
-    collect = self.is_mutable_collection(base_layer.AUX_LOSS)
-    before = _sown_aux_losses(self.variables) if collect else {}
-    predictions = self.compute_predictions(input_batch)
-    aux_loss = _sum_new_aux_losses(before, _sown_aux_losses(self.variables)) if collect else 0.0
-    return self.compute_loss(predictions, input_batch, aux_loss)
+    predictions, aux_loss = _with_new_aux_losses(
+      self, lambda: self.compute_predictions(input_batch)
+    )
+    return self.compute_loss(predictions, input_batch, 0.0 if aux_loss is None else aux_loss)
 
 
 # Pax's SequenceModel and DPO models live in their own modules; Pax users reach them here.
