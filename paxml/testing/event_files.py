@@ -1,7 +1,7 @@
 """Reading TensorBoard event files back: the one reader the tests use.
 
-paxml.summaries writes TF2 tensor events (as tf.summary does), so everything here reads tensors. `path` may be a
-directory of event files (all are read, as TensorBoard does) or one event file.
+paxml.summaries writes TF2 tensor events (as tf.summary does), so everything here reads tensors.
+`path` may be a directory of event files (all are read, as TensorBoard does) or one event file.
 """
 
 import glob
