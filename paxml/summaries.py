@@ -35,6 +35,7 @@ import threading
 import time
 from typing import Any
 
+from etils import epath
 import jax
 import numpy as np
 from PIL import Image
@@ -108,16 +109,20 @@ class EventFileWriter:
   """Writes summaries to an event file in `log_dir`; a no-op when not `enabled`.
 
   Each call reaches the operating system before it returns (a reader sees it); `flush` and
-  `close` also fsync the file, as TensorFlow's writer does.
+  `close` also fsync a local file, as TensorFlow's writer does.
   """
 
   def __init__(self, log_dir: str, *, enabled: bool = True):
     self.directory = log_dir
     self._lock = threading.Lock()
     self._file = None
+    self._closed = False
     if not enabled:
       return
-    os.makedirs(log_dir, exist_ok=True)
+    # epath: a local directory through `os`; gs:// and other remote paths as etils reaches them
+    # (through TensorFlow's gfile when it is installed, as tf.summary's writer did).
+    directory = epath.Path(log_dir)
+    directory.mkdir(parents=True, exist_ok=True)
     # TensorBoard finds the files by "tfevents" in the name; this is tf.summary's pattern.
     name = "events.out.tfevents.%010d.%s.%d.%d.v2" % (
       time.time(),
@@ -125,7 +130,7 @@ class EventFileWriter:
       os.getpid(),
       next(_file_numbers),
     )
-    self._file = open(os.path.join(log_dir, name), "wb")
+    self._file = (directory / name).open("wb")
     self._records = record_writer.RecordWriter(self._file)
     self._write(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
 
@@ -166,16 +171,19 @@ class EventFileWriter:
     if self._file is None:
       return
     with self._lock:
-      if not self._file.closed:
+      if not self._closed:
         self._file.flush()
-        os.fsync(self._file.fileno())
+        if hasattr(self._file, "fileno"):  # A local file; remote ones are durable once flushed.
+          os.fsync(self._file.fileno())
 
   def close(self) -> None:
     """Flushes and closes the event file (a second close does nothing)."""
     self.flush()
     if self._file is not None:
       with self._lock:
-        self._file.close()
+        if not self._closed:
+          self._file.close()
+          self._closed = True
 
   def __enter__(self):
     return self
