@@ -13,7 +13,6 @@ import errno
 import logging as std_logging
 import os
 import sys
-import tempfile
 import traceback
 from typing import Any
 
@@ -21,51 +20,6 @@ from absl import app
 from absl import flags
 from absl import logging
 
-# TensorFlow's C++ start-up notices ("oneDNN custom operations are on", twice; the CPU feature
-# guard) reach the terminal on every run, before any flag is parsed, and TF 2.21 prints the
-# oneDNN one whatever TF_CPP_MIN_LOG_LEVEL says. They are noise to a user of --mode=decode: the
-# import is done here, first, with only those lines dropped. TF_CPP_MIN_LOG_LEVEL=0 keeps them.
-_TF_STARTUP_NOTICES = (
-  "oneDNN custom operations are on",
-  "All log messages before absl::InitializeLog() is called",
-  "cpu_feature_guard",
-  "To enable the following instructions:",
-  # The `tensorflow` wheel (which tensorflow-text needs) looks for CUDA at import; on a machine
-  # without a GPU it says so twice and logs cuInit's failure. JAX finds its own devices.
-  "Could not find cuda drivers on your machine",
-  "failed call to cuInit",
-)
-
-
-def _import_tensorflow_quietly() -> None:
-  if "tensorflow" in sys.modules or os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0":
-    return
-  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # TF's other INFO lines.
-  sys.stderr.flush()
-  saved_stderr = os.dup(2)
-  with tempfile.TemporaryFile() as captured:
-    os.dup2(captured.fileno(), 2)  # The notices come from C++, below sys.stderr.
-    try:
-      import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
-
-      # As Pax's setup_jax does: TF only feeds data, so it gets no GPU. Asking also makes the
-      # wheel's CUDA probe (and its cuInit failure on a machine without one) happen here.
-      tensorflow.config.set_visible_devices([], "GPU")
-    except ImportError:
-      pass  # The experiments that need it will say so.
-    finally:
-      sys.stderr.flush()
-      os.dup2(saved_stderr, 2)
-      os.close(saved_stderr)
-      captured.seek(0)
-      for line in captured.read().decode(errors="replace").splitlines(keepends=True):
-        if not any(notice in line for notice in _TF_STARTUP_NOTICES):
-          sys.stderr.write(line)
-
-
-_import_tensorflow_quietly()
-
-# pylint: disable=g-import-not-at-top,wrong-import-position
 from paxml import base_experiment
 from paxml import experiment_lint
 from paxml import experiment_registry
@@ -78,7 +32,6 @@ from paxml import user_paths
 from paxml.tasks.lm.params import c4  # pylint: disable=unused-import
 from paxml.tasks.lm.params import demo  # pylint: disable=unused-import
 from paxml.tasks.lm.params import lm_cloud  # pylint: disable=unused-import
-# pylint: enable=g-import-not-at-top,wrong-import-position
 
 MODES = ("train", "eval", "decode", "decode_once", "infer")
 
@@ -269,7 +222,7 @@ def run(
   except (TypeError, ValueError, AttributeError) as e:
     raise UsageError(f"{name} has an invalid configuration: {e}") from e
   experiment_lint.warn_near_misses(experiment, name)
-  # Imported here, not at the top: the trainer pulls in TensorFlow (~10 s),
+  # Imported here, not at the top: the trainer pulls in JAX and more (seconds),
   # and a mistyped --exp should fail at once.
   # pylint: disable=g-import-not-at-top
   from paxml import checkpoint_integrity
@@ -279,7 +232,7 @@ def run(
   from paxml import job_lock
   from paxml import partitioning
   from paxml import trainer
-  from paxml.data import text_pipeline
+  from paxml.data import input_error
 
   if pgle_profile or pgle_collect:
     # Only then: it loads the PGLE C++ extension.
@@ -339,7 +292,7 @@ def run(
     checkpoints.CheckpointError,
     checkpoint_integrity.CorruptCheckpointError,
     trainer.TrainingDivergedError,
-    text_pipeline.InputDataError,
+    input_error.InputDataError,
     fiddle_overrides.OverrideError,
   ) as e:
     raise UsageError(str(e)) from e

@@ -38,11 +38,13 @@ from typing import Any, Mapping, Sequence
 
 from absl import logging
 import numpy as np
-import seqio
-import tensorflow as tf
 
 from praxis import base_input
 from praxis import pytypes
+from paxml import quiet_tensorflow
+
+tf = quiet_tensorflow.import_tensorflow()
+import seqio  # After TensorFlow's quiet import: seqio imports TensorFlow too.
 
 NestedMap = pytypes.NestedMap
 

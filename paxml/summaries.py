@@ -1,4 +1,4 @@
-"""TensorBoard summaries via tf.summary: the writers every front door uses.
+"""TensorBoard summaries: the writers every front door uses.
 
   SummaryWriter(job_log_dir, name): Pax's `<job_log_dir>/summaries/<name>/`
     (train scalars in `summaries/train`, eval ones in `summaries/eval_train`,
@@ -17,23 +17,41 @@ Every writer has the same methods: `scalars(step, values)` (Pax), bobbin's
 (flax's) `scalar(tag, value, step)`, `image(tag, image, step)`,
 `text(tag, text, step)`, `histogram(tag, values, step)`, plus `flush` and
 `close`.
+
+The event files are the ones tf.summary writes (TF2 tensor summaries, same
+tags, plugin metadata and file names), built with TensorBoard's pure-Python
+protos and record framing: a process that feeds no data through tf.data never
+imports TensorFlow (seconds of start-up per process). Images are PNG-encoded
+with Pillow.
 """
 
 from collections.abc import Callable, Iterable, Mapping
 import concurrent.futures
+import io
+import itertools
 import os
+import socket
 import threading
+import time
 from typing import Any
 
+from etils import epath
 import jax
 import numpy as np
-import tensorflow as tf
+from PIL import Image
+from tensorboard.compat.proto import event_pb2
+from tensorboard.compat.proto import summary_pb2
+from tensorboard.plugins.histogram import summary_v2 as histogram_summary
+from tensorboard.plugins.image import metadata as image_metadata
+from tensorboard.plugins.scalar import summary_v2 as scalar_summary
+from tensorboard.plugins.text import summary_v2 as text_summary
+from tensorboard.summary.writer import record_writer
+from tensorboard.util import tensor_util
 
 from paxml import leader
 
-# TensorFlow is here only to write event files. Hide any GPU from it, or a GPU
-# build of TF reserves most of the GPU memory that JAX needs.
-tf.config.set_visible_devices([], "GPU")
+# Several writers of one process may open files in the same second (and directory).
+_file_numbers = itertools.count()
 
 
 def summary_dir(job_log_dir: str, name: str) -> str:
@@ -56,45 +74,116 @@ def _as_nhwc(image: Any) -> np.ndarray:
   return image
 
 
+def _as_uint8(images: np.ndarray) -> np.ndarray:
+  """tf.image.convert_image_dtype(saturate=True)'s rule: floats in [0, 1] times 255.5, clipped."""
+  if images.dtype == np.uint8:
+    return images
+  if images.dtype.kind != "f":
+    raise ValueError(
+      f"Image values must be floats in [0, 1] or uint8; got dtype {images.dtype}. Convert "
+      "them first (e.g. divide integers by their maximum)."
+    )
+  return np.clip(images.astype(np.float64) * 255.5, 0, 255).astype(np.uint8)
+
+
+def _image_summary(tag: str, images: np.ndarray, max_outputs: int) -> summary_pb2.Summary:
+  """tf.summary.image's summary: a string tensor [width, height, png, ...]."""
+  images = _as_uint8(images[:max_outputs])
+  encoded = []
+  for image in images:
+    buffer = io.BytesIO()
+    Image.fromarray(image[:, :, 0] if image.shape[-1] == 1 else image).save(buffer, format="PNG")
+    encoded.append(buffer.getvalue())
+  height, width = images.shape[1:3]
+  tensor = np.array([str(width).encode(), str(height).encode()] + encoded, dtype=object)
+  summary = summary_pb2.Summary()
+  summary.value.add(
+    tag=tag,
+    metadata=image_metadata.create_summary_metadata(display_name=None, description=None),
+    tensor=tensor_util.make_tensor_proto(tensor),
+  )
+  return summary
+
+
 class EventFileWriter:
-  """Writes summaries to event files in `log_dir`; a no-op when not `enabled`."""
+  """Writes summaries to an event file in `log_dir`; a no-op when not `enabled`.
+
+  Each call reaches the operating system before it returns (a reader sees it); `flush` and
+  `close` also fsync a local file, as TensorFlow's writer does.
+  """
 
   def __init__(self, log_dir: str, *, enabled: bool = True):
     self.directory = log_dir
-    if enabled:
-      self._writer = tf.summary.create_file_writer(log_dir)
-    else:
-      self._writer = tf.summary.create_noop_writer()
+    self._lock = threading.Lock()
+    self._file = None
+    self._closed = False
+    if not enabled:
+      return
+    # epath: a local directory through `os`; gs:// and other remote paths as etils reaches them
+    # (through TensorFlow's gfile when it is installed, as tf.summary's writer did).
+    directory = epath.Path(log_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    # TensorBoard finds the files by "tfevents" in the name; this is tf.summary's pattern.
+    name = "events.out.tfevents.%010d.%s.%d.%d.v2" % (
+      time.time(),
+      socket.gethostname(),
+      os.getpid(),
+      next(_file_numbers),
+    )
+    self._file = (directory / name).open("wb")
+    self._records = record_writer.RecordWriter(self._file)
+    self._write(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
+
+  def _write(self, event: event_pb2.Event) -> None:
+    with self._lock:
+      self._records.write(event.SerializeToString())
+      self._records.flush()
+
+  def _write_summary(self, step: int, summary: summary_pb2.Summary) -> None:
+    if self._file is not None:
+      self._write(event_pb2.Event(wall_time=time.time(), step=int(step), summary=summary))
 
   def scalars(self, step: int, values: Mapping[str, float]) -> None:
     """Records each `tag: value` at `step`."""
-    with self._writer.as_default(step=int(step)):
-      for tag, value in values.items():
-        tf.summary.scalar(tag, np.asarray(value))
+    for tag, value in values.items():  # One event per tag, as tf.summary.scalar writes.
+      self._write_summary(step, scalar_summary.scalar_pb(tag, np.asarray(value)))
 
   def scalar(self, tag: str, value: Any, step: int) -> None:
     self.scalars(step, {tag: value})
 
   def image(self, tag: str, image: Any, step: int, max_outputs: int = 3) -> None:
-    """Records image(s): [H, W], [H, W, C] or [B, H, W, C], floats in [0, 1]."""
-    with self._writer.as_default(step=int(step)):
-      tf.summary.image(tag, _as_nhwc(image), max_outputs=max_outputs)
+    """Records image(s): [H, W], [H, W, C] or [B, H, W, C], floats in [0, 1] (or uint8)."""
+    images = _as_nhwc(image)
+    if self._file is not None:
+      self._write_summary(step, _image_summary(tag, images, max_outputs))
 
   def text(self, tag: str, textdata: str, step: int) -> None:
-    with self._writer.as_default(step=int(step)):
-      tf.summary.text(tag, str(textdata))
+    if self._file is not None:
+      self._write_summary(step, text_summary.text_pb(tag, str(textdata)))
 
   def histogram(self, tag: str, values: Any, step: int, bins: int | None = None) -> None:
-    with self._writer.as_default(step=int(step)):
-      tf.summary.histogram(tag, np.asarray(values), buckets=bins)
+    if self._file is not None:
+      summary = histogram_summary.histogram_pb(tag, np.asarray(values), buckets=bins)
+      self._write_summary(step, summary)
 
   def flush(self) -> None:
-    """Makes everything written so far visible to readers."""
-    self._writer.flush()
+    """Makes everything written so far visible to readers, and durable."""
+    if self._file is None:
+      return
+    with self._lock:
+      if not self._closed:
+        self._file.flush()
+        if hasattr(self._file, "fileno"):  # A local file; remote ones are durable once flushed.
+          os.fsync(self._file.fileno())
 
   def close(self) -> None:
-    """Flushes and closes the event file."""
-    self._writer.close()
+    """Flushes and closes the event file (a second close does nothing)."""
+    self.flush()
+    if self._file is not None:
+      with self._lock:
+        if not self._closed:
+          self._file.close()
+          self._closed = True
 
   def __enter__(self):
     return self

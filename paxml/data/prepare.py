@@ -29,12 +29,14 @@ from absl import app
 from absl import flags
 from absl import logging
 import numpy as np
-import tensorflow as tf
 import tqdm
 
+from paxml import quiet_tensorflow
 from paxml import user_paths
 from paxml.data import corpus
 from paxml.data import tokenizer as tokenizer_lib
+
+tf = quiet_tensorflow.import_tensorflow()
 
 _DEFAULT_INPUT = "external/corpus/kjv.txt"  # the @corpus//:kjv runfile; see _find_input
 

@@ -30,18 +30,17 @@ import struct
 from typing import Any, Iterator
 
 import numpy as np
-import tensorflow as tf
 
 from praxis import base_input
+from paxml import quiet_tensorflow
 from paxml.data import packing
+from paxml.data.input_error import InputDataError
 from paxml.data import tokenizer as tokenizer_lib
+
+tf = quiet_tensorflow.import_tensorflow()
 
 NestedMap = base_input.NestedMap
 FORMATS = ("tfrecord", "jsonl", "text")
-
-
-class InputDataError(ValueError):
-  """A data file is unreadable or holds a record of the wrong shape; the message names it."""
 
 
 @dataclasses.dataclass

@@ -1,11 +1,19 @@
 """Reading TensorBoard event files back: the one reader the tests use.
 
-tf.summary (TF2) stores scalars as tensor events, so everything here reads tensors. `path` may be a
-directory of event files (all are read, as TensorBoard does) or one event file.
+paxml.summaries writes TF2 tensor events (as tf.summary does), so everything here reads tensors.
+`path` may be a directory of event files (all are read, as TensorBoard does) or one event file.
 """
 
 import glob
 import os
+import sys
+import types
+
+# TensorBoard's reader imports TensorFlow when it is installed (seconds per test process) unless
+# the module tensorboard.compat.notf exists: TensorBoard's own switch (its no_tensorflow target)
+# to its pure-Python stub, which reads local event files the same way. tf.summary (which
+# TensorBoard implements on the same switch) then fails in this process; nothing here uses it.
+sys.modules.setdefault("tensorboard.compat.notf", types.ModuleType("tensorboard.compat.notf"))
 
 import numpy as np
 from tensorboard.backend.event_processing import event_accumulator

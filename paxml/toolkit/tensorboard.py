@@ -2,6 +2,7 @@
 
 Writers, all with flax's `flax.metrics.tensorboard.SummaryWriter` API
 (scalar, image, audio, histogram, text, write, hparams, flush, close):
+  summary_writer.SummaryWriter(log_dir): flax's writer without TensorFlow.
   NullSummaryWriter: writes nothing (processes other than the leader).
   ThreadedSummaryWriter(base): copies values to host memory at once (so
     device memory is freed), then writes in a worker thread.
@@ -25,12 +26,12 @@ from typing import Any
 
 from etils import epath
 import flax.struct
-from flax.metrics import tensorboard as flax_tb
 import jax
 import numpy as np
 
 from paxml import leader
 from paxml.toolkit import pmap_util
+from paxml.toolkit import summary_writer
 from paxml.toolkit import var_util
 
 EvalResultProcessorFn = Callable[[dict[str, Any], Any], Any]
@@ -76,7 +77,7 @@ def _to_host(tree: Any) -> Any:
   return jax.tree.map(np.asarray, tree)
 
 
-class ThreadedSummaryWriter(flax_tb.SummaryWriter):
+class ThreadedSummaryWriter(summary_writer.SummaryWriter):
   """Writes through `base_writer` in worker threads.
 
   The device-to-host copy happens in the caller's thread, so device memory is
@@ -92,7 +93,7 @@ class ThreadedSummaryWriter(flax_tb.SummaryWriter):
       wait_on_flush: True makes `flush` wait for every pending write; False
         (default) queues the flush too.
     """
-    # flax's __init__ opens a file; this writer owns none.
+    # SummaryWriter's __init__ opens a file; this writer owns none.
     self._writer = base_writer
     self._max_workers = max_workers
     self._wait_on_flush = wait_on_flush
@@ -100,8 +101,8 @@ class ThreadedSummaryWriter(flax_tb.SummaryWriter):
 
   @classmethod
   def open(cls, log_dir: Any, auto_flush: bool = True) -> "ThreadedSummaryWriter":
-    """A ThreadedSummaryWriter over a new flax SummaryWriter at `log_dir`."""
-    return cls(flax_tb.SummaryWriter(log_dir, auto_flush=auto_flush))
+    """A ThreadedSummaryWriter over a new SummaryWriter at `log_dir`."""
+    return cls(summary_writer.SummaryWriter(log_dir, auto_flush=auto_flush))
 
   def _drain_then(self, f: Callable[[], Any]) -> None:
     self._executor.shutdown(wait=True)
@@ -149,7 +150,7 @@ def _default_key_from_tag(tag: str) -> tuple[str, str]:
   return key, rest
 
 
-class MultiDirectorySummaryWriter(flax_tb.SummaryWriter):
+class MultiDirectorySummaryWriter(summary_writer.SummaryWriter):
   """A writer whose tag prefix picks the sub-directory (sub-writer)."""
 
   def __init__(
@@ -172,7 +173,7 @@ class MultiDirectorySummaryWriter(flax_tb.SummaryWriter):
       allow_new_keys: kept for bobbin's signature; keys given up front are
         the only ones allowed, an empty `keys` allows any.
       only_from_leader_process: other processes get NullSummaryWriters.
-      auto_flush: passed to each flax SummaryWriter.
+      auto_flush: passed to each SummaryWriter.
       tag_to_key: splits a tag into (key, tag inside the sub-writer).
       dirname: the sub-directory name of a key.
       use_threaded_writer: wrap sub-writers in ThreadedSummaryWriter.
@@ -195,8 +196,7 @@ class MultiDirectorySummaryWriter(flax_tb.SummaryWriter):
       return NullSummaryWriter()
     if self._threaded:
       return ThreadedSummaryWriter.open(log_dir, auto_flush=self._auto_flush)
-    # Looked up at call time (tests patch flax's class).
-    return flax_tb.SummaryWriter(log_dir, auto_flush=self._auto_flush)
+    return summary_writer.SummaryWriter(log_dir, auto_flush=self._auto_flush)
 
   def subwriter(self, key: str) -> Any:
     """Returns the sub-writer of `key`, creating it if new keys are allowed."""

@@ -5,13 +5,13 @@ from unittest import mock
 
 from absl.testing import absltest
 from etils import epath
-from flax.metrics import tensorboard as flax_tb
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
+from paxml.toolkit import summary_writer
 from paxml.toolkit import tensorboard
 from paxml.toolkit import training
 
@@ -32,7 +32,7 @@ class _Net(nn.Module):
 class PublishTest(absltest.TestCase):
   def test_two_layers_sown_summaries_get_their_own_tags(self):
     _, variables = _Net().apply({}, jnp.zeros(2), mutable=["tensorboard"])
-    writer = mock.create_autospec(flax_tb.SummaryWriter, instance=True)
+    writer = mock.create_autospec(summary_writer.SummaryWriter, instance=True)
     tensorboard.publish_train_intermediates(writer, variables["tensorboard"], 9)
     calls = {c.args[0]: float(c.args[1]) for c in writer.scalar.call_args_list}
     # The outer layer is constructed (named) first but called second.
@@ -42,7 +42,7 @@ class PublishTest(absltest.TestCase):
     state = training.TrainState.create(
       apply_fn=None, params={"w": jnp.zeros((2, 3))}, tx=optax.sgd(0.1)
     )
-    writer = mock.create_autospec(flax_tb.SummaryWriter, instance=True)
+    writer = mock.create_autospec(summary_writer.SummaryWriter, instance=True)
     tensorboard.publish_trainer_env_info(writer, state, also_do_logging=False)
     tags = [c.args[0] for c in writer.text.call_args_list]
     self.assertEqual(
@@ -63,7 +63,7 @@ class PublishTest(absltest.TestCase):
 
 class WriterTest(absltest.TestCase):
   def test_threaded_writer_forwards_every_method_with_host_values(self):
-    base = mock.create_autospec(flax_tb.SummaryWriter, instance=True)
+    base = mock.create_autospec(summary_writer.SummaryWriter, instance=True)
     writer = tensorboard.ThreadedSummaryWriter(base, wait_on_flush=True)
     writer.scalar("s", jnp.float32(1.5), 3)
     writer.audio("a", jnp.zeros(8), 3, sample_rate=8000)

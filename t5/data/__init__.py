@@ -6,7 +6,10 @@ own `add` takes the source second), which Pax's c4.py uses.
 
 from typing import Any
 
-import seqio
+from paxml import quiet_tensorflow
+
+quiet_tensorflow.import_tensorflow()
+import seqio  # After TensorFlow's quiet import: seqio imports TensorFlow too.
 
 from t5.data import preprocessors  # noqa: F401
 

@@ -7,8 +7,10 @@ split_tokens_to_targets_length   cuts each example's `targets` into pieces of th
                                  targets length (the last piece shorter)
 """
 
-import seqio
-import tensorflow as tf
+from paxml import quiet_tensorflow
+
+tf = quiet_tensorflow.import_tensorflow()
+import seqio  # After TensorFlow's quiet import: seqio imports TensorFlow too.
 
 rekey = seqio.preprocessors.rekey
 

@@ -23,8 +23,11 @@ import os
 from typing import Any, Sequence
 
 import numpy as np
-import seqio
-import tensorflow as tf
+
+from paxml import quiet_tensorflow
+
+tf = quiet_tensorflow.import_tensorflow()
+import seqio  # After TensorFlow's quiet import: seqio imports TensorFlow too.
 
 from paxml.data import demo_data
 
