@@ -16,12 +16,7 @@ import string
 from absl.testing import absltest
 
 from paxml.testing import binaries
-from paxml.testing import compile_cache
 from paxml.testing import event_files
-
-# The binaries (children) that build TinyLm compile the same programs: the later compiles read
-# the first's.
-compile_cache.use_for_this_test()
 
 _TINY = "--exp=testing.tiny_lm.TinyLm"
 # What TensorFlow prints at start-up unless asked (TF_CPP_MIN_LOG_LEVEL=0); main keeps it out.

@@ -2,9 +2,9 @@
 
 Each process has 2 fake CPU devices (4 global, mesh (1, 4, 1)) and feeds its half of the global
 batch; the reference is the test's own process with 4 fake devices feeding the whole batch.
-Same global batch, same per-step losses (rtol 2e-5: the cross-process all-reduce may sum in another order);
-one set of summaries (only process 0 writes); and a second 2-process run restores the
-checkpoint both processes wrote and continues.
+Same global batch, same per-step losses (rtol 2e-5: the cross-process all-reduce may sum in
+another order); one set of summaries (only process 0 writes); and a second 2-process run
+restores the checkpoint both processes wrote and continues.
 
 Multislice (Pax's c4_multislice shape, scaled down): 2 processes x 4 devices with
 DCN_MESH_SHAPE=[2, 1, 1] and ICI_MESH_SHAPE=[1, 4, 1], each process one slice along `replica`
