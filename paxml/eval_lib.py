@@ -362,9 +362,11 @@ def wait_for_checkpoint(
         num_train_steps,
         poll_secs,
       )
-    if timeout_secs is not None and time.monotonic() - start > timeout_secs:
+    waited = time.monotonic() - start
+    if timeout_secs is not None and waited >= timeout_secs:
       return None
-    time.sleep(poll_secs)
+    # Not past the timeout: a job given 1 s stops after 1 s, not after a whole poll interval.
+    time.sleep(poll_secs if timeout_secs is None else min(poll_secs, timeout_secs - waited))
 
 
 def peek(data: Any) -> pytypes.NestedMap:

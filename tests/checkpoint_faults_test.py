@@ -21,7 +21,12 @@ from paxml import job_lock
 from paxml import main
 from paxml import trainer
 from paxml.testing import binaries
+from paxml.testing import compile_cache
 from tests import fault_experiments
+
+# Every run (and the `python -m paxml.main` children) compiles FaultsLm's programs: the
+# later compiles read the first's.
+compile_cache.use_for_this_test()
 
 
 FaultsLm = fault_experiments.FaultsLm

@@ -22,8 +22,12 @@ from paxml import partitioning
 from paxml import train_states
 from paxml import trainer
 from praxis import pytypes
+from paxml.testing import compile_cache
 from paxml.testing import event_files
 from paxml.testing import tiny_lm
+
+# The runs on one mesh compile the same programs: the later compiles read the first's.
+compile_cache.use_for_this_test()
 
 _STEPS = 6
 
@@ -41,8 +45,13 @@ class _TinyLm(tiny_lm.TinyLm):
   ICI_MESH_SHAPE = (1, 4, 2)
 
 
-def _single_device_losses(experiment):
-  """Per-step losses of the same model, data and keys, all on device 0 with no sharding."""
+@functools.cache
+def _single_device_losses() -> tuple[float, ...]:
+  """Per-step losses of _TinyLm's model, data and keys, all on device 0 with no sharding.
+
+  Computed once per process: two tests compare against it.
+  """
+  experiment = _TinyLm()
   task = experiment.task()
   data = fdl.build(experiment.train_dataset())
   optimizer, _ = train_states.make_optimizer(task)
@@ -60,7 +69,7 @@ def _single_device_losses(experiment):
     batch = jax.device_put(pytypes.NestedMap(data.get_next()), device)
     state, metrics = step_fn(state, batch, train_rng)
     losses.append(float(metrics["loss"]))
-  return losses
+  return tuple(losses)
 
 
 class ShardedTrainingTest(absltest.TestCase):
@@ -72,7 +81,7 @@ class ShardedTrainingTest(absltest.TestCase):
     (sharded,) = event_files.scalars_by_file(job_log_dir)
     sharded = [sharded[step] for step in sorted(sharded)]
     self.assertLen(sharded, _STEPS)
-    reference = _single_device_losses(_TinyLm())
+    reference = _single_device_losses()
     np.testing.assert_allclose(sharded, reference, rtol=2e-5)
     # The reference itself must be a training run, or matching it would prove little.
     self.assertLess(reference[-1], reference[0] - 0.2)
@@ -100,7 +109,7 @@ class ShardedTrainingTest(absltest.TestCase):
     self.assertEqual([sorted(f) for f in by_file], [[1, 2, 3], [4, 5, 6]])
     self.assertEqual(final["step"], _STEPS)
     losses = [loss for f in by_file for _, loss in sorted(f.items())]
-    np.testing.assert_allclose(losses, _single_device_losses(_TinyLm()), rtol=2e-5)
+    np.testing.assert_allclose(losses, _single_device_losses(), rtol=2e-5)
 
   def test_checkpoint_restores_onto_another_mesh(self):
     task = _TinyLm().task()

@@ -4,8 +4,10 @@ import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
 from absl.testing import absltest
 
@@ -15,7 +17,12 @@ from paxml import main
 # Registers DemoLm, which the error messages below suggest.
 from paxml.tasks.lm.params import demo  # pylint: disable=unused-import
 from paxml.testing import binaries
+from paxml.testing import compile_cache
 from paxml.testing import tiny_lm
+
+# The runs here (and the `python -m paxml.main` children) compile TinyLm's programs again and
+# again: the later compiles read the first's.
+compile_cache.use_for_this_test()
 
 
 @experiment_registry.register
@@ -48,24 +55,33 @@ class HugeMeshDemoLm(TinyDemoLm):
 
 
 class RunTest(absltest.TestCase):
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    # One 20-step run serves the resume test and the eval/decode test; each works on a copy.
+    # The test module's name differs between `python -m` and Bazel, so ask the registry for it
+    # rather than spelling it out.
+    cls.name = experiment_registry.canonical_name(TinyDemoLm)
+    cls.trained_dir = os.path.join(tempfile.mkdtemp(dir=absltest.get_default_test_tmpdir()), "run")
+    cls.first = main.run(cls.name, cls.trained_dir)
+
+  def _copy_of_trained(self):
+    job_log_dir = os.path.join(self.create_tempdir().full_path, "run")
+    shutil.copytree(self.trained_dir, job_log_dir)
+    return job_log_dir
+
   def test_trains_then_resumes_in_the_same_job_log_dir(self):
-    job_log_dir = self.create_tempdir().full_path
-    # The test module's name differs between `python -m` and Bazel, so ask
-    # the registry for it rather than spelling it out.
-    name = experiment_registry.canonical_name(TinyDemoLm)
-
-    first = main.run(name, job_log_dir)
-
-    self.assertEqual(first["step"], 20)
-    self.assertLess(first["loss"], 2.0)  # Started near ln(16) = 2.77.
-    checkpoints = sorted(os.listdir(os.path.join(job_log_dir, "checkpoints")))
+    self.assertEqual(self.first["step"], 20)
+    self.assertLess(self.first["loss"], 2.0)  # Started near ln(16) = 2.77.
+    checkpoints = sorted(os.listdir(os.path.join(self.trained_dir, "checkpoints")))
     self.assertEqual(
       checkpoints, ["checkpoint_00000000", "checkpoint_00000010", "checkpoint_00000020"]
     )
     self.assertLen(
-      glob.glob(os.path.join(job_log_dir, "summaries", "train", "events.out.tfevents.*")), 1
+      glob.glob(os.path.join(self.trained_dir, "summaries", "train", "events.out.tfevents.*")), 1
     )
 
+    job_log_dir = self._copy_of_trained()
     with self.assertLogs("absl", "INFO") as logs:
       second = main.run(experiment_registry.canonical_name(TinyDemoLm30), job_log_dir)
     log = "\n".join(logs.output)
@@ -81,9 +97,8 @@ class RunTest(absltest.TestCase):
     self.assertIn("did you mean: tasks.lm.params.demo.DemoLm", str(cm.exception))
 
   def test_eval_and_decode_jobs_on_a_trained_job_log_dir(self):
-    job_log_dir = self.create_tempdir().full_path
-    name = experiment_registry.canonical_name(TinyDemoLm)
-    main.run(name, job_log_dir)
+    job_log_dir = self._copy_of_trained()
+    name = self.name
     for f in (
       "model_params.txt",
       "experiment_cls_vars.txt",

@@ -1,10 +1,10 @@
 """Two processes on 127.0.0.1 (jax.distributed, gloo CPU collectives) train like one process.
 
 Each process has 2 fake CPU devices (4 global, mesh (1, 4, 1)) and feeds its half of the global
-batch; the reference is one process with 4 fake devices feeding the whole batch. Same global
-batch, same per-step losses (rtol 2e-5: the cross-process all-reduce may sum in another order);
-one set of summaries (only process 0 writes); and a second 2-process run restores the
-checkpoint both processes wrote and continues.
+batch; the reference is the test's own process with 4 fake devices feeding the whole batch.
+Same global batch, same per-step losses (rtol 2e-5: the cross-process all-reduce may sum in
+another order); one set of summaries (only process 0 writes); and a second 2-process run
+restores the checkpoint both processes wrote and continues.
 
 Multislice (Pax's c4_multislice shape, scaled down): 2 processes x 4 devices with
 DCN_MESH_SHAPE=[2, 1, 1] and ICI_MESH_SHAPE=[1, 4, 1], each process one slice along `replica`
@@ -19,11 +19,18 @@ import textwrap
 
 from absl.testing import absltest
 import fiddle as fdl
+import jax
 import numpy as np
 
 from paxml import synthetic_input
+from paxml import trainer
+from paxml.testing import compile_cache
 from paxml.testing import event_files
 from paxml.testing import tiny_lm
+
+# Shared with the children: the resumed 2-process run compiles what the first one did and reads
+# process 0's entries.
+compile_cache.use_for_this_test()
 
 
 class GlobalSliceInput(synthetic_input.SyntheticLmInput):
@@ -99,11 +106,19 @@ def _free_port():
 
 
 def _run(num_processes, devices_per_process, job_log_dir, exp):
+  # The test's own XLA flags (pax_py_test's optimisation level 0: compiles in a fraction of the
+  # time) with this child's device count in place of the test's.
+  xla_flags = [
+    flag
+    for flag in os.environ.get("XLA_FLAGS", "").split()
+    if not flag.startswith("--xla_force_host_platform_device_count=")
+  ]
+  xla_flags.append(f"--xla_force_host_platform_device_count={devices_per_process}")
   env = dict(
     os.environ,
     PYTHONPATH=os.pathsep.join(sys.path),
     JAX_PLATFORMS="cpu",
-    XLA_FLAGS=f"--xla_force_host_platform_device_count={devices_per_process}",
+    XLA_FLAGS=" ".join(xla_flags),
   )
   port = _free_port()
   procs = [
@@ -135,7 +150,10 @@ class MultihostTest(absltest.TestCase):
   def test_two_processes_match_one(self):
     single_dir = self.create_tempdir().full_path
     multi_dir = self.create_tempdir().full_path
-    _run(1, 4, single_dir, "MultihostLm")
+    # The one-process reference runs in this process (4 devices, set by the BUILD target): a
+    # child would only add its start-up.
+    self.assertEqual(jax.device_count(), 4, "the BUILD target sets 4 host devices")
+    trainer.train_and_evaluate(MultihostLm(), single_dir)
     _run(2, 2, multi_dir, "MultihostLm")
     (single,) = event_files.scalars_by_file(single_dir)
     multi = event_files.scalars_by_file(multi_dir)

@@ -17,8 +17,12 @@ import numpy as np
 
 from paxml import checkpoint_integrity
 from paxml import trainer
+from paxml.testing import compile_cache
 from paxml.testing import event_files
 from paxml.testing import tiny_lm
+
+# Every run (and the child) compiles the same programs: the later compiles read the first's.
+compile_cache.use_for_this_test()
 
 _STEPS = 8
 

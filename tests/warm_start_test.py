@@ -20,7 +20,12 @@ from paxml import checkpoints
 from paxml import tasks_lib
 from paxml import trainer
 from paxml import warm_start
+from paxml.testing import compile_cache
 from paxml.testing import tiny_lm
+
+# The source and target runs compile the same programs again and again: the later
+# compiles read the first's.
+compile_cache.use_for_this_test()
 
 _LAYER = "params/lm/transformer/x_layers_{}/"
 
@@ -128,9 +133,13 @@ class WarmStartTest(absltest.TestCase):
     trainer.train_and_evaluate(_Source(), cls.source_dir)
     cls.source = _read_all(checkpoints.checkpoint_dir(cls.source_dir), _Source.NUM_TRAIN_STEPS)
 
-  def test_step_zero_holds_the_mapped_arrays_and_own_values_elsewhere(self):
+  def test_step_zero_holds_the_mapped_arrays_then_a_restart_resumes_its_own_checkpoint(self):
+    # One warm-started run serves both checks: its step-0 checkpoint, then its restart. The
+    # source is a copy, deleted before the restart: a restart must not need the source any more.
+    source_copy = self.create_tempdir().full_path + "/source"
+    shutil.copytree(self.source_dir, source_copy)
     job_log_dir = self.create_tempdir().full_path
-    trainer.train_and_evaluate(_target(self.source_dir), job_log_dir)
+    trainer.train_and_evaluate(_target(source_copy, num_steps=2), job_log_dir)
     start = _read_all(checkpoints.checkpoint_dir(job_log_dir), 0)
 
     source_layer = {
@@ -155,12 +164,7 @@ class WarmStartTest(absltest.TestCase):
     self.assertNotEmpty(moments)
     self.assertTrue(all(not np.any(m) for m in moments))
 
-  def test_restart_resumes_from_its_own_checkpoint_not_the_source(self):
-    source_copy = self.create_tempdir().full_path + "/source"
-    shutil.copytree(self.source_dir, source_copy)
-    job_log_dir = self.create_tempdir().full_path
-    trainer.train_and_evaluate(_target(source_copy, num_steps=2), job_log_dir)
-    shutil.rmtree(source_copy)  # A restart must not need the source any more.
+    shutil.rmtree(source_copy)
     final = trainer.train_and_evaluate(_target(source_copy, num_steps=4), job_log_dir)
     self.assertEqual(final["step"], 4)
 

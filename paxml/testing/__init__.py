@@ -9,6 +9,8 @@ binaries (binaries.py): `run("paxml/main", ...)` starts a `bazel run` target fro
   test's own imports (experiments the test registers included).
 save_then_exit (save_then_exit.py): `run_child(...)` runs a test's save code in a child process
   that then returns, raises or dies of SIGTERM (`ENDINGS`), for the restore-after-exit tests.
+compile_cache (compile_cache.py): `use_for_this_test()` shares compiled XLA programs between the
+  runs of one test and its child processes (JAX's persistent compilation cache in TEST_TMPDIR).
 kjv_file (kjv_file.py): `write_kjv(path, chapters)`, a small generated corpus in the KJV
   file's format, for the data tests.
 """
