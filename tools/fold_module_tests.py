@@ -1,6 +1,6 @@
 """Folds each module's own test into its pax_py_library declaration (build_defs/py.bzl).
 
-  python3 tools/fold_module_tests.py paxml/BUILD praxis/layers/BUILD ...
+  python3 tools/fold_module_tests.py paxml/BUILD paxml/data/BUILD ...
 
 `pax_py_library(name = "x")` declares `x_test` itself when x_test.py exists, so a separate
 `pax_py_test(name = "x_test", deps = [...], size = ...)` becomes `test_deps = [...]`,
