@@ -365,7 +365,9 @@ class CombinedQKVProjectionLayer(base_layer.BaseLayer):
     if self.use_bias:
       b = jnp.reshape(self.theta.b, [3, self.num_heads, self.dim_per_head])
       out = out + jnp.expand_dims(b, tuple(range(1, inputs.ndim)))
-    query, key, value = out[0], out[1], out[2]
+    # lax.split, whose gradient is one concatenation into [3, ..., N, H]; indexing out[0],
+    # out[1], out[2] would give three zero-padded [3, ..., N, H] gradients to add up.
+    query, key, value = (jnp.squeeze(x, 0) for x in jax.lax.split(out, (1, 1, 1), axis=0))
     return (
       checkpoint_name(query, "query_proj"),
       checkpoint_name(key, "key_proj"),

@@ -377,6 +377,18 @@ class DotProductAttentionTest(parameterized.TestCase):
     want, _ = separate.apply({"params": params}, x, x, x, mask)
     got, _ = combined.apply({"params": combined_params}, x, x, x, mask)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    # The gradients too: the combined weight's is the three separate ones stacked.
+    cot = jnp.asarray(rng.normal(size=want.shape), jnp.float32)
+
+    def grads(layer, params):
+      return jax.grad(lambda p: jnp.sum(layer.apply({"params": p}, x, x, x, mask)[0] * cot))(params)
+
+    g_sep, g_comb = grads(separate, params), grads(combined, combined_params)
+    for slot, name in enumerate(("query", "key", "value")):
+      for var in ("w", "b"):
+        np.testing.assert_allclose(
+          g_comb["combined_qkv"][var][slot], g_sep[name][var], rtol=1e-4, atol=1e-5
+        )
     # A swapped key/value slot must change the result (the test can tell the slots apart).
     swapped = dict(
       combined_params,
