@@ -34,11 +34,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import enum
 import functools
 import itertools
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
+from absl import flags
 from flax import struct
 from flax import traverse_util
 import flax.core as flax_core
@@ -47,7 +47,9 @@ import jax
 import jax.numpy as jnp
 
 from praxis import base_hyperparams
+from praxis import base_layer_parts as _parts
 from praxis import jax_context as _jax_context
+from praxis import pytypes
 from praxis import py_utils
 from praxis import weight_hparams as _wh
 
@@ -73,9 +75,53 @@ instantiate = base_hyperparams.instantiate
 template_field = base_hyperparams.template_field
 instance_field = base_hyperparams.instance_field
 
+FLAGS = flags.FLAGS
+sub_config_field = base_hyperparams.sub_config_field
+SummaryType = _parts.SummaryType
+get_summary_base_type = _parts.get_summary_base_type
+get_summary_type_suffix = _parts.get_summary_type_suffix
+get_summary_type_from_key = _parts.get_summary_type_from_key
+trim_summary_type_from_key = _parts.trim_summary_type_from_key
+var_requires_mean_sync = _parts.var_requires_mean_sync
+var_requires_sum_sync = _parts.var_requires_sum_sync
+var_overwrite_with_gradient = _parts.var_overwrite_with_gradient
+scaled_orthogonal = _parts.scaled_orthogonal
+scaled_delta_orthogonal = _parts.scaled_delta_orthogonal
+var_init_scale = _parts.var_init_scale
+is_running_under_pmap = _parts.is_running_under_pmap
+transpose_one_axis = _parts.transpose_one_axis
+maybe_transpose_mesh_axes = _parts.maybe_transpose_mesh_axes
+BoxedParam = _parts.BoxedParam
+BoxedPartitionSpec = _parts.BoxedPartitionSpec
+AxisMetadata = _parts.AxisMetadata
+TAxisMetadata = _parts.TAxisMetadata
+compatible_hparams = _parts.compatible_hparams
+get_template_fields = _parts.get_template_fields
+PMAP_PARALLEL_AXIS_NAME = _parts.PMAP_PARALLEL_AXIS_NAME
+QUANTIZED_SCALE_NAME_POSTFIX = _parts.QUANTIZED_SCALE_NAME_POSTFIX
+QUANTIZED_ZP_NAME_POSTFIX = _parts.QUANTIZED_ZP_NAME_POSTFIX
+SPARSITY_NAME_POSTFIX = _parts.SPARSITY_NAME_POSTFIX
+
+# Pax's type aliases, as base_layer re-exports them.
 Axes = tuple[str | None, ...]
-JTensor = jax.Array
-SplitDimsMapping = Any
+NestedMap = py_utils.NestedMap
+JTensor = pytypes.JTensor
+PRNGKey = pytypes.PRNGKey
+JTensorOrPartitionSpec = pytypes.JTensorOrPartitionSpec
+NpTensor = pytypes.NpTensor
+SummaryDict = pytypes.SummaryDict
+Nested = pytypes.Nested
+NestedJTensor = pytypes.NestedJTensor
+NestedBool = pytypes.NestedBool
+NestedHParams = pytypes.NestedHParams
+NestedJTensorOrPartitionSpec = pytypes.NestedJTensorOrPartitionSpec
+NestedPartitionSpec = pytypes.NestedPartitionSpec
+NestedWeightHParams = Nested[WeightHParams]
+SplitDimsMapping = pytypes.SplitDimsMapping
+ParamsT = Any  # Pax: a layer's hyperparameters (here its Config)
+BaseLayerT = TypeVar("BaseLayerT", bound="BaseLayer")
+# Reshapes one decode-state tensor: (state, batch_dim, time_dim) -> new state.
+DecodeStateTransformFn = Callable[[JTensor, int, int | None], JTensor]
 LayerTpl = base_hyperparams.Config
 BaseLayerApi = nn.Module
 
@@ -93,23 +139,6 @@ DEFAULT_INIT_MUTABLE_LIST = [PARAMS, NON_TRAINABLE] + NON_PAX_VAR_COLLECTION
 # RNG streams.
 RANDOM = "random"
 NON_PAX_RNG_KEY = "dropout"
-
-
-class SummaryType(enum.Enum):
-  """Kinds of summaries; the kind is a suffix of the collection key (Pax's)."""
-
-  SCALAR = 1
-  IMAGE = 2
-  TEXT = 5
-  AUDIO = 6
-  VIDEO = 7
-  HISTOGRAM = 8
-  AGGREGATE_SCALAR = 3
-  AGGREGATE_IMAGE = 4
-
-
-def get_summary_type_suffix(summary_type: SummaryType) -> str:
-  return "_" + summary_type.name.lower()
 
 
 def maybe_shard(
@@ -193,29 +222,47 @@ def unbox_meta(tree: Any) -> Any:
 
 
 class Theta:
-  """`self.theta.w`: the layer's weight `w`, cast to its fprop_dtype (Pax's theta)."""
+  """`self.theta.w` / `self.theta['w']`: the layer's weight `w`, cast to its fprop_dtype.
+
+  As in Pax, the layer is the public attribute `module`, and `__getattr__` / `__getitem__` each
+  read the weight on their own, so a subclass can override either and call the base class's
+  (LoRA does: `super().__getattr__(k)` plus a low-rank update). Install a subclass on a layer
+  with a descriptor: `theta = MyThetaDescriptor()` whose `__get__` returns `MyTheta(obj)`.
+  """
 
   def __init__(self, module: BaseLayer):
-    self._module = module
+    self.module = module
 
-  def __getattr__(self, name: str) -> Any:
-    return self[name]
+  def __getattr__(self, k: str) -> Any:
+    if k == "module":  # not set yet (a subclass __init__ that skipped ours): no recursion
+      raise AttributeError(k)
+    return Theta._read(self.module, k, f"theta.{k}")
 
-  def __getitem__(self, name: str) -> Any:
-    module = self._module
+  def __getitem__(self, k: str) -> Any:
+    return Theta._read(self.module, k, f"theta[{k!r}]")
+
+  @staticmethod
+  def _read(module: BaseLayer, k: str, how: str) -> Any:
     module._try_setup()  # pylint: disable=protected-access
-    if not module.has_variable(PARAMS, name):
+    if not module.has_variable(PARAMS, k):
       raise ValueError(
-        f"{type(module).__name__} has no theta.{name}; create it with create_variable first."
+        f"Module {type(module).__name__} has no {how} defined; create it with "
+        "create_variable in setup first."
       )
-    value = module.get_variable(PARAMS, name)
-    hp = module._weight_hparams.get(name)  # pylint: disable=protected-access
-    if hp is not None and var_disallow_bfloat16_conversion(hp):
+    value = module.get_variable(PARAMS, k)
+    hp = module._weight_hparams.get(k)  # pylint: disable=protected-access
+    if (
+      hp is not None
+      and module.fprop_dtype == jnp.bfloat16
+      and var_disallow_bfloat16_conversion(hp)
+    ):
       return value
     return module._cast_to_fprop_dtype(value)  # pylint: disable=protected-access
 
 
-class _ThetaDescriptor:
+class ThetaDescriptor:
+  """`theta = ThetaDescriptor()` on a layer class makes `self.theta` a Theta of the layer."""
+
   def __get__(self, obj, objtype=None):
     return Theta(obj)
 
@@ -267,7 +314,7 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
   # class attribute, not a field.
   hparams_inherited_by_children = ("dtype", "fprop_dtype")
 
-  theta = _ThetaDescriptor()
+  theta = ThetaDescriptor()
 
   @classmethod
   def __init_subclass__(cls, **kwargs: Any):
@@ -525,17 +572,17 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
     dtype: Any = None,
     fan_in_axes: Sequence[int] | None = None,
   ) -> JTensor:
-    """Creates the weight `name` (Pax: `create_variable(name, WeightHParams(...), trainable)`).
+    """Creates the weight `name`: Pax's `create_variable(name, WeightHParams(...), trainable)`.
 
     Trainable weights go to "params", others to "non_trainable". Unset `init` / `dtype` take the
-    layer's `params_init` / `dtype`. Returns the weight (cast to fprop_dtype for params).
+    layer's `params_init` / `dtype`. Returns the weight as `self.theta.<name>` gives it (cast to
+    fprop_dtype), or a non-trainable variable's value.
 
-    The seed's form `create_variable(name, shape, logical_axes, init=, dtype=, fan_in_axes=)`
-    still works: it builds the WeightHParams with `logical_axes`, fan-in over `fan_in_axes`
-    (default all but the last dim) and fan-out over the rest, and returns the raw weight.
+    The seed's shorthand `create_variable(name, shape, logical_axes, init=, dtype=,
+    fan_in_axes=)` is the same call: it only spells the WeightHParams (its `logical_axes`, fan-in
+    over `fan_in_axes`, default all but the last dim, fan-out over the rest).
     """
-    legacy = not isinstance(var_hparams, WeightHParams)
-    if legacy:
+    if not isinstance(var_hparams, WeightHParams):
       shape = tuple(int(d) for d in var_hparams)
       if axes is None or len(axes) != len(shape):
         raise ValueError(
@@ -579,9 +626,7 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
       return WeightBox(value, names, meta=hp)
 
     if trainable:
-      value = self.param(name, boxed)
-      if legacy:
-        return value
+      self.param(name, boxed)
       return getattr(self.theta, name)
     self.variable(NON_TRAINABLE, name, lambda: boxed(self.make_rng(PARAMS)))
     return self.get_var(name)
@@ -623,12 +668,12 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
   def create_child(
     self, name: Any, params: Any = None, *, skip_clone: bool = False, **overrides
   ) -> Any:
-    """Builds a child layer from a template, in `setup`.
+    """Builds a child layer from a template: Pax's `self.create_child('linear', self.linear_tpl)`.
 
-    Pax's form `self.create_child('linear', self.linear_tpl)` builds the child named 'linear' and
-    sets `self.linear`. The seed's form `self.ffn = self.create_child(self.ffn_tpl, **overrides)`
-    returns the child built from a copy of the template with `overrides` applied. Either way the
-    child inherits what it leaves at the default (dtype, fprop_dtype, params_init, mesh ...).
+    The child is named `name` and set as `self.<name>` (in setup); it inherits what it leaves at
+    the default (dtype, fprop_dtype, params_init, mesh ...). The seed's shorthand
+    `self.ffn = self.create_child(self.ffn_tpl, **overrides)` is the same call on a copy of the
+    template with `overrides` set, named by the attribute it is assigned to.
     """
     if isinstance(name, str):
       child = self._create_child(name, params, skip_clone=skip_clone, overrides=overrides)
@@ -753,3 +798,8 @@ def assert_has_shape(t: JTensor, shape: Sequence[int]) -> None:
   """Raises unless `t`'s shape matches `shape` (-1 matches any size)."""
   if t.ndim != len(shape) or any(s not in (-1, d) for s, d in zip(shape, t.shape)):
     raise ValueError(f"Expected shape {tuple(shape)}, got {t.shape}.")
+
+
+def is_sublayer_template_or_instance(val: Any) -> bool:
+  """Whether `val` is a layer, a layer Config, or a list / tuple / str-keyed dict of them."""
+  return _parts.is_sublayer_template_or_instance(val, BaseLayer)
