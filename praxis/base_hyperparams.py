@@ -75,8 +75,8 @@ def field(*, default_factory: Any = dataclasses.MISSING, tags: Any = (), metadat
 
   if fdl_auto_config.is_auto_config(default_factory):
     if configurable_factory:
-      raise ValueError("field: configurable_factory=True cannot be used with an auto_config'd "
-                       "default_factory (its Config tree is used already).")
+      raise ValueError("configurable_factory should not be used with auto_config'ed functions "
+                       "(field: the auto_config'd default_factory's Config tree is used already).")
     initializer = default_factory.as_buildable
   elif configurable_factory:
     if default_factory is dataclasses.MISSING or not callable(default_factory):
@@ -162,20 +162,33 @@ class _CloneAndSet:
     return [i * d for i, d in zip(ici, dcn)]
 
   def copy_fields_from(self, source: Any, missing_fields_in_self: Any = ()) -> None:
-    """Copies every field `source` sets or defaults onto self (Pax's copy_fields_from)."""
+    """Copies every field `source` sets or defaults onto self (Pax's copy_fields_from).
+
+    Fields of `source` that self lacks raise unless named in `missing_fields_in_self`; `parent`
+    is never copied; a required field `source` leaves unset raises.
+    """
+    if not isinstance(source, _CloneAndSet) or not isinstance(source, fdl.Config):
+      raise TypeError(
+        f"copy_fields_from: the source must be a pax_fiddle.Config, got {type(source).__name__}."
+      )
     source = source.clone()
-    own = {f.name for f in dataclasses.fields(self.__fn_or_cls__) if f.init}
+    own = {f.name for f in dataclasses.fields(self.__fn_or_cls__) if f.init and f.name != "parent"}
     for field in dataclasses.fields(source.__fn_or_cls__):
-      if not field.init or field.name in ("parent", "name"):
+      if not field.init or field.name == "parent":
         continue
       if field.name not in own:
         if field.name in missing_fields_in_self:
           continue
-        raise ValueError(f"Copying incompatible HParams: {field.name!r} not in self.")
+        raise ValueError(f"Copying incompatible HParams: {field.name!r} not in self")
       if field.name in source.__arguments__:
         setattr(self, field.name, getattr(source, field.name))
       elif field.default is not dataclasses.MISSING:
         setattr(self, field.name, field.default)
+      elif field.default_factory is dataclasses.MISSING:
+        raise ValueError(
+          "Can't copy from missing required value "
+          f"{source.__fn_or_cls__.__qualname__}.{field.name}"
+        )
 
 
 # Pax's name for the clone / set mixin.
@@ -183,13 +196,21 @@ CloneAndSetMixin = _CloneAndSet
 
 
 def _default_for_config(field: dataclasses.Field) -> Any:
+  """The value a new config gets for a field with a default_factory (Pax: instance fields get
+  their factory's auto_config'd Config tree, so its values can be configured)."""
   factory = field.metadata.get(_INSTANCE)
   if factory is not None:
     as_buildable = getattr(factory, "as_buildable", None)
     if as_buildable is not None:  # an auto_config function
       return as_buildable()
-    if isinstance(factory, type):
-      return Config(factory)
+    from praxis import pax_fiddle  # pylint: disable=import-outside-toplevel
+
+    try:
+      return pax_fiddle.auto_config(factory).as_buildable()
+    except Exception:  # pylint: disable=broad-except
+      # A factory auto_config cannot trace: a Config of a class, or the built value.
+      if isinstance(factory, type):
+        return Config(factory)
   return field.default_factory()
 
 
@@ -237,6 +258,12 @@ def template_field(cls: Any = dataclasses.MISSING, tags: Any = (), **defaults) -
     return dataclasses.field(default=None, metadata=meta)
 
   def factory():
+    if not isinstance(cls, type) and not defaults:
+      # A function returning the template's object (e.g. `lambda: Wheel(color='red')`): its
+      # auto_config'd Config, as in Pax.
+      from praxis import pax_fiddle  # pylint: disable=import-outside-toplevel
+
+      return pax_fiddle.auto_config(cls).as_buildable()
     return Config(cls, **defaults)
 
   return dataclasses.field(default_factory=factory, metadata=meta)

@@ -36,6 +36,7 @@ import copy
 import dataclasses
 import functools
 import itertools
+import weakref
 from typing import Any, Callable, Sequence, TypeVar
 
 from absl import flags
@@ -56,6 +57,8 @@ from praxis import weight_hparams as _wh
 # Pax's names, re-exported: users import them from base_layer.
 WeightInit = _wh.WeightInit
 WeightHParams = _wh.WeightHParams
+# Pax defines these here: configs, model_params.txt and pickles name them praxis.base_layer.*.
+WeightInit.__module__ = WeightHParams.__module__ = __name__
 WeightHParamsCollection = _wh.WeightHParamsCollection
 default_param_init = _wh.default_param_init
 is_default_param_init = _wh.is_default_param_init
@@ -192,7 +195,7 @@ class AuxLossStruct:
 
 
 def _is_box(x: Any) -> bool:
-  return isinstance(x, nn.Partitioned)
+  return isinstance(x, (nn.Partitioned, BoxedParam))
 
 
 def maybe_unbox_value(tree: Any) -> Any:
@@ -209,12 +212,12 @@ def unbox_meta(tree: Any) -> Any:
     hp = copy.deepcopy(getattr(x, "meta", None))
     if hp is None:
       hp = WeightHParams(shape=shape, dtype=getattr(value, "dtype", None))
-      if _is_box(x) and any(n is not None for n in x.names):
+      if _is_box(x) and any(n is not None for n in getattr(x, "names", ())):
         hp.logical_axes = tuple(x.names)
     extra = len(shape) - len(hp.shape)
     if extra > 0:  # a repeat prefix added by nn.scan (Repeat / StackedTransformerRepeated)
       hp.repeat_prefix = list(shape[:extra])
-      if _is_box(x):
+      if _is_box(x) and hasattr(x, "names"):
         hp.repeat_prefix_split_dims_mapping = tuple(x.names[:extra])
     return hp
 
@@ -715,7 +718,10 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
       BaseLayer.copy_base_hparams(self, cfg)
       if name is not None:
         cfg.name = name
-    child = base_hyperparams.instantiate(cfg)
+    if getattr(cfg, "shared_weight_layer_id", None) and self.scope is not None:
+      child = instantiate_layer(cfg, self.scope.root)
+    else:
+      child = base_hyperparams.instantiate(cfg)
     if name is not None:
       self._private_children[name] = child
     return child
@@ -803,3 +809,46 @@ def assert_has_shape(t: JTensor, shape: Sequence[int]) -> None:
 def is_sublayer_template_or_instance(val: Any) -> bool:
   """Whether `val` is a layer, a layer Config, or a list / tuple / str-keyed dict of them."""
   return _parts.is_sublayer_template_or_instance(val, BaseLayer)
+
+
+class _SharedLayerWrapper(BaseLayer):
+  """Holds a shared layer at the root: its variables live under `<shared_weight_layer_id>/`."""
+
+  cld_tpl: Any = template_field(None)
+
+  def setup(self) -> None:
+    self.create_child(self.name, self.cld_tpl)
+    self.cld = getattr(self, self.name)
+
+
+# Per root scope (one init / apply), the shared layers built so far: {id: (config, layer)}.
+_SHARED_LAYERS: "weakref.WeakKeyDictionary[Any, dict[str, tuple[Any, Any]]]" = (
+  weakref.WeakKeyDictionary()
+)
+
+
+def instantiate_layer(layer_p: Any, scope: Any) -> BaseLayer:
+  """Builds layer config `layer_p`; with `shared_weight_layer_id`, builds it once per root
+  `scope` (under the root, named by the id) and returns that same layer to every later caller,
+  whose configs must then match it but for their names (Pax's weight sharing)."""
+  shared_id = getattr(layer_p, "shared_weight_layer_id", None)
+  if not shared_id:
+    return base_hyperparams.instantiate(layer_p)
+  built = _SHARED_LAYERS.setdefault(scope, {})
+  if shared_id in built:
+    first_p, layer = built[shared_id]
+    if not compatible_hparams(first_p, layer_p):
+      raise ValueError(
+        f"Layers sharing weights under shared_weight_layer_id={shared_id!r} must have the same "
+        f"config but for their names:\n{base_hyperparams.nested_struct_to_text(first_p)}\nvs\n"
+        f"{base_hyperparams.nested_struct_to_text(layer_p)}"
+      )
+    return layer
+  wrapped = layer_p.clone()
+  wrapped.shared_weight_layer_id = None
+  with base_hyperparams.empty_flax_module_stack():
+    # Bound to the root scope itself, so the shared layer's variables sit at the root.
+    wrapper = _SharedLayerWrapper(name=shared_id, cld_tpl=wrapped, parent=scope)
+  layer = wrapper.cld
+  built[shared_id] = (layer_p.clone(), layer)
+  return layer

@@ -65,6 +65,7 @@ def logging_verbosity_level(level: str) -> Iterator[None]:
 
 def get_large_negative_number(dtype: Any) -> JTensor:
   """A large negative number of `dtype`: -0.7 x its max, so that sums of two do not overflow."""
+  dtype = jnp.asarray(0, dtype=dtype).dtype  # int64 is int32 without x64: use its limits
   if jnp.issubdtype(dtype, jnp.inexact):
     limit = jnp.finfo(dtype).max
   else:
@@ -84,19 +85,39 @@ def sequence_mask(lengths: JTensor, maxlen: int, dtype: Any = jnp.bool_) -> JTen
 
 
 def sequence_paddings(lengths: JTensor, maxlen: int, dtype: Any = jnp.float32) -> JTensor:
-  """[B, maxlen] paddings: 1 for positions >= length."""
-  return 1 - sequence_mask(lengths, maxlen, dtype)
+  """[B, maxlen] paddings: 1 for positions >= length (`lengths` an array or a list)."""
+  lengths = jnp.asarray(lengths)
+  return (jnp.arange(maxlen)[None, :] >= lengths[..., None]).astype(dtype)
 
 
 def apply_padding(
-  inputs: JTensor, padding: JTensor, pad_value: Any = 0.0, use_select: bool = True, axis: int = 0
+  inputs: JTensor,
+  padding: JTensor,
+  pad_value: Any = None,
+  use_select: bool = True,
+  axis: int | None = None,
 ) -> JTensor:
-  """Puts `pad_value` where `padding` is 1; `padding` broadcasts to `inputs`."""
-  del axis
+  """Puts `pad_value` (default 0) where `padding` is 1; `padding` broadcasts to `inputs`.
+
+  axis: where broadcasting starts: `padding`'s dims from `axis` on are cut or extended with
+  1-dims to the rank of `inputs`' dims from `axis` on (e.g. paddings [B, T] for inputs
+  [B, T, D] with axis=1 become [B, T, 1]). use_select=False pads arithmetically instead.
+  """
   padding = jnp.asarray(padding)
+  if axis is not None:
+    head, tail = list(padding.shape[:axis]), list(padding.shape[axis:])
+    inputs_tail = inputs.ndim - axis
+    padding = jnp.reshape(padding, head + tail[:inputs_tail] + [1] * max(inputs_tail - len(tail), 0))
   if use_select:
-    return jnp.where(padding > 0.0, jnp.asarray(pad_value, inputs.dtype), inputs)
-  return inputs * (1.0 - padding).astype(inputs.dtype) + pad_value * padding.astype(inputs.dtype)
+    if pad_value is None:
+      pad_value = jnp.zeros([], inputs.dtype)
+    mask = padding if padding.dtype == jnp.bool_ else padding > 0
+    return jnp.where(mask, pad_value, inputs)
+  result = inputs * (1.0 - padding.astype(jnp.float32)).astype(inputs.dtype)
+  if pad_value is not None:
+    pad_value = jnp.asarray(pad_value)
+    result += pad_value * padding.astype(pad_value.dtype)
+  return result
 
 
 def total_num_vars(variables: Any) -> int:
