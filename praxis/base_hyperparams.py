@@ -24,6 +24,7 @@ import copy
 import dataclasses
 import functools
 import typing
+import weakref
 from typing import Any, Callable, TypeVar
 
 import fiddle as fdl
@@ -311,16 +312,29 @@ def _annotation_is_config(annotation: Any) -> bool:
   return False
 
 
-_TEMPLATE_CACHE: dict[Any, frozenset[str]] = {}
+_TEMPLATE_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def template_field_names(cls: Any) -> frozenset[str]:
-  """The names of `cls`'s fields that hold templates (by metadata or by Config annotation)."""
+def _signature_hints(fn_or_cls: Any) -> dict[str, Any]:
+  """The argument annotations of a function, a class's __init__, or a NamedTuple's fields."""
+  target = fn_or_cls
+  if isinstance(fn_or_cls, type) and not hasattr(fn_or_cls, "_fields"):
+    target = fn_or_cls.__init__
+  try:
+    return typing.get_type_hints(target)
+  except Exception:  # pylint: disable=broad-except
+    return dict(getattr(target, "__annotations__", {}))
+
+
+def _template_field_names_uncached(cls: Any) -> frozenset[str]:
   if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
-    return frozenset()
-  cached = _TEMPLATE_CACHE.get(cls)
-  if cached is not None:
-    return cached
+    # A function or plain class: as Pax, arguments annotated with a Config type are templates.
+    if not callable(cls):
+      return frozenset()
+    return frozenset(
+      name for name, hint in _signature_hints(cls).items()
+      if name != "return" and _annotation_is_config(hint)
+    )
   try:
     hints = typing.get_type_hints(cls)
   except Exception:  # pylint: disable=broad-except
@@ -333,9 +347,19 @@ def template_field_names(cls: Any) -> frozenset[str]:
     annotation = hints.get(field.name, field.type)
     if _annotation_is_config(annotation):
       names.add(field.name)
-  result = frozenset(names)
-  _TEMPLATE_CACHE[cls] = result
-  return result
+  return frozenset(names)
+
+
+def template_field_names(cls: Any) -> frozenset[str]:
+  """The names of `cls`'s fields (or a function's / plain class's arguments) that hold
+  templates: by template_field metadata, or annotated with a Config type."""
+  try:
+    cached = _TEMPLATE_CACHE.get(cls)
+  except TypeError:  # not weak-referenceable: no caching
+    return _template_field_names_uncached(cls)
+  if cached is None:
+    cached = _TEMPLATE_CACHE[cls] = _template_field_names_uncached(cls)
+  return cached
 
 
 def is_template_field(cls: type, name: str) -> bool:

@@ -323,6 +323,11 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
   def __init_subclass__(cls, **kwargs: Any):
     # A subclass's own WeightSharding / ActivationSharding become dataclasses and the defaults
     # of its *_split_dims_mapping fields, before Flax turns the class into a dataclass.
+    if isinstance(cls.__dict__.get("HParams"), type):
+      raise ValueError(
+        f"For {cls}: PAX layers should no longer use nested HParams classes. Instead, add "
+        "fields directly to the layer class (`x: int = 0`)."
+      )
     if "__annotations__" not in cls.__dict__:
       cls.__annotations__ = {}
     for inner, field_name in (
@@ -344,11 +349,11 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
   def __post_init__(self):
     try:
       jnp.dtype(self.dtype)
-    except TypeError:
+    except (TypeError, ValueError):
       raise TypeError(
-        f"{type(self).__name__}: dtype must be a dtype, got {self.dtype!r}. Build layers from "
-        "their config (`base_layer.instantiate(cfg)` or `cfg.Instantiate()`), not "
-        f"`{type(self).__name__}(cfg)`."
+        f"{type(self).__name__}: dtype must be a dtype, got {self.dtype!r}. A layer is built "
+        f"from its config: Please use `layer_p.Instantiate()` instead of "
+        f"`{type(self).__name__}(layer_p)` (or `base_layer.instantiate(layer_p)`)."
       ) from None
     object.__setattr__(self, "_weight_hparams", {})
     object.__setattr__(self, "_private_children", {})
@@ -706,10 +711,17 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
     self, name: str | None, params: Any, *, skip_clone: bool, overrides: dict[str, Any]
   ) -> Any:
     if not isinstance(params, base_hyperparams.fdl.Buildable):
-      raise ValueError(
-        f"{type(self).__name__}.create_child({name!r}): expected a config "
-        f"(pax_fiddle.Config), got {type(params).__name__}."
+      msg = (
+        f"{type(self).__name__}.create_child({name!r}): Expected templates for `create_child` "
+        f"to be Fiddle Configs (pax_fiddle.Config); got {type(params).__name__}."
       )
+      if isinstance(params, BaseLayer):
+        msg += (
+          " This may be caused by an incorrect type annotation on a field that contains a "
+          "Fiddle Config. Annotate it `pax_fiddle.Config[...]` (or declare it with "
+          "template_field) so building leaves it a Config."
+        )
+      raise ValueError(msg)
     cfg = params if skip_clone else params.clone()
     for key, value in overrides.items():
       setattr(cfg, key, value)
@@ -811,16 +823,6 @@ def is_sublayer_template_or_instance(val: Any) -> bool:
   return _parts.is_sublayer_template_or_instance(val, BaseLayer)
 
 
-class _SharedLayerWrapper(BaseLayer):
-  """Holds a shared layer at the root: its variables live under `<shared_weight_layer_id>/`."""
-
-  cld_tpl: Any = template_field(None)
-
-  def setup(self) -> None:
-    self.create_child(self.name, self.cld_tpl)
-    self.cld = getattr(self, self.name)
-
-
 # Per root scope (one init / apply), the shared layers built so far: {id: (config, layer)}.
 _SHARED_LAYERS: "weakref.WeakKeyDictionary[Any, dict[str, tuple[Any, Any]]]" = (
   weakref.WeakKeyDictionary()
@@ -846,9 +848,10 @@ def instantiate_layer(layer_p: Any, scope: Any) -> BaseLayer:
     return layer
   wrapped = layer_p.clone()
   wrapped.shared_weight_layer_id = None
-  with base_hyperparams.empty_flax_module_stack():
-    # Bound to the root scope itself, so the shared layer's variables sit at the root.
-    wrapper = _SharedLayerWrapper(name=shared_id, cld_tpl=wrapped, parent=scope)
-  layer = wrapper.cld
+  wrapped.name = shared_id
+  # Bound to the root's scope `<id>`, so its variables sit at the root under the id, whichever
+  # layer uses it (a module bound to a scope is not adopted by the layers it is assigned to).
+  wrapped.parent = scope.push(shared_id)
+  layer = base_hyperparams.instantiate(wrapped)
   built[shared_id] = (layer_p.clone(), layer)
   return layer
