@@ -284,7 +284,8 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
     contiguous_submeshes: passed to the mesh builder.
     mesh_axis_names: names of the mesh axes, e.g. ['replica', 'data', 'mdl']; with it, weights'
       tensor_split_dims_mapping and activations' maybe_shard mappings take effect.
-    shared_weight_layer_id: Pax's weight-sharing id (not supported: see docs/praxis.md).
+    shared_weight_layer_id: layers built with the same id (in one init / apply) are one layer, whose
+      variables sit at the root under the id (Pax's weight sharing; see instantiate_layer).
     weight_split_dims_mapping: the layer's WeightSharding (`.wt`, ...), Pax's mesh-axis mappings.
     activation_split_dims_mapping: the layer's ActivationSharding (`.out`, ...).
   """
