@@ -10,7 +10,8 @@ TensorFlow is imported only by `to_tf_nmap` (Pax's tests compare against lingvo'
 from __future__ import annotations
 
 import math
-from typing import Any
+import os
+from typing import Any, Mapping
 import zlib
 
 from absl.testing import parameterized
@@ -186,3 +187,39 @@ __all__ = [
   "replace_jax_single_shard_full_softmax_vars_to_tf",
   "replace_jax_simple_full_softmax_vars_to_tf",
 ]
+
+
+def _tfevent_files(root: str) -> dict[str, list[str]]:
+  """{leaf directory under root: its events.out.tfevents* files} (directories without subdirs)."""
+  found = {}
+  for dirname, subdirs, fnames in os.walk(root):
+    if subdirs:
+      continue
+    events = sorted(f for f in fnames if f.startswith("events.out.tfevents"))
+    if events:
+      found[dirname] = [os.path.join(dirname, f) for f in events]
+  return found
+
+
+def get_tfevent_log_dirs(root: Any) -> list[str]:
+  """The directories below `root` (relative to it) whose files include TensorBoard event files."""
+  return [os.path.relpath(os.path.normpath(d), root) for d in _tfevent_files(os.fspath(root))]
+
+
+def get_tfevent_scalars(root: str) -> Mapping[str, float]:
+  """{tag: value} of every scalar summary in the event files below `root` (the last value of a
+  tag wins): tensors of the 'scalars' plugin, and plain `simple_value`s."""
+  from tensorboard.backend.event_processing import event_file_loader  # pylint: disable=import-outside-toplevel
+  from tensorboard.util import tensor_util  # pylint: disable=import-outside-toplevel
+
+  scalars = {}
+  for files in _tfevent_files(root).values():
+    for path in files:
+      for event in event_file_loader.LegacyEventFileLoader(path).Load():
+        for value in event.summary.value:
+          if value.HasField("tensor"):
+            if value.metadata.plugin_data.plugin_name == "scalars":
+              scalars[value.tag] = tensor_util.make_ndarray(value.tensor).item()
+          elif value.HasField("simple_value"):
+            scalars[value.tag] = float(value.simple_value)
+  return scalars
