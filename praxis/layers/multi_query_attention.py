@@ -100,7 +100,9 @@ class MultiQueryDotProductAttention(dot_product_attention.DotProductAttention):
   Attributes (beyond DotProductAttention's, whose defaults differ as Pax's MQA):
     num_kv_heads: key/value heads K (1 = multi-query); num_heads must be a multiple.
     headless_proj_tpl: template of the key/value projections when K == 1.
-    chunked_attn_num_seq_split: Pax's query chunking; only 1 (no chunking) here.
+    chunked_attn_num_seq_split: > 1 splits the queries into this many chunks along T, attended
+      one after another (a [B, N, T/n, S] logits tensor at a time); as Pax's, the probs are
+      then not returned (None).
     local_window_size: (left, right) window of keys around each query; None is global.
   """
 
@@ -118,8 +120,10 @@ class MultiQueryDotProductAttention(dot_product_attention.DotProductAttention):
   def setup(self) -> None:
     if self.dconv_qkv or self.combine_qkv:
       raise ValueError("MultiQueryDotProductAttention supports neither dconv_qkv nor combine_qkv.")
-    if self.chunked_attn_num_seq_split != 1:
-      raise NotImplementedError("MultiQueryDotProductAttention: chunked_attn_num_seq_split is 1.")
+    if self.chunked_attn_num_seq_split < 1:
+      raise ValueError(
+        f"chunked_attn_num_seq_split must be >= 1, got {self.chunked_attn_num_seq_split}."
+      )
     super().setup()
 
   def __call__(
@@ -231,7 +235,23 @@ class MultiQueryDotProductAttention(dot_product_attention.DotProductAttention):
       t, s = query.shape[1], key.shape[1]
       window = self._window_mask(jnp.arange(t), jnp.arange(s), atten_mask.dtype)
       atten_mask = jnp.minimum(atten_mask, window[None, None])  # [1|B, 1, T, S]
-    return super()._dot_atten(query, key, value, atten_mask, relative_bias, deterministic)
+    n = self.chunked_attn_num_seq_split
+    if n == 1:
+      return super()._dot_atten(query, key, value, atten_mask, relative_bias, deterministic)
+    t = query.shape[1]
+    if t % n:
+      raise ValueError(f"chunked_attn_num_seq_split={n} must divide the query length {t}.")
+    chunk = t // n
+    encoded = []
+    for i in range(n):
+      rows = slice(i * chunk, (i + 1) * chunk)
+      mask_i = atten_mask if atten_mask.shape[2] == 1 else atten_mask[:, :, rows]
+      bias_i = None
+      if relative_bias is not None:
+        bias_i = relative_bias if relative_bias.shape[2] == 1 else relative_bias[:, :, rows]
+      enc_i, _ = super()._dot_atten(query[:, rows], key, value, mask_i, bias_i, deterministic)
+      encoded.append(enc_i)  # [B, T/n, N, H]
+    return jnp.concatenate(encoded, axis=1), None
 
   def _dot_atten_one_step(
     self, query, key_state_name, value_state_name, atten_mask, relative_bias=None, time_step=None

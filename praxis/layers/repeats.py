@@ -11,7 +11,7 @@ checkpoint_policy), so activation memory does not grow with the depth.
 Variables. Every collection the sub-layer writes gets a leading [x_times] dim: "params" (their
 logical axes gain the name "layers" in front, so the sharding rules can place it),
 "decoder_cache" (each iteration has its own cache), "summaries", "aux_loss", "intermediates".
-Each iteration draws its own "params" and "dropout" rngs.
+Each iteration draws its own "params", "dropout" and "random" rngs.
 
 Contract of the sub-layer: `sub(carry, *args, deterministic=...) -> carry` (same shape and
 dtype as carry) and, for decoding, `sub.extend_step(carry, **kwargs) -> carry`; args/kwargs are
@@ -116,7 +116,8 @@ class Repeat(base_layer.BaseLayer):
     scanned = nn.scan(
       rematted,
       variable_axes={name: 0 for name in _STACKED_COLLECTIONS},
-      split_rngs={"params": True, "dropout": True},
+      # Each iteration its own draws: "random" is Pax's stream (Dropout prefers it).
+      split_rngs={"params": True, "dropout": True, base_layer.RANDOM: True},
       in_axes=(nn.broadcast, nn.broadcast),
       length=self.x_times,
       unroll=self.unroll,
