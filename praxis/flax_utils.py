@@ -89,7 +89,9 @@ def convert_to_boxed_params(
       return value
     mapping = None
     if logical_axes is not None and logical_axes_rules is not None:
-      mapping = list(flax_partitioning.logical_to_mesh_axes(tuple(logical_axes), logical_axes_rules))
+      mapping = list(
+        flax_partitioning.logical_to_mesh_axes(tuple(logical_axes), logical_axes_rules)
+      )
     elif logical_axes is not None:
       mapping = list(logical_axes)
     if collection == base_layer.PARAMS:

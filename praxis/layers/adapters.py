@@ -122,7 +122,9 @@ class AdaptedTransformerFeedForward(transformers.TransformerFeedForward):
   def setup(self) -> None:
     super().setup()
     if self.mode not in ("sequential", "parallel"):
-      raise ValueError(f"AdaptedTransformerFeedForward mode must be sequential or parallel, got {self.mode!r}.")
+      raise ValueError(
+        f"AdaptedTransformerFeedForward mode must be sequential or parallel, got {self.mode!r}."
+      )
     if self.residual_droppath_prob:
       raise NotImplementedError(
         "AdaptedTransformerFeedForward can't use residual_droppath_prob: set it to 0."

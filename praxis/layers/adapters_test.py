@@ -38,7 +38,9 @@ class AdapterTest(absltest.TestCase):
     x = rng.normal(size=(2, 5, 4)).astype(np.float32)
     variables = layer.init(jax.random.PRNGKey(0), x, tasks=np.array([0, 2]))
     np.testing.assert_array_equal(variables["params"]["up_w"], 0.0)  # a fresh adapter adds b only
-    params = {k: rng.normal(size=v.shape).astype(np.float32) for k, v in variables["params"].items()}
+    params = {
+      k: rng.normal(size=v.shape).astype(np.float32) for k, v in variables["params"].items()
+    }
     for tasks in (np.array([0, 2]), rng.integers(0, 3, size=(2, 5))):
       out = layer.apply({"params": params}, x, tasks=tasks)
       np.testing.assert_allclose(out, _numpy_adapter(x, tasks, params), rtol=1e-4, atol=1e-5)

@@ -127,7 +127,9 @@ class BregmanPCA(base_layer.BaseLayer):
         "BregmanPCA needs num_components, input_dims and end_step > start_step; got "
         f"{self.num_components}, {self.input_dims}, [{self.start_step}, {self.end_step})."
       )
-    dims = list(self.input_dims) if isinstance(self.input_dims, (list, tuple)) else [self.input_dims]
+    dims = (
+      list(self.input_dims) if isinstance(self.input_dims, (list, tuple)) else [self.input_dims]
+    )
     synced = [base_layer.WeightHParamsCollection.REQUIRES_MEAN_SYNC]
     zeros = WeightInit.Constant(0.0)
     if self.activation_type == ActivationType.IDENTITY:

@@ -63,8 +63,12 @@ class BregmanTest(absltest.TestCase):
       state = updated["non_trainable"]
       self.assertEqual(float(state["step"]), 1.0)
       bound = layer.bind(variables)
-      before = bound.bregman_loss_fn(jnp.zeros_like(coeffs), variables["non_trainable"]["components"],
-                                     variables["non_trainable"]["mean"], x)
+      before = bound.bregman_loss_fn(
+        jnp.zeros_like(coeffs),
+        variables["non_trainable"]["components"],
+        variables["non_trainable"]["mean"],
+        x,
+      )
       after = bound.bregman_loss_fn(coeffs, state["components"], state["mean"], x)
       self.assertLess(float(after), float(before), activation)
 

@@ -42,7 +42,9 @@ class Einsum(base_layer.BaseLayer):
     if "." in w:
       raise ValueError(f"Einsum eqn {self.eqn!r}: the weight's operand can't have an ellipsis.")
     if len(w) != len(self.w_shape):
-      raise ValueError(f"Einsum eqn {self.eqn!r} names {len(w)} weight dims, w_shape is {self.w_shape}.")
+      raise ValueError(
+        f"Einsum eqn {self.eqn!r} names {len(w)} weight dims, w_shape is {self.w_shape}."
+      )
     return x, w, out
 
   def setup(self) -> None:

@@ -111,7 +111,9 @@ class FlaxModuleAdapter(FlaxModuleAdapterBase):
 
   def _build_wrapped_module(self) -> nn.Module:
     if self.module_factory_method is None:
-      raise ValueError("FlaxModuleAdapter needs module_factory_method, a callable returning the module.")
+      raise ValueError(
+        "FlaxModuleAdapter needs module_factory_method, a callable returning the module."
+      )
     return self.module_factory_method()
 
 

@@ -37,7 +37,9 @@ class _Annotated(nn.Module):
 
 class FlaxAdapterTest(absltest.TestCase):
   def test_outputs_and_variables_match_plain_flax(self):
-    cfg = pax_fiddle.Config(flax_adapter.FlaxModuleAdapter, name="a", module_factory_method=_DenseBN)
+    cfg = pax_fiddle.Config(
+      flax_adapter.FlaxModuleAdapter, name="a", module_factory_method=_DenseBN
+    )
     layer = base_layer.instantiate(cfg)
     x = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
     variables = layer.init(jax.random.PRNGKey(0), x)

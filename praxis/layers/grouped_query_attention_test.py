@@ -84,7 +84,9 @@ class GroupedQueryAttentionTest(absltest.TestCase):
     x = np.random.default_rng(4).normal(size=(1, 3, 2, 4)).astype(np.float32)
     out = np.asarray(gqa.apply_rope(jnp.asarray(x), 1, 100, jnp.arange(3)[None]))
     # Each (i, i + H/2) pair keeps its norm; position 0 is unrotated.
-    np.testing.assert_allclose(np.hypot(out[..., :2], out[..., 2:]), np.hypot(x[..., :2], x[..., 2:]), rtol=1e-5)
+    np.testing.assert_allclose(
+      np.hypot(out[..., :2], out[..., 2:]), np.hypot(x[..., :2], x[..., 2:]), rtol=1e-5
+    )
     np.testing.assert_allclose(out[:, 0], x[:, 0], rtol=1e-6)
 
 

@@ -565,6 +565,6 @@ def _zero_empty_prefix(
 
 
 # Pax's other n-grammer layers, under Pax's import path (defined beside this module).
-from praxis.layers.ngrammer_bregman import BregmanCompression  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
-from praxis.layers.ngrammer_bregman import BregmanNgrammer  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
-from praxis.layers.ngrammer_bregman import NgrammerStub  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from praxis.layers.ngrammer_bregman import BregmanCompression  # noqa: E402, F401  pylint: disable=g-import-not-at-top,wrong-import-position
+from praxis.layers.ngrammer_bregman import BregmanNgrammer  # noqa: E402, F401  pylint: disable=g-import-not-at-top,wrong-import-position
+from praxis.layers.ngrammer_bregman import NgrammerStub  # noqa: E402, F401  pylint: disable=g-import-not-at-top,wrong-import-position

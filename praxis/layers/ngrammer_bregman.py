@@ -151,12 +151,16 @@ class BregmanNgrammer(base_layer.BaseLayer):
     wt = self.weight_split_dims_mapping.wt
     self.create_variable(
       "correlation",
-      WeightHParams(shape=[c, c, v, n], init=self.params_init, tensor_split_dims_mapping=wt, collections=synced),
+      WeightHParams(
+        shape=[c, c, v, n], init=self.params_init, tensor_split_dims_mapping=wt, collections=synced
+      ),
     )
     self.create_variable(
       "embedding_table",
       WeightHParams(
-        shape=[v, self.ngram_emb_dim, n], init=self.params_init, tensor_split_dims_mapping=wt,
+        shape=[v, self.ngram_emb_dim, n],
+        init=self.params_init,
+        tensor_split_dims_mapping=wt,
         collections=synced,
       ),
     )
@@ -246,7 +250,9 @@ class NgrammerStub(base_layer.BaseLayer):
     if input_embs.ndim == 3:
       b, length, d = input_embs.shape
       if d % self.dim_per_head:
-        raise ValueError(f"NgrammerStub: D={d} is not a multiple of dim_per_head={self.dim_per_head}.")
+        raise ValueError(
+          f"NgrammerStub: D={d} is not a multiple of dim_per_head={self.dim_per_head}."
+        )
       input_embs = jnp.reshape(input_embs, [b, length, d // self.dim_per_head, self.dim_per_head])
     heads = jnp.split(input_embs, self.num_heads, axis=2)
     out = jnp.concatenate([self.emb_layer_norm[i](h) for i, h in enumerate(heads)], axis=2)

@@ -18,7 +18,12 @@ def _np_layer_norm(x, scale, bias, eps=1e-6):
 class BregmanNgrammerTest(absltest.TestCase):
   def test_compression_is_per_head_pca(self):
     cfg = pax_fiddle.Config(
-      ngrammer.BregmanCompression, name="c", num_heads=2, dim_per_head=4, num_components=3, end_step=5
+      ngrammer.BregmanCompression,
+      name="c",
+      num_heads=2,
+      dim_per_head=4,
+      num_components=3,
+      end_step=5,
     )
     layer = base_layer.instantiate(cfg)
     x = np.random.default_rng(0).normal(size=(2, 5, 2, 4)).astype(np.float32)
@@ -53,12 +58,16 @@ class BregmanNgrammerTest(absltest.TestCase):
     p = variables["params"]
     prev = np.concatenate([coeffs[:, :1], coeffs[:, :-1]], axis=1)  # position 0 pairs with itself
     for i in range(n):
-      weights = np.einsum("blc,blk,ckv->blv", coeffs[:, :, i], prev[:, :, i], p["correlation"][..., i])
+      weights = np.einsum(
+        "blc,blk,ckv->blv", coeffs[:, :, i], prev[:, :, i], p["correlation"][..., i]
+      )
       ngram = weights @ p["embedding_table"][..., i]  # [B, L, E]
       ln = p[f"ngram_layer_norm_{i}"]
       expected = _np_layer_norm(ngram, ln["scale"], ln["bias"])
       emb_ln = p[f"emb_layer_norm_{i}"]
-      expected = expected + _np_layer_norm(embs.reshape(2, 5, n, h)[:, :, i], emb_ln["scale"], emb_ln["bias"])
+      expected = expected + _np_layer_norm(
+        embs.reshape(2, 5, n, h)[:, :, i], emb_ln["scale"], emb_ln["bias"]
+      )
       np.testing.assert_allclose(out[:, :, i], expected, rtol=1e-4, atol=1e-4)
 
   def test_stub_is_the_per_head_norm(self):

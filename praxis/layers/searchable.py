@@ -36,7 +36,10 @@ class AutoMLSelect(base_layer.BaseLayer):
     self.create_variable(
       "decision",
       base_layer.WeightHParams(
-        shape=[], init=base_layer.WeightInit.Constant(0), dtype=jnp.uint8, mesh_shape=self.mesh_shape
+        shape=[],
+        init=base_layer.WeightInit.Constant(0),
+        dtype=jnp.uint8,
+        mesh_shape=self.mesh_shape,
       ),
       trainable=False,
     )

@@ -107,7 +107,9 @@ def num_shards_on_dim(dim_sharding: DimSharding) -> int:
     from jax.interpreters import pxla  # pylint: disable=import-outside-toplevel
 
     mesh = pxla.thread_resources.env.physical_mesh
-  sizes = dict(zip(mesh.axis_names, mesh.axis_sizes if hasattr(mesh, "axis_sizes") else mesh.devices.shape))
+  sizes = dict(
+    zip(mesh.axis_names, mesh.axis_sizes if hasattr(mesh, "axis_sizes") else mesh.devices.shape)
+  )
   mapping = _mesh_axes_transpose()
   axes = [dim_sharding] if isinstance(dim_sharding, str) else list(dim_sharding)
   return math.prod(sizes.get(_transpose_axis(a, mapping), 1) for a in axes)

@@ -75,11 +75,11 @@ class DropoutTest(absltest.TestCase):
     out = np.asarray(layer.apply({}, x, rngs={"dropout": jax.random.key(0)}))
     self.assertTrue(set(np.unique(out)) == {0.0, 2.0})
 
-
   def test_pax_random_stream_noise_shape_and_mask_formula(self):
     x = jnp.ones((2, 10, 6, 8))
-    cfg = stochastics.Dropout.HParams(keep_prob=0.8, noise_shape=[10, 6, 8],
-                                      noise_shape_broadcast_dims=[2])
+    cfg = stochastics.Dropout.HParams(
+      keep_prob=0.8, noise_shape=[10, 6, 8], noise_shape_broadcast_dims=[2]
+    )
     layer = cfg.Instantiate()
     key = jax.random.key(5)
     out = np.asarray(layer.apply({}, x, rngs={"random": key}))

@@ -1,10 +1,12 @@
 """praxis.layers.chain: Chain and the helpers that build chains of layer configs.
 
-    mlp = chain.chain(
-        chain.feed_forward(2, 8, Config(activations.Swish)),
-        chain.copy_n_times(3, chain.feed_forward(8, 8, Config(activations.Swish))),
-        chain.feed_forward(8, 3),
-    )
+For example, an MLP of five feed-forward layers (three of them copies of one config)::
+
+  mlp = chain.chain(
+    chain.feed_forward(2, 8, Config(activations.Swish)),
+    chain.copy_n_times(3, chain.feed_forward(8, 8, Config(activations.Swish))),
+    chain.feed_forward(8, 3),
+  )
 """
 
 from praxis.layers.chain.chain import Chain

@@ -64,9 +64,7 @@ def call_chain(layers: Sequence[Callable[..., Any]], *args: Any, **kwargs: Any) 
       result = call_chained_layer(layer, *stack, **kwargs)
     except Exception as e:
       # Re-raise the same type, saying which layer failed with which stack.
-      raise type(e)(
-        f"{e} Layer index={index} name={_name_attr(layer)} args: {stack}"
-      ) from e
+      raise type(e)(f"{e} Layer index={index} name={_name_attr(layer)} args: {stack}") from e
     outputs.append(result)
     stack = ensure_tuple(result)
   if not outputs:
@@ -74,7 +72,9 @@ def call_chain(layers: Sequence[Callable[..., Any]], *args: Any, **kwargs: Any) 
   return outputs
 
 
-def _num_required_positional(signature: inspect.Signature, kwargs: dict[str, Any]) -> tuple[int, bool]:
+def _num_required_positional(
+  signature: inspect.Signature, kwargs: dict[str, Any]
+) -> tuple[int, bool]:
   """(leading parameters without a default before any given kwarg, whether it is variadic)."""
   count = 0
   for name, param in signature.parameters.items():

@@ -49,7 +49,9 @@ def _name_layers_uniquely(layers_tpl: Sequence[Any]) -> list[Any]:
 
 def chain(*layers_tpl: Any, **kwargs: Any) -> Config:
   """Config(Chain) of the layers (None and empty chains are dropped), uniquely named."""
-  return Config(Chain, layers=_name_layers_uniquely(layers_tpl), **kwargs_with_name("chain", **kwargs))
+  return Config(
+    Chain, layers=_name_layers_uniquely(layers_tpl), **kwargs_with_name("chain", **kwargs)
+  )
 
 
 def copy_n_times(num_times: int, *layers_tpl: Any, **kwargs: Any) -> Config:
@@ -127,7 +129,9 @@ class DictToArgs(BaseLayer):
     for key in self.keys:
       value = input_batch.get(key)
       if value is None:
-        raise ValueError(f"DictToArgs: key {key!r} is not in the batch (keys: {list(input_batch)}).")
+        raise ValueError(
+          f"DictToArgs: key {key!r} is not in the batch (keys: {list(input_batch)})."
+        )
       values.append(value)
     return tuple(values) if len(values) > 1 else values[0]
 

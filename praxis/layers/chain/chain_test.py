@@ -73,7 +73,9 @@ class ChainTest(absltest.TestCase):
     out, _ = _run(chain.chain(pax_fiddle.Config(Needs), chain.full_like(7.0)), x, extra=1.0)
     np.testing.assert_array_equal(out, np.full((2,), 7.0))
     self.assertEqual(calls[-1], 1.0)
-    self.assertIsInstance(base_layer.instantiate(chain.feed_forward(2, 2).set(name="f")), linears.FeedForward)
+    self.assertIsInstance(
+      base_layer.instantiate(chain.feed_forward(2, 2).set(name="f")), linears.FeedForward
+    )
 
 
 if __name__ == "__main__":
