@@ -12,7 +12,8 @@ Where to find a layer:
   base_ops: EinsumOp (the einsum child of Linear), EinsumGatedOp, ArrayLookup.
   convolutions: Conv2D (kernel through a weight-normalization child), ConvBNAct
     (conv + BatchNorm + activation).
-  poolings: Pooling (MAX / AVG windows), GlobalPooling.
+  poolings: Pooling (MAX / AVG windows), GlobalPooling, Pooling1D (time
+    pooling with paddings).
   resnets: ResNet (HParamsResNet5 ... 152), ResNetBlock, ResNetBasicBlock.
   mobilenet: MobileNet (V2), InvertedResidualBlock.
   sequential: Sequential (layers applied in a chain).
@@ -22,8 +23,21 @@ Where to find a layer:
   normalizations: LayerNorm (Pax's 1 + scale), RmsNorm, RmsNormNoScale,
     BatchNorm (moving statistics in "non_trainable"), GroupNorm, IdentityNorm,
     WeightNormL2, SpectralNorm, compute_moments.
-  stochastics: Dropout (`__call__(x, deterministic)`; uses the "dropout" rng),
+  stochastics: Dropout (Pax's noise_shape, noise_shape_broadcast_dims,
+    dropout_at_eval; the "random" rng, else the seed's "dropout" rng),
     StochasticResidual (drops a residual branch per example).
+  adapters: MultitaskResidualAdapter (a bottleneck MLP per task),
+    AdaptedTransformerFeedForward (sequential / parallel adapter).
+  augmentations: MaskedLmDataAugmenter (BERT masking), TemporalShifting.
+  bregman: BregmanPCA (online PCA under a Bregman loss), ActivationType.
+  einsum: Einsum (one weight contracted by an equation, optional bias).
+  grouped_query_attention: GroupedQueryAttention (boolean masks, rope,
+    KV cache + extend_step), causal_mask, segment_mask, apply_rope.
+  searchable: AutoMLSelect (branch picked by a stored decision).
+  chain (subpackage): Chain (an argument stack through layers) and chain,
+    copy_n_times, repeat, add_residual, apply_padding, dict_to_args, ...
+  chunk: chunk / unchunk. stats: compute_stats. sharding: derive, shard,
+    shard_one_dim (Pax's einsum-style sharding annotations).
   embedding_softmax: Embedding, FullSoftmax (soft-capped logits, z-loss, Pax's
     label smoothing, chunked loss), SharedEmbeddingSoftmax (tied input/output
     embedding), SigmoidCrossEntropy, GShardSharedEmbeddingSoftmax, TokenCounter,
@@ -57,7 +71,8 @@ Where to find a layer:
     causal_segment_mask, convert_paddings_to_mask, merge_masks,
     limited_context_mask, extract_block_context, ...
   ngrammer: Ngrammer, VQNgrammer (hashed bi-gram embeddings of ids or of
-    VectorQuantization cluster ids), VectorQuantization, get_bigram_ids.
+    VectorQuantization cluster ids), VectorQuantization, get_bigram_ids,
+    BregmanCompression, BregmanNgrammer, NgrammerStub.
   multi_query_attention: MultiQueryDotProductAttention (one or a few key/value
     heads, local_window_size), OneHeadedAttentionProjection.
   transformers: TransformerFeedForward (gated option, residual dropout and
@@ -98,11 +113,19 @@ _MODULES = (
   "resnets",
   "mobilenet",
   "sequential",
+  "adapters",
+  "augmentations",
+  "bregman",
+  "einsum",
+  "grouped_query_attention",
+  "searchable",
 )
+# Modules reached as attributes (`layers.chain.chain(...)`) but not searched for names.
+_SUBMODULES = ("chain", "chunk", "stats", "sharding", "ngrammer_bregman")
 
 
 def __getattr__(name):
-  if name in _MODULES:
+  if name in _MODULES or name in _SUBMODULES:
     return _importlib.import_module(f"{__name__}.{name}")
   for module_name in _MODULES:
     try:
