@@ -74,6 +74,18 @@ Where to find a layer:
     CircularLayerwiseShardablePipelined, PipelinedTransformer (a pipelined
     stack for TransformerLm; also `transformers.PipelinedTransformer`),
     unstack_stages.
+  conformers: Conformer (fflayer_start, trans_atten, lconv, fflayer_end,
+    final_ln), SelfAttentionWithNormAndResidual, DotProductAttentionWithContext
+    (+ XL): attention within a left / right context window.
+  rnn_cell: LstmCellSimple, CifgLstmCellSimple, LayerNormalizedLstmCellSimple
+    (one step, NestedMap states m / c; project_input for whole sequences).
+  frnn: FRnn (a cell scanned over time), LstmFrnn, StackFrnn, StackBiFrnn,
+    reset_mask (packed inputs).
+  spectrum_augmenter: SpectrumAugmenter (SpecAugment time / frequency masks).
+  quantizer: VectorQuantizer (VQ-VAE), RandomVectorQuantizer (BEST-RQ),
+    quantize_vector; quantizer_objectives: codebook perplexity / coverage.
+  ctc_objectives: ctc_loss_with_alignments, forced_alignment, ... (on optax).
+  ssm: SSM (S4D), S5; ssm_transformers: SSMTransformer, SSMGated.
   checkpoint_policy: AutodiffCheckpointType (SAVE_NOTHING, SAVE_DOT_ONLY,
     SAVE_OUT_PROJ, ...) and custom_policy -> jax.checkpoint_policies.
 """
@@ -101,6 +113,15 @@ _MODULES = (
   "resnets",
   "mobilenet",
   "sequential",
+  "conformers",
+  "rnn_cell",
+  "frnn",
+  "spectrum_augmenter",
+  "quantizer",
+  "quantizer_objectives",
+  "ctc_objectives",
+  "ssm",
+  "ssm_transformers",
 )
 
 
