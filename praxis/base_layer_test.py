@@ -207,5 +207,15 @@ class BaseLayerTest(absltest.TestCase):
     self.assertTrue(base_layer.is_default_param_init(Child().params_init))
 
 
+class PmapAxisTest(absltest.TestCase):
+  def test_is_running_under_pmap_sees_only_the_batch_axis(self):
+    self.assertFalse(base_layer.is_running_under_pmap())
+    x = jnp.ones((1,))
+    under = jax.pmap(lambda v: v * base_layer.is_running_under_pmap(), axis_name="batch")(x)
+    other = jax.pmap(lambda v: v * base_layer.is_running_under_pmap(), axis_name="other")(x)
+    self.assertEqual(float(under[0]), 1.0)
+    self.assertEqual(float(other[0]), 0.0)
+
+
 if __name__ == "__main__":
   absltest.main()

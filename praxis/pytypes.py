@@ -8,6 +8,7 @@ passes through `jax.jit`, `jax.tree.map` and `jax.device_put` unchanged in shape
 from __future__ import annotations
 
 from collections.abc import Sequence
+import sys
 from typing import Any, Callable, TypeVar, Union
 
 import jax
@@ -246,3 +247,25 @@ WeightedScalarsList = Union[dict[str, Sequence[WeightedScalar]], NestedMap]
 # Pax's `Metrics`: clu metric objects by name.
 Metrics = Union[NestedMap, dict[str, Any]]
 SummaryDict = Union[NestedMap, dict[str, JTensor]]
+def _register_lingvo_nested_map() -> None:
+  """Makes lingvo's NestedMap a pytree too, when lingvo is already loaded.
+
+  Pax's NestedMap *is* lingvo's class, so code written for Pax (Pax's own tests among it) hands
+  lingvo NestedMaps to jax.tree.map and to layers. Ours is a separate class; lingvo's (only if
+  the process already imported it: praxis never imports lingvo) flattens the same way.
+  """
+  lingvo_module = sys.modules.get("lingvo.core.nested_map")
+  cls = getattr(lingvo_module, "NestedMap", None)
+  if cls is None:
+    return
+
+  def unflatten(keys, values):
+    return cls(zip(keys, values))
+
+  try:
+    jax.tree_util.register_pytree_with_keys(cls, _flatten_with_keys, unflatten, _flatten)
+  except ValueError:
+    pass  # registered already (e.g. by lingvo-on-JAX code)
+
+
+_register_lingvo_nested_map()

@@ -10,8 +10,11 @@ Where to find a layer:
   linears: Linear (w[in, out]), Bias (b[dims]), FeedForward (linear + bias +
     activation), MLPBlock (a stack of FeedForward layers), StackingOverTime.
   base_ops: EinsumOp (the einsum child of Linear), EinsumGatedOp, ArrayLookup.
-  convolutions: Conv2D (kernel through a weight-normalization child), ConvBNAct
-    (conv + BatchNorm + activation).
+  convolutions: Conv2D (kernel through a weight-normalization child; SAME /
+    VALID / causal padding; HParamsDepthwise), Conv3D, ConvBNAct (conv +
+    BatchNorm + activation), ConvBNActWithPadding (time paddings in and out),
+    DepthwiseConv1D, LightConv1D (the conformer's lconv block; both in
+    convolutions_1d).
   poolings: Pooling (MAX / AVG windows), GlobalPooling, Pooling1D (time
     pooling with paddings).
   resnets: ResNet (HParamsResNet5 ... 152), ResNetBlock, ResNetBasicBlock.
@@ -86,6 +89,18 @@ Where to find a layer:
     CircularLayerwiseShardablePipelined, PipelinedTransformer (a pipelined
     stack for TransformerLm; also `transformers.PipelinedTransformer`),
     unstack_stages.
+  conformers: Conformer (fflayer_start, trans_atten, lconv, fflayer_end,
+    final_ln), SelfAttentionWithNormAndResidual, DotProductAttentionWithContext
+    (+ XL): attention within a left / right context window.
+  rnn_cell: LstmCellSimple, CifgLstmCellSimple, LayerNormalizedLstmCellSimple
+    (one step, NestedMap states m / c; project_input for whole sequences).
+  frnn: FRnn (a cell scanned over time), LstmFrnn, StackFrnn, StackBiFrnn,
+    reset_mask (packed inputs).
+  spectrum_augmenter: SpectrumAugmenter (SpecAugment time / frequency masks).
+  quantizer: VectorQuantizer (VQ-VAE), RandomVectorQuantizer (BEST-RQ),
+    quantize_vector; quantizer_objectives: codebook perplexity / coverage.
+  ctc_objectives: ctc_loss_with_alignments, forced_alignment, ... (on optax).
+  ssm: SSM (S4D), S5; ssm_transformers: SSMTransformer, SSMGated.
   checkpoint_policy: AutodiffCheckpointType (SAVE_NOTHING, SAVE_DOT_ONLY,
     SAVE_OUT_PROJ, ...) and custom_policy -> jax.checkpoint_policies.
 """
@@ -119,6 +134,15 @@ _MODULES = (
   "einsum",
   "grouped_query_attention",
   "searchable",
+  "conformers",
+  "rnn_cell",
+  "frnn",
+  "spectrum_augmenter",
+  "quantizer",
+  "quantizer_objectives",
+  "ctc_objectives",
+  "ssm",
+  "ssm_transformers",
 )
 # Modules reached as attributes (`layers.chain.chain(...)`) but not searched for names.
 _SUBMODULES = ("chain", "chunk", "stats", "sharding", "ngrammer_bregman")
