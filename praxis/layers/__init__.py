@@ -15,6 +15,8 @@ Where to find a layer:
   poolings: Pooling (MAX / AVG windows), GlobalPooling.
   resnets: ResNet (HParamsResNet5 ... 152), ResNetBlock, ResNetBasicBlock.
   mobilenet: MobileNet (V2), InvertedResidualBlock.
+  vanillanets: VanillaNet (skip-free, norm-free ResNet; HParamsVanillaNet5 ... 152),
+    VanillaBlock, tailored_lrelu.
   sequential: Sequential (layers applied in a chain).
   activations: ReLU, ReLU6, SquaredReLU, LeakyReLU, ELU, GELU (exact or tanh
     approximation), SiLU, Swish, Sigmoid, Tanh, Softplus, Identity (no weights;
@@ -97,6 +99,7 @@ _MODULES = (
   "poolings",
   "resnets",
   "mobilenet",
+  "vanillanets",
   "sequential",
 )
 
