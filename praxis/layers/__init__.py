@@ -17,6 +17,8 @@ Where to find a layer:
   mobilenet: MobileNet (V2), InvertedResidualBlock.
   vanillanets: VanillaNet (skip-free, norm-free ResNet; HParamsVanillaNet5 ... 152),
     VanillaBlock, tailored_lrelu.
+  vits: VisionTransformer (entry_stack, transformers_stack, exit_stack), VitEntryLayers,
+    VitExitLayers, image_to_patch, patch_to_image, interpolate_embedding_2d.
   sequential: Sequential (layers applied in a chain).
   activations: ReLU, ReLU6, SquaredReLU, LeakyReLU, ELU, GELU (exact or tanh
     approximation), SiLU, Swish, Sigmoid, Tanh, Softplus, Identity (no weights;
@@ -100,6 +102,7 @@ _MODULES = (
   "resnets",
   "mobilenet",
   "vanillanets",
+  "vits",
   "sequential",
 )
 
