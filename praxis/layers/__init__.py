@@ -10,8 +10,11 @@ Where to find a layer:
   linears: Linear (w[in, out]), Bias (b[dims]), FeedForward (linear + bias +
     activation), MLPBlock (a stack of FeedForward layers), StackingOverTime.
   base_ops: EinsumOp (the einsum child of Linear), EinsumGatedOp, ArrayLookup.
-  convolutions: Conv2D (kernel through a weight-normalization child), ConvBNAct
-    (conv + BatchNorm + activation).
+  convolutions: Conv2D (kernel through a weight-normalization child; SAME /
+    VALID / causal padding; HParamsDepthwise), Conv3D, ConvBNAct (conv +
+    BatchNorm + activation), ConvBNActWithPadding (time paddings in and out),
+    DepthwiseConv1D, LightConv1D (the conformer's lconv block; both in
+    convolutions_1d).
   poolings: Pooling (MAX / AVG windows), GlobalPooling.
   resnets: ResNet (HParamsResNet5 ... 152), ResNetBlock, ResNetBasicBlock.
   mobilenet: MobileNet (V2), InvertedResidualBlock.
