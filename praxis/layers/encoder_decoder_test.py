@@ -73,8 +73,13 @@ class EncoderDecoderTest(absltest.TestCase):
   def test_post_attention_ngrammers_are_checked_then_unused_as_in_pax(self):
     cfg = encdec()
     ngram = pax_fiddle.Config(
-      ngrammer.VQNgrammer, ngram_vocab_size=8, ngram_emb_dim=2, num_heads=N, dim_per_head=D // N,
-      num_clusters=2, concat_ngrams=True,
+      ngrammer.VQNgrammer,
+      ngram_vocab_size=8,
+      ngram_emb_dim=2,
+      num_heads=N,
+      dim_per_head=D // N,
+      num_clusters=2,
+      concat_ngrams=True,
     )
     cfg.encoder_post_attention_ngrammer_tpls = [ngram, ngram]
     cfg.decoder_post_attention_ngrammer_tpls = [ngram, ngram]

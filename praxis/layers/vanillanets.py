@@ -61,9 +61,7 @@ class VanillaBlock(base_layer.BaseLayer):
 
   input_dim: int = 0
   output_dim: int = 0
-  conv_params: base_hyperparams.Config = dataclasses.field(
-    default_factory=_delta_orthogonal_conv
-  )
+  conv_params: base_hyperparams.Config = dataclasses.field(default_factory=_delta_orthogonal_conv)
   kernel_size: int = 3
   stride: int = 1
   negative_slope: float = 0.4
@@ -107,9 +105,7 @@ class VanillaNet(base_layer.BaseLayer):
     negative_slope: slope of the tailored leaky ReLU everywhere.
   """
 
-  conv_params: base_hyperparams.Config = dataclasses.field(
-    default_factory=_delta_orthogonal_conv
-  )
+  conv_params: base_hyperparams.Config = dataclasses.field(default_factory=_delta_orthogonal_conv)
   block_params: base_hyperparams.Config = template_field(VanillaBlock)
   strides: Sequence[int] = (1, 2, 2, 2)
   channels: Sequence[int] = (256, 512, 1024, 2048)

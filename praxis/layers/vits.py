@@ -61,9 +61,7 @@ def image_to_patch(img: jax.Array, patch_size: int) -> jax.Array:
   return x.reshape(*lead, rows * cols, patch_size * patch_size * channels)
 
 
-def patch_to_image(
-  patches: jax.Array, img_shape: Sequence[int], patch_size: int
-) -> jax.Array:
+def patch_to_image(patches: jax.Array, img_shape: Sequence[int], patch_size: int) -> jax.Array:
   """The inverse of image_to_patch: [..., N, P * P * C] -> an image of `img_shape` [B, H, W, C]."""
   if len(img_shape) != 4:
     raise ValueError(f"Image shape is expected to be [B, H, W, C], got {img_shape}.")
@@ -355,7 +353,9 @@ def build_vision_transformer_hparams_for_test(
     num_layers=num_xformer_layers,
   )
   stack.transformer_layer_params_tpl.tr_atten_tpl.internal_enable_per_dim_scale = False
-  exit_ = pax_fiddle.Config(VitExitLayers, name="exit", hidden_dim=model_dims, output_dim=model_dims)
+  exit_ = pax_fiddle.Config(
+    VitExitLayers, name="exit", hidden_dim=model_dims, output_dim=model_dims
+  )
   return pax_fiddle.Config(
     VisionTransformer,
     name="vit",

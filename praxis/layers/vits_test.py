@@ -37,7 +37,9 @@ class VitsTest(absltest.TestCase):
     # a half-pixel-centred resize of a 2x2 grid to 4x4 are the source corners.
     rows, cols = np.meshgrid(np.arange(2.0), np.arange(2.0), indexing="ij")
     emb = np.stack([rows, cols], -1).reshape(1, 4, 2)
-    out = np.asarray(vits.interpolate_embedding_2d(jnp.asarray(emb), (2, 2), (4, 4))).reshape(4, 4, 2)
+    out = np.asarray(vits.interpolate_embedding_2d(jnp.asarray(emb), (2, 2), (4, 4))).reshape(
+      4, 4, 2
+    )
     np.testing.assert_allclose(out[:, 0, 0], [0.0, 0.25, 0.75, 1.0])
     np.testing.assert_allclose(out[0, :, 1], [0.0, 0.25, 0.75, 1.0])
     with self.assertRaisesRegex(ValueError, "must agree"):
@@ -113,9 +115,7 @@ class VitsTest(absltest.TestCase):
     vit = base_layer.instantiate(cfg)
     img = jnp.ones((2, 12, 8, 3))  # a 3x2 patch grid: the 2x2 table is resized
     variables = vit.init(jax.random.PRNGKey(0), img)
-    self.assertEqual(
-      set(variables["params"]), {"entry_stack", "transformers_stack", "exit_stack"}
-    )
+    self.assertEqual(set(variables["params"]), {"entry_stack", "transformers_stack", "exit_stack"})
     out = vit.apply(variables, img)
     self.assertEqual(out.shape, (2, 16))
     self.assertTrue(np.all(np.isfinite(np.asarray(out))))
