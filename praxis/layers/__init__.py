@@ -19,6 +19,10 @@ Where to find a layer:
     pooling with paddings).
   resnets: ResNet (HParamsResNet5 ... 152), ResNetBlock, ResNetBasicBlock.
   mobilenet: MobileNet (V2), InvertedResidualBlock.
+  vanillanets: VanillaNet (skip-free, norm-free ResNet; HParamsVanillaNet5 ... 152),
+    VanillaBlock, tailored_lrelu.
+  vits: VisionTransformer (entry_stack, transformers_stack, exit_stack), VitEntryLayers,
+    VitExitLayers, image_to_patch, patch_to_image, interpolate_embedding_2d.
   sequential: Sequential (layers applied in a chain).
   activations: ReLU, ReLU6, SquaredReLU, LeakyReLU, ELU, GELU (exact or tanh
     approximation), SiLU, Swish, Sigmoid, Tanh, Softplus, Identity (no weights;
@@ -127,6 +131,8 @@ _MODULES = (
   "poolings",
   "resnets",
   "mobilenet",
+  "vanillanets",
+  "vits",
   "sequential",
   "adapters",
   "augmentations",
