@@ -29,6 +29,7 @@ from paxml import checkpoints
 from paxml import eval_lib
 from paxml import job_files
 from paxml import job_lock
+from paxml import memory_plan
 from paxml import partitioning
 from paxml import preemption
 from paxml import progress
@@ -387,6 +388,11 @@ def _train(
       in_shardings=(layout.shardings, partitioner.batch_sharding(), partitioner.replicated()),
       out_shardings=(layout.shardings, partitioner.replicated()),
       donate_argnums=0,
+    )
+    # Its first call compiles it and checks its memory per device before it runs: a step that
+    # cannot fit stops here with one line saying what to change (paxml/memory_plan.py).
+    step_fn = memory_plan.Preflighted(
+      step_fn, "the train step", model=task.model, mesh=partitioner.mesh
     )
     # Leaving the `with` blocks flushes the summaries and waits for asynchronous
     # checkpoint saves, even when training fails.
