@@ -211,7 +211,7 @@ def settings_hint(model: Any, mesh: jax.sharding.Mesh, batch: Any, plan_: Memory
   rows = seq = None
   leaves = [x for x in jax.tree.leaves(batch) if getattr(x, "ndim", 0) >= 2]
   if leaves:
-    ids = getattr(batch, "ids", None) if hasattr(batch, "ids") else None
+    ids = batch.get("ids") if isinstance(batch, dict) else None  # NestedMaps are dicts.
     first = ids if ids is not None else leaves[0]
     sharding = getattr(first, "sharding", None)
     shape = sharding.shard_shape(first.shape) if sharding is not None else first.shape

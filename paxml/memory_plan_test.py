@@ -139,9 +139,14 @@ class PreflightTest(absltest.TestCase):
       result = main.run(ShortTinyLm(), self.create_tempdir().full_path)
     self.assertEqual(result["step"], 3)
     plans = [r.getMessage() for r in logs.records if r.getMessage().startswith("Memory plan:")]
-    self.assertLen(plans, 1, plans)
+    # One line per program: the train step's, and eval_train's eval step (not one per step).
+    train = [p for p in plans if p.startswith("Memory plan: the train step")]
+    self.assertLen(train, 1, plans)
+    self.assertEqual(
+      [p.split(" needs")[0] for p in plans if p not in train], ["Memory plan: the eval step"]
+    )
     self.assertRegex(
-      plans[0],
+      train[0],
       r"^Memory plan: the train step needs [\d.]+ [KM]iB per device \(parameters [\d.]+ KiB \+ "
       r"optimizer state [\d.]+ KiB, activations/temp .*\) of 931.32 GiB "
       r"\(PAX_DEVICE_MEMORY_BYTES\)$",

@@ -131,6 +131,7 @@ def memory_plan_line(
       f"memory plan         {plan.need()}; compiled on {where}: pass --device_memory_gib to compare"
     )
   fits, line = memory_plan.verdict(plan, available, hint)
+  line = line.removeprefix("Memory plan: ")
   return f"memory plan         {line if fits else 'does not fit: ' + line}"
 
 
