@@ -221,9 +221,10 @@ def compile_train_step(
     out_shardings=(state_shardings, partitioner.replicated()),
     donate_argnums=0,
   )
+  # Outside the rules context: unboxing there would apply the weights' sharding constraints to
+  # the ShapeDtypeStructs themselves.
+  abstract_state = abstract_train_state(built, partitioner)
   # As in the trainer: the layers' sharding constraints apply while the step is traced.
   with partitioner.rules_context():
-    compiled = step.lower(
-      abstract_train_state(built, partitioner), built.batch, jax.random.PRNGKey(0)
-    ).compile()
+    compiled = step.lower(abstract_state, built.batch, jax.random.PRNGKey(0)).compile()
   return compiled, partitioner
