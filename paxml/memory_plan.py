@@ -332,14 +332,22 @@ class Preflighted:
     self._batch_argnum, self._state_argnum = batch_argnum, state_argnum
     self._compiled: dict[Any, tuple[Any, MemoryPlan | None, str]] = {}
 
-  def __call__(self, *args):
+  def preflight(self, *args) -> MemoryPlan | None:
+    """Compiles and checks the program for `args` now, without running it (a later call with
+    the same signature runs the compiled program); returns its plan."""
+    return self._entry(args)[1]
+
+  def _entry(self, args) -> tuple[Any, MemoryPlan | None, str]:
     leaves, treedef = jax.tree.flatten(args)
     key = (treedef, tuple(_leaf_signature(x) for x in leaves))
     entry = self._compiled.get(key)
     if entry is None:
       entry = self._compile(args)
       self._compiled[key] = entry
-    compiled, plan_, hint = entry
+    return entry
+
+  def __call__(self, *args):
+    compiled, plan_, hint = self._entry(args)
     if jax.config.jax_enable_pgle:
       # JAX's automatic PGLE profiles and recompiles jitted calls only, not AOT-compiled ones.
       compiled = self._jitted
