@@ -42,6 +42,7 @@ import numpy as np
 from paxml import base_experiment
 from paxml import checkpoints
 from paxml import leader
+from paxml import memory_plan
 from paxml import partitioning
 from paxml import summaries
 from paxml import tasks_lib
@@ -195,6 +196,15 @@ class Programs:
       in_shardings=(self.param_shardings, batch),
       out_shardings=(replicated, batch),
     )
+    # Each new program (step, input shapes) checks its memory before it first runs.
+    for attr, program in (
+      ("_eval_fn", "the eval step"),
+      ("_score_fn", "the eval step"),
+      ("_decode_fn", "the decode step"),
+    ):
+      jitted = getattr(self, attr)
+      mesh = self.partitioner.mesh
+      setattr(self, attr, memory_plan.Preflighted(jitted, program, model=self.model, mesh=mesh))
     self._writers: dict[str, Any] = {}
 
   def _writer(self, name: str) -> Any:

@@ -230,6 +230,7 @@ def run(
   from paxml import eval_lib
   from paxml import job_files
   from paxml import job_lock
+  from paxml import memory_plan
   from paxml import partitioning
   from paxml import trainer
   from paxml.data import input_error
@@ -294,8 +295,14 @@ def run(
     trainer.TrainingDivergedError,
     input_error.InputDataError,
     fiddle_overrides.OverrideError,
+    memory_plan.OutOfMemoryError,
   ) as e:
     raise UsageError(str(e)) from e
+  except Exception as e:  # pylint: disable=broad-except
+    # An OOM outside the checked programs (initialising the state, a restore): one line too.
+    if memory_plan.is_out_of_memory(e):
+      raise UsageError(str(memory_plan.runtime_error(e))) from e
+    raise
 
 
 def _restore_steps(value: int | Sequence[int] | None) -> list[int]:

@@ -29,6 +29,7 @@ from paxml import checkpoints
 from paxml import eval_lib
 from paxml import job_files
 from paxml import job_lock
+from paxml import memory_plan
 from paxml import partitioning
 from paxml import preemption
 from paxml import progress
@@ -388,6 +389,13 @@ def _train(
       out_shardings=(layout.shardings, partitioner.replicated()),
       donate_argnums=0,
     )
+    # Compiled and checked for its memory per device before anything runs: a step that cannot
+    # fit stops here with one line saying what to change (paxml/memory_plan.py).
+    step_fn = memory_plan.Preflighted(
+      step_fn, "the train step", model=task.model, mesh=partitioner.mesh
+    )
+    with partitioner.rules_context():  # Now, before the step-0 checkpoint is written.
+      step_fn.preflight(state, partitioner.global_batch(setup.host_batch), train_rng)
     # Leaving the `with` blocks flushes the summaries and waits for asynchronous
     # checkpoint saves, even when training fails.
     # The layers' sharding constraints apply when the step is first traced, inside this context.

@@ -99,6 +99,12 @@ class ToolsTest(absltest.TestCase):
 
   def test_model_analysis(self):
     self.assertRegex(self._tool("model_analysis"), r"(?i)param")
+    # The trainer's preflight line, from the step compiled for TinyLm's mesh (one device here).
+    self.assertRegex(
+      self._tool("model_analysis", "--memory_plan", "--device_memory_gib=1"),
+      r"memory plan +the train step needs [\d.]+ [KM]iB per device \(parameters .* of 1.00 GiB "
+      r"\(--device_memory_gib\)",
+    )
 
   def test_validate_config(self):
     self._tool("validate_config")
