@@ -40,9 +40,7 @@ class StepsToRemoveTest(absltest.TestCase):
     self.assertEqual(remove(names, None), [])
     # Step 10 verifies: the unfinished 6 goes, and of the damaged 2, 4, 4.1, 8 the three newest
     # stay; 10 and 12 are not older than the verified step.
-    self.assertEqual(
-      remove(names, 10), ["checkpoint_00000002", "checkpoint_00000006.unfinished"]
-    )
+    self.assertEqual(remove(names, 10), ["checkpoint_00000002", "checkpoint_00000006.unfinished"])
     self.assertEqual(
       remove(names, 14),
       [

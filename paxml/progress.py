@@ -138,9 +138,7 @@ class ProgressMeter:
     first_step, first_time = self._first or (step, now)
     if step > first_step and now > first_time:
       mean_rate = (step - first_step) / (now - first_time)
-    rates["eta_secs"] = (
-      (self.num_train_steps - step) / mean_rate if mean_rate > 0 else float("inf")
-    )
+    rates["eta_secs"] = (self.num_train_steps - step) / mean_rate if mean_rate > 0 else float("inf")
     return rates
 
   def line(self, step: int, loss: float, rates: dict[str, float]) -> str:

@@ -39,7 +39,6 @@ class TypoLm(FaultsLm):
   ICI_MESH_SHAPE = (1, 64, 2)
 
 
-
 @experiment_registry.register
 class SlowStepLm(FaultsLm):
   """A step of about a second on two CPU cores (~160 GFLOP: 2 layers x 512, 32 x 128 tokens);

@@ -51,7 +51,7 @@ class SigtermTest(absltest.TestCase):
         self.assertIsNone(child.poll(), open(log_path).read()[-3000:])
         self.assertLess(time.monotonic(), deadline, "the trainer did not start in 300 s")
         time.sleep(0.2)
-      time.sleep(10)  # Compilation and a few steps.
+      time.sleep(20)  # Compilation and a few steps.
       signalled = time.monotonic()
       child.send_signal(signal.SIGTERM)
       # Without the bound this would take (steps dispatched) x (step time): minutes.
@@ -70,6 +70,7 @@ class SigtermTest(absltest.TestCase):
     checkpoint_integrity.verify_files(
       os.path.join(job_log_dir, "checkpoints", f"checkpoint_{step:08d}"), step
     )
+    self.assertGreater(step, _K + 1, "the SIGTERM landed before the run was under way")
     # An upper bound of the step time: the run's steps before the signal over its time (which
     # includes compiling), counting only those certainly finished before it.
     step_seconds = (received - started) / max(step - _K, 1)

@@ -89,25 +89,33 @@ def _check_resume(make) -> None:
 
 def _inputs(data_dir: str):
   corpus = _CORPUS.value or demo_data.find_corpus()
-  text = lambda packing: lambda: demo_data.text_input(
-    "train",
-    data_dir=data_dir,
-    corpus_path=corpus,
-    vocab_size=1024,
-    batch_size=16,
-    seq_len=128,
-    packing=packing,
-    is_training=True,
-    input_random_seed=1234,
+  text = lambda packing: (
+    lambda: demo_data.text_input(
+      "train",
+      data_dir=data_dir,
+      corpus_path=corpus,
+      vocab_size=1024,
+      batch_size=16,
+      seq_len=128,
+      packing=packing,
+      is_training=True,
+      input_random_seed=1234,
+    )
   )
   yield "TextInput concat (DemoLm)", text("concat"), None
   yield "TextInput pack", text("pack"), None
-  yield "SyntheticLmInput", lambda: synthetic_input.SyntheticLmInput(
-    batch_size=16, seq_len=128, vocab_size=1024, seed=1
-  ), None
-  yield "SyntheticLmData", lambda: synthetic.SyntheticLmData.HParams(
-    batch_size=16, seq_len=128, input_random_seed=1
-  ).Instantiate(), None
+  yield (
+    "SyntheticLmInput",
+    lambda: synthetic_input.SyntheticLmInput(batch_size=16, seq_len=128, vocab_size=1024, seed=1),
+    None,
+  )
+  yield (
+    "SyntheticLmData",
+    lambda: synthetic.SyntheticLmData.HParams(
+      batch_size=16, seq_len=128, input_random_seed=1
+    ).Instantiate(),
+    None,
+  )
 
   def seqio():
     from paxml import seqio_input  # pylint: disable=g-import-not-at-top

@@ -37,9 +37,7 @@ def main(argv: Sequence[str]) -> None:
     for _ in range(_REPEATS.value):
       for side in (UNBOUNDED, bound):
         trainer.MAX_STEPS_IN_FLIGHT = side
-        seconds = trainer_overhead.trainer_step_seconds(
-          experiment_cls, _WARMUP.value, _STEPS.value
-        )
+        seconds = trainer_overhead.trainer_step_seconds(experiment_cls, _WARMUP.value, _STEPS.value)
         times[side].append(seconds)
         name = "unbounded" if side == UNBOUNDED else f"bound {side}"
         print(f"{name:>10}: {1 / seconds:.2f} steps/s ({1000 * seconds:.1f} ms/step)", flush=True)

@@ -221,4 +221,3 @@ def plan_pack(
         done.append(open_rows.pop(0)[1])
   done.extend(row[1] for row in open_rows)
   return done
-
