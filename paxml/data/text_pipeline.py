@@ -31,7 +31,6 @@ import os
 import struct
 from typing import Any, Iterator
 
-import numpy as np
 
 from praxis import base_input
 from paxml import quiet_tensorflow
