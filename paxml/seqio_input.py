@@ -408,9 +408,19 @@ class SeqIOInput(base_input.BaseInput):
     self.dataset = self._get_dataset()
     if "iterator" in state:
       self._iter = iter(self.dataset)
-      _restore_iterator(self._iter, state["iterator"])
-    else:
-      self._iter = iter(self.dataset.skip(self._num_batches))
+      try:
+        _restore_iterator(self._iter, state["iterator"])
+        return
+      except tf.errors.OpError as e:  # E.g. a pipeline whose graph differs from the saved one.
+        logging.warning(
+          "SeqIOInput %s: tf.data could not restore the saved iterator (%s); skipping the %d "
+          "consumed batches instead.",
+          self.name,
+          str(e).splitlines()[0][:200],
+          self._num_batches,
+        )
+        self.dataset = self._get_dataset()
+    self._iter = iter(self.dataset.skip(self._num_batches))
 
   def ids_to_strings(
     self, ids: np.ndarray, lengths: Sequence[int] | np.ndarray | None, key: str | None = None

@@ -143,22 +143,30 @@ def main(argv: Sequence[str]) -> None:
   with tempfile.TemporaryDirectory() as tmp:
     data_dir = os.path.join(tmp, "kjv")
     for name, make, limit in _inputs(data_dir):
-      start = time.perf_counter()
-      data = make()
-      data.get_next()  # The first read builds what the input reads from.
-      built = time.perf_counter() - start
-      _check_resume(make)
-      cells = []
-      for n in positions:
-        if limit is not None and n > limit:
-          cells.append(f"N={n:,}: not timed (replays)")
-          continue
-        cells.append(f"N={n:,}: {_time_position(data, n):.3f} s")
-      if "iterator" in data.get_state():
-        for n in positions:
-          if n <= limit:
-            cells.append(f"saved at N={n:,}: {_time_saved_state(make, n):.3f} s")
-      print(f"{name:28} build {built:.2f} s | " + " | ".join(cells), flush=True)
+      try:
+        _report(name, make, limit, positions)
+      except Exception as e:  # pylint: disable=broad-exception-caught
+        print(f"{name:28} failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}", flush=True)
+
+
+def _report(name, make, limit, positions) -> None:
+  """One input's row: its build time and restore + peek at each position."""
+  start = time.perf_counter()
+  data = make()
+  data.get_next()  # The first read builds what the input reads from.
+  built = time.perf_counter() - start
+  _check_resume(make)
+  cells = []
+  for n in positions:
+    if limit is not None and n > limit:
+      cells.append(f"N={n:,}: not timed (replays)")
+      continue
+    cells.append(f"N={n:,}: {_time_position(data, n):.3f} s")
+  if "iterator" in data.get_state():
+    for n in positions:
+      if n <= limit:
+        cells.append(f"saved at N={n:,}: {_time_saved_state(make, n):.3f} s")
+  print(f"{name:28} build {built:.2f} s | " + " | ".join(cells), flush=True)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@ r"""Steps/s of the trainer with its run-ahead bound (at most trainer.MAX_STEPS_I
 dispatched and unfinished) against the loop without it (unbounded, as before issue 33), in one
 process, alternating.
 
-  ./bazelw run //paxml/benchmarks:run_ahead -- --exp=demo.SyntheticDemoLm --steps=100 --repeats=3
+  ./bazelw run //paxml/benchmarks:run_ahead -- \
+      --exp=demo.SyntheticDemoLm --warmup=5 --steps=100 --repeats=3
 
 Each side is a `train_and_evaluate` run timed over a window of steps after `warmup` (the method
 of trainer_overhead.py: the step hook waits for the outputs at both ends). Sides alternate
@@ -14,16 +15,18 @@ from collections.abc import Sequence
 import statistics
 
 from absl import app
-from absl import flags
 
 from paxml import experiment_registry
 from paxml import trainer
 from paxml.benchmarks import trainer_overhead
 
-_EXP = flags.DEFINE_string("exp", "demo.SyntheticDemoLm", "Experiment.")
-_WARMUP = flags.DEFINE_integer("warmup", 5, "Steps before the timed window.")
-_STEPS = flags.DEFINE_integer("steps", 100, "Steps in the timed window.")
-_REPEATS = flags.DEFINE_integer("repeats", 3, "Runs of each side.")
+# trainer_overhead's flags: --exp, --warmup, --steps, --repeats.
+_EXP, _WARMUP, _STEPS, _REPEATS = (
+  trainer_overhead._EXP,  # pylint: disable=protected-access
+  trainer_overhead._WARMUP,  # pylint: disable=protected-access
+  trainer_overhead._STEPS,  # pylint: disable=protected-access
+  trainer_overhead._REPEATS,  # pylint: disable=protected-access
+)
 
 UNBOUNDED = 10**9
 
