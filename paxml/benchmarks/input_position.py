@@ -34,6 +34,7 @@ from paxml.data import synthetic
 
 _CORPUS = flags.DEFINE_string("corpus_path", None, "KJV text (default: the Bazel runfile).")
 _POSITIONS = flags.DEFINE_list("positions", ["10", "10000", "1000000"], "Batch numbers.")
+_ONLY = flags.DEFINE_list("only", [], "Time only the inputs whose name starts with one of these.")
 _SEQIO_MAX = flags.DEFINE_integer(
   "seqio_max_batches", 10_000, "Largest position timed for SeqIOInput (it replays)."
 )
@@ -143,6 +144,8 @@ def main(argv: Sequence[str]) -> None:
   with tempfile.TemporaryDirectory() as tmp:
     data_dir = os.path.join(tmp, "kjv")
     for name, make, limit in _inputs(data_dir):
+      if _ONLY.value and not any(name.startswith(o) for o in _ONLY.value):
+        continue
       try:
         _report(name, make, limit, positions)
       except Exception as e:  # pylint: disable=broad-exception-caught
