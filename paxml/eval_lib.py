@@ -380,7 +380,10 @@ def wait_for_checkpoint(
 
 
 def peek(data: Any) -> pytypes.NestedMap:
-  """The input's next batch, without consuming it."""
+  """The input's next batch, without consuming it (kept by an input that can peek, e.g. the
+  trainer's peekable_input.PeekableInput; otherwise read and the position set back)."""
+  if hasattr(data, "peek"):
+    return data.peek()
   position = data.get_state()
   batch = data.get_next()
   data.set_state(position)
