@@ -45,7 +45,9 @@ def excluded(path: str) -> str | None:
   base = os.path.basename(path)
   if base.endswith("_test.py") or base == "conftest.py":
     return "a test file"
-  if "__pycache__" in path.split("/") or base in _LEFTOVER_NAMES or base.endswith(_LEFTOVER_ENDINGS):
+  if (
+    "__pycache__" in path.split("/") or base in _LEFTOVER_NAMES or base.endswith(_LEFTOVER_ENDINGS)
+  ):
     return "a build leftover"
   return None
 
@@ -160,7 +162,9 @@ def build(spec: dict, output_dir: str) -> str:
     if dest.endswith(".py"):
       imports |= imported_modules(contents[dest].decode("utf-8"), dest)
   if not contents:
-    raise SystemExit(f"{spec['distribution']}'s wheel would be empty: no file under {spec['packages']}")
+    raise SystemExit(
+      f"{spec['distribution']}'s wheel would be empty: no file under {spec['packages']}"
+    )
 
   for group in spec.get("entry_points", {}).values():
     for name, target in group.items():
