@@ -144,7 +144,8 @@ def _py_wheel_impl(ctx):
     )
     pypi_files = depset(transitive = [d[_DepsInfo].pypi_files for d in ctx.attr.deps])
     return [
-        DefaultInfo(files = depset([out]), runfiles = ctx.runfiles(transitive_files = pypi_files)),
+        # The wheel itself is a runfile too: a target with this in `data` finds it there.
+        DefaultInfo(files = depset([out]), runfiles = ctx.runfiles(files = [out], transitive_files = pypi_files)),
         PyWheelInfo(distribution = ctx.attr.distribution, packages = own),
     ]
 
