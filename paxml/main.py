@@ -429,10 +429,15 @@ def main(argv: Sequence[str]) -> int:
   return 0
 
 
-if __name__ == "__main__":
+def run_from_command_line() -> None:
+  """`python -m paxml.main`, `bazel run //paxml:main` and the wheel's `paxml-main` command."""
   # Only when run as a program: tests import this module and parse their own flags.
   pax_flags.define_jax_flags()  # --jax_* (Pax calls jax.config.config_with_absl() here too).
   flags.mark_flags_as_required(
     ["job_log_dir"]
   )  # --exp, or Fiddle's flags (_experiment_from_flags).
   app.run(main, flags_parser=pax_flags.flags_parser)
+
+
+if __name__ == "__main__":
+  run_from_command_line()
