@@ -181,10 +181,13 @@ class BenchmarksTest(absltest.TestCase):
       cwd=self.create_tempdir().full_path,
     )
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
-    # One row: seq 32, fp32, unrolled; both models start from the same weights, so same loss.
-    [row] = [line for line in result.stdout.splitlines() if line.startswith("32   float32")]
-    ours, minimal = row.split()[-1].split("/")
-    self.assertAlmostEqual(float(ours), float(minimal), places=4)
+    # Two rows: seq 32, fp32, unrolled, without and with the logit caps; both models start
+    # from the same weights, so each row's two losses agree.
+    rows = [line for line in result.stdout.splitlines() if line.startswith("32   float32")]
+    self.assertEqual([row.split()[3] for row in rows], ["off", "on"])
+    for row in rows:
+      ours, minimal = row.split()[-1].split("/")
+      self.assertAlmostEqual(float(ours), float(minimal), places=4)
 
   def test_mfu_tiny(self):
     result = binaries.run(
