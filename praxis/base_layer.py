@@ -142,19 +142,6 @@ DEFAULT_INIT_MUTABLE_LIST = [PARAMS, NON_TRAINABLE] + NON_PAX_VAR_COLLECTION
 # RNG streams.
 RANDOM = "random"
 NON_PAX_RNG_KEY = "dropout"
-# The axis name Pax's data-parallel pmap uses (batch statistics are summed over it).
-PMAP_PARALLEL_AXIS_NAME = "batch"
-
-
-def is_running_under_pmap() -> bool:
-  """Whether the caller runs inside a pmap (or shard_map) over PMAP_PARALLEL_AXIS_NAME."""
-  try:
-    jax.lax.axis_size(PMAP_PARALLEL_AXIS_NAME)
-  except NameError:
-    return False
-  return True
-
-
 def maybe_shard(
   x: JTensor,
   split_dims_mapping: SplitDimsMapping = None,
