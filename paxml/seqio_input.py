@@ -37,6 +37,7 @@ says so), rebuilds the iterator and skips `num_batches` batches, reading each of
 from __future__ import annotations
 
 import base64
+import dataclasses
 import os
 import tempfile
 from typing import Any, Mapping, Sequence

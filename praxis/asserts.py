@@ -30,7 +30,7 @@ _CONTEXTS = threading.local()
 
 
 def _stack() -> list[AssertsContext]:
-  if not hasattr(_CONTEXTS, 'stack'):
+  if not hasattr(_CONTEXTS, "stack"):
     _CONTEXTS.stack = []
   return _CONTEXTS.stack
 
@@ -48,7 +48,7 @@ class AssertsContext:
   def __exit__(self, *unused_exc_info) -> None:
     stack = _stack()
     if not stack or stack[-1] is not self:
-      raise RuntimeError('AssertsContext exited out of order: contexts must nest.')
+      raise RuntimeError("AssertsContext exited out of order: contexts must nest.")
     stack.pop()
 
   @staticmethod
@@ -58,7 +58,7 @@ class AssertsContext:
     return stack[-1].enabled if stack else True
 
 
-_OPEN, _CLOSE = '([{', ')]}'
+_OPEN, _CLOSE = "([{", ")]}"
 
 
 def _split_call_args(text: str) -> list[str]:
@@ -67,11 +67,11 @@ def _split_call_args(text: str) -> list[str]:
   while i < len(text):
     ch = text[i]
     if quote:
-      if ch == '\\':
+      if ch == "\\":
         i += 1
       elif ch == quote:
         quote = None
-    elif ch in '\'"':
+    elif ch in "'\"":
       quote = ch
     elif ch in _OPEN:
       depth += 1
@@ -80,7 +80,7 @@ def _split_call_args(text: str) -> list[str]:
         args.append(text[start:i].strip())
         return [a for a in args if a]
       depth -= 1
-    elif ch == ',' and depth == 0:
+    elif ch == "," and depth == 0:
       args.append(text[start:i].strip())
       start = i + 1
     i += 1
@@ -98,10 +98,10 @@ def _caller_arg_texts(check_name: str) -> list[str]:
   except ValueError:
     return []
   line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
-  call = re.search(r'(?<![\w])' + check_name + r'\(', line)
+  call = re.search(r"(?<![\w])" + check_name + r"\(", line)
   if call is None:
     return []
-  return _split_call_args(line[call.end():])
+  return _split_call_args(line[call.end() :])
 
 
 def _fail(check_name, template, values, value_strs, msg, exception_type):
@@ -114,62 +114,108 @@ def _fail(check_name, template, values, value_strs, msg, exception_type):
     if value_str is None:
       if texts is None:
         texts = _caller_arg_texts(check_name)
-      value_str = f'{texts[i]}={value}' if i < len(texts) else f'{value}'
+      value_str = f"{texts[i]}={value}" if i < len(texts) else f"{value}"
     named.append(value_str)
   raise exception_type(template.format(*named))
 
 
-def none(value: Any, *, value_str: str | None = None, msg: str | None = None,
-         exception_type: type[Exception] = ValueError) -> None:
+def none(
+  value: Any,
+  *,
+  value_str: str | None = None,
+  msg: str | None = None,
+  exception_type: type[Exception] = ValueError,
+) -> None:
   """Raises unless `value is None`."""
   if AssertsContext.assertions_enabled() and value is not None:
-    _fail('none', '`{}` must be `None`.', [value], [value_str], msg, exception_type)
+    _fail("none", "`{}` must be `None`.", [value], [value_str], msg, exception_type)
 
 
-def not_none(value: Any, *, value_str: str | None = None, msg: str | None = None,
-             exception_type: type[Exception] = ValueError) -> None:
+def not_none(
+  value: Any,
+  *,
+  value_str: str | None = None,
+  msg: str | None = None,
+  exception_type: type[Exception] = ValueError,
+) -> None:
   """Raises if `value is None`."""
   if AssertsContext.assertions_enabled() and value is None:
-    _fail('not_none', '`{}` must not be `None`.', [value], [value_str], msg, exception_type)
+    _fail("not_none", "`{}` must not be `None`.", [value], [value_str], msg, exception_type)
 
 
 def _compare(check_name, holds, relation):
   """Makes a two-value check that raises when `holds(value1, value2)` is false."""
 
-  def check(value1: Any, value2: Any, *, value_str1: str | None = None,
-            value_str2: str | None = None, msg: str | None = None,
-            exception_type: type[Exception] = ValueError) -> None:
+  def check(
+    value1: Any,
+    value2: Any,
+    *,
+    value_str1: str | None = None,
+    value_str2: str | None = None,
+    msg: str | None = None,
+    exception_type: type[Exception] = ValueError,
+  ) -> None:
     if AssertsContext.assertions_enabled() and not holds(value1, value2):
-      _fail(check_name, '`{}` ' + relation + ' `{}`.', [value1, value2],
-            [value_str1, value_str2], msg, exception_type)
+      _fail(
+        check_name,
+        "`{}` " + relation + " `{}`.",
+        [value1, value2],
+        [value_str1, value_str2],
+        msg,
+        exception_type,
+      )
 
   check.__name__ = check.__qualname__ = check_name
   check.__doc__ = f"Raises unless this holds: `value1` {relation} `value2`."
   return check
 
 
-eq = _compare('eq', lambda a, b: a == b, 'must be equal to')
-ne = _compare('ne', lambda a, b: a != b, 'must not be equal to')
-le = _compare('le', lambda a, b: a <= b, 'must be less than or equal to')
-lt = _compare('lt', lambda a, b: a < b, 'must be strictly less than')
-ge = _compare('ge', lambda a, b: a >= b, 'must be greater than or equal to')
-gt = _compare('gt', lambda a, b: a > b, 'must be strictly greater than')
+eq = _compare("eq", lambda a, b: a == b, "must be equal to")
+ne = _compare("ne", lambda a, b: a != b, "must not be equal to")
+le = _compare("le", lambda a, b: a <= b, "must be less than or equal to")
+lt = _compare("lt", lambda a, b: a < b, "must be strictly less than")
+ge = _compare("ge", lambda a, b: a >= b, "must be greater than or equal to")
+gt = _compare("gt", lambda a, b: a > b, "must be strictly greater than")
 
 
-def instance(value: Any, instances: Any, *, value_str: str | None = None,
-             msg: str | None = None, exception_type: type[Exception] = ValueError) -> None:
+def instance(
+  value: Any,
+  instances: Any,
+  *,
+  value_str: str | None = None,
+  msg: str | None = None,
+  exception_type: type[Exception] = ValueError,
+) -> None:
   """Raises unless `isinstance(value, instances)` (a type or a tuple of types)."""
   if AssertsContext.assertions_enabled() and not isinstance(value, instances):
-    _fail('instance', '`{}` must be of type `' + str(instances) + '`.', [value], [value_str],
-          msg, exception_type)
+    _fail(
+      "instance",
+      "`{}` must be of type `" + str(instances) + "`.",
+      [value],
+      [value_str],
+      msg,
+      exception_type,
+    )
 
 
-def subclass(value: Any, subclasses: Any, *, value_str: str | None = None,
-             msg: str | None = None, exception_type: type[Exception] = ValueError) -> None:
+def subclass(
+  value: Any,
+  subclasses: Any,
+  *,
+  value_str: str | None = None,
+  msg: str | None = None,
+  exception_type: type[Exception] = ValueError,
+) -> None:
   """Raises unless `issubclass(value, subclasses)` (a class or a tuple of classes)."""
   if AssertsContext.assertions_enabled() and not issubclass(value, subclasses):
-    _fail('subclass', '`{}` must be a subclass of `' + str(subclasses) + '`.', [value],
-          [value_str], msg, exception_type)
+    _fail(
+      "subclass",
+      "`{}` must be a subclass of `" + str(subclasses) + "`.",
+      [value],
+      [value_str],
+      msg,
+      exception_type,
+    )
 
 
 def _is_member(value: Any, elements: Sequence[Any]) -> bool:
@@ -186,17 +232,37 @@ def _is_member(value: Any, elements: Sequence[Any]) -> bool:
     return False
 
 
-def in_set(value: Any, elements: Sequence[Any], *, value_str: str | None = None,
-           msg: str | None = None, exception_type: type[Exception] = ValueError) -> None:
+def in_set(
+  value: Any,
+  elements: Sequence[Any],
+  *,
+  value_str: str | None = None,
+  msg: str | None = None,
+  exception_type: type[Exception] = ValueError,
+) -> None:
   """Raises unless `value` is one of `elements`."""
   if AssertsContext.assertions_enabled() and not _is_member(value, elements):
-    _fail('in_set', '`{}` must be within `' + str(elements) + '`.', [value], [value_str], msg,
-          exception_type)
+    _fail(
+      "in_set",
+      "`{}` must be within `" + str(elements) + "`.",
+      [value],
+      [value_str],
+      msg,
+      exception_type,
+    )
 
 
-def between(value: Any, min_value: Any, max_value: Any, *, left_strict: bool = False,
-            right_strict: bool = False, value_str: str | None = None, msg: str | None = None,
-            exception_type: type[Exception] = ValueError) -> None:
+def between(
+  value: Any,
+  min_value: Any,
+  max_value: Any,
+  *,
+  left_strict: bool = False,
+  right_strict: bool = False,
+  value_str: str | None = None,
+  msg: str | None = None,
+  exception_type: type[Exception] = ValueError,
+) -> None:
   """Raises unless `min_value <= value <= max_value` (`<` on a side marked strict)."""
   if not AssertsContext.assertions_enabled():
     return
@@ -204,22 +270,29 @@ def between(value: Any, min_value: Any, max_value: Any, *, left_strict: bool = F
   below = value < max_value if right_strict else value <= max_value
   if above and below:
     return
-  interval = (f'{"(" if left_strict else "["}{min_value}, '
-              f'{max_value}{")" if right_strict else "]"}')
-  _fail('between', '`{}` must be in the range `' + interval + '`.', [value], [value_str], msg,
-        exception_type)
+  interval = f"{'(' if left_strict else '['}{min_value}, {max_value}{')' if right_strict else ']'}"
+  _fail(
+    "between",
+    "`{}` must be in the range `" + interval + "`.",
+    [value],
+    [value_str],
+    msg,
+    exception_type,
+  )
 
 
 def _containers_only_structure(tree: Any):
   """The tree's structure seen through dicts, lists and tuples only (other values are leaves)."""
-  if hasattr(tree, 'ToNestedDict'):  # a NestedMap compares as the dict it holds
+  if hasattr(tree, "ToNestedDict"):  # a NestedMap compares as the dict it holds
     tree = tree.ToNestedDict()
   return jax.tree_util.tree_structure(
-      tree, is_leaf=lambda node: not isinstance(node, (dict, list, tuple)))
+    tree, is_leaf=lambda node: not isinstance(node, (dict, list, tuple))
+  )
 
 
-def assert_same_structure(x: Any, y: Any, *, msg: str | None = None,
-                          exception_type: type[Exception] = ValueError) -> None:
+def assert_same_structure(
+  x: Any, y: Any, *, msg: str | None = None, exception_type: type[Exception] = ValueError
+) -> None:
   """Raises unless `x` and `y` nest dicts, lists and tuples the same way (leaves may differ;
   None counts as a leaf; a NestedMap counts as a dict)."""
   if not AssertsContext.assertions_enabled():
@@ -227,5 +300,7 @@ def assert_same_structure(x: Any, y: Any, *, msg: str | None = None,
   sx, sy = _containers_only_structure(x), _containers_only_structure(y)
   if sx == sy:
     return
-  raise exception_type(msg or f'Not the same structure\nEntire first structure: `{sx}`\n'
-                       f'Entire second structure: `{sy}`\n')
+  raise exception_type(
+    msg
+    or f"Not the same structure\nEntire first structure: `{sx}`\nEntire second structure: `{sy}`\n"
+  )

@@ -62,8 +62,14 @@ def field_has_tag(dc_field: dataclasses.Field, tag: Any) -> bool:
   return meta is not None and tag in meta.tags
 
 
-def field(*, default_factory: Any = dataclasses.MISSING, tags: Any = (), metadata: Any = None,
-          configurable_factory: bool = False, **kwargs) -> Any:
+def field(
+  *,
+  default_factory: Any = dataclasses.MISSING,
+  tags: Any = (),
+  metadata: Any = None,
+  configurable_factory: bool = False,
+  **kwargs,
+) -> Any:
   """`dataclasses.field` with Pax's Fiddle extras (Pax's `pax_fiddle.field`).
 
   tags: Fiddle tags put on the field's argument in every config of the class.
@@ -76,18 +82,24 @@ def field(*, default_factory: Any = dataclasses.MISSING, tags: Any = (), metadat
 
   if fdl_auto_config.is_auto_config(default_factory):
     if configurable_factory:
-      raise ValueError("configurable_factory should not be used with auto_config'ed functions "
-                       "(field: the auto_config'd default_factory's Config tree is used already).")
+      raise ValueError(
+        "configurable_factory should not be used with auto_config'ed functions "
+        "(field: the auto_config'd default_factory's Config tree is used already)."
+      )
     initializer = default_factory.as_buildable
   elif configurable_factory:
     if default_factory is dataclasses.MISSING or not callable(default_factory):
-      raise ValueError("field: configurable_factory=True needs a default_factory that is a "
-                       "class or function with a signature.")
+      raise ValueError(
+        "field: configurable_factory=True needs a default_factory that is a "
+        "class or function with a signature."
+      )
     initializer = functools.partial(Config, default_factory)
   else:
     initializer = None
-  metadata = {**(metadata or {}),
-              _FIDDLE_FIELD: FieldMetadata(tags=_as_tags(tags), buildable_initializer=initializer)}
+  metadata = {
+    **(metadata or {}),
+    _FIDDLE_FIELD: FieldMetadata(tags=_as_tags(tags), buildable_initializer=initializer),
+  }
   return dataclasses.field(default_factory=default_factory, metadata=metadata, **kwargs)
 
 
@@ -187,8 +199,7 @@ class _CloneAndSet:
         setattr(self, field.name, field.default)
       elif field.default_factory is dataclasses.MISSING:
         raise ValueError(
-          "Can't copy from missing required value "
-          f"{source.__fn_or_cls__.__qualname__}.{field.name}"
+          f"Can't copy from missing required value {source.__fn_or_cls__.__qualname__}.{field.name}"
         )
 
 
@@ -251,8 +262,10 @@ def template_field(cls: Any = dataclasses.MISSING, tags: Any = (), **defaults) -
   template. As in Pax, a field whose type annotation is a Config (e.g. `pax_fiddle.Config[Linear]`)
   is a template too, whatever its default.
   """
-  meta = {_TEMPLATE: True, _FIDDLE_FIELD: FieldMetadata(tags=_as_tags(tags),
-                                                        buildable_initializer=None)}
+  meta = {
+    _TEMPLATE: True,
+    _FIDDLE_FIELD: FieldMetadata(tags=_as_tags(tags), buildable_initializer=None),
+  }
   if cls is dataclasses.MISSING:
     return dataclasses.field(metadata=meta)
   if cls is None:
@@ -270,8 +283,6 @@ def template_field(cls: Any = dataclasses.MISSING, tags: Any = (), **defaults) -
   return dataclasses.field(default_factory=factory, metadata=meta)
 
 
-
-
 def instance_field(default_factory: Any, tags: Any = ()) -> Any:
   """A field whose default is an object built from `default_factory` (Pax's instance_field).
 
@@ -282,8 +293,9 @@ def instance_field(default_factory: Any, tags: Any = ()) -> Any:
   meta = {_FIDDLE_FIELD: FieldMetadata(tags=_as_tags(tags), buildable_initializer=None)}
   if default_factory is None:
     return dataclasses.field(default=None, metadata=meta)
-  return dataclasses.field(default_factory=default_factory,
-                           metadata={**meta, _INSTANCE: default_factory})
+  return dataclasses.field(
+    default_factory=default_factory, metadata={**meta, _INSTANCE: default_factory}
+  )
 
 
 def _annotation_is_config(annotation: Any) -> bool:
@@ -332,7 +344,8 @@ def _template_field_names_uncached(cls: Any) -> frozenset[str]:
     if not callable(cls):
       return frozenset()
     return frozenset(
-      name for name, hint in _signature_hints(cls).items()
+      name
+      for name, hint in _signature_hints(cls).items()
       if name != "return" and _annotation_is_config(hint)
     )
   try:
@@ -386,8 +399,11 @@ class _HParamsFactory:
     return template_field(self._cls)
 
   def __instancecheck__(self, instance: Any) -> bool:
-    return isinstance(instance, Config) and isinstance(instance.__fn_or_cls__, type) and (
-      issubclass(instance.__fn_or_cls__, self._cls))
+    return (
+      isinstance(instance, Config)
+      and isinstance(instance.__fn_or_cls__, type)
+      and (issubclass(instance.__fn_or_cls__, self._cls))
+    )
 
   @property
   def cls(self) -> type:
@@ -493,8 +509,9 @@ class FiddleBaseParameterizable(HParamsMixin):
 
 dataclasses.dataclass(kw_only=True)(FiddleBaseParameterizable)
 FiddleBaseParameterizableBase = FiddleBaseParameterizable
-FiddleBaseParameterizableSelf = TypeVar("FiddleBaseParameterizableSelf",
-                                        bound=FiddleBaseParameterizable)
+FiddleBaseParameterizableSelf = TypeVar(
+  "FiddleBaseParameterizableSelf", bound=FiddleBaseParameterizable
+)
 
 
 @contextlib.contextmanager

@@ -33,8 +33,8 @@ import fiddle as fdl
 
 from praxis import base_hyperparams as _bh
 
-BaseHyperParamsSelf = TypeVar('BaseHyperParamsSelf', bound='BaseHyperParams')
-BaseParameterizableSelf = TypeVar('BaseParameterizableSelf', bound='BaseParameterizable')
+BaseHyperParamsSelf = TypeVar("BaseHyperParamsSelf", bound="BaseHyperParams")
+BaseParameterizableSelf = TypeVar("BaseParameterizableSelf", bound="BaseParameterizable")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,8 +47,10 @@ class SubConfigFactory:
   def get_class(self) -> type:
     cls = self._get_class()
     if not (isinstance(cls, type) and issubclass(cls, BaseHyperParams)):
-      raise TypeError(f'SubConfigFactory: {cls!r} is not a BaseHyperParams subclass; '
-                      'sub_config_field takes an HParams class (or lazy_ref returning one).')
+      raise TypeError(
+        f"SubConfigFactory: {cls!r} is not a BaseHyperParams subclass; "
+        "sub_config_field takes an HParams class (or lazy_ref returning one)."
+      )
     return cls
 
   def __call__(self):
@@ -60,11 +62,12 @@ class OverrideSubConfigFieldProtocol:
   (how a Fiddle-configured class's `HParams` stands in for an HParams class)."""
 
   def __to_sub_config_field__(self):
-    raise NotImplementedError(f'{type(self).__name__} must define __to_sub_config_field__.')
+    raise NotImplementedError(f"{type(self).__name__} must define __to_sub_config_field__.")
 
 
-def sub_config_field(sub_config_cls: Any = None, *,
-                     lazy_ref: Callable[[], type] | None = None) -> Any:
+def sub_config_field(
+  sub_config_cls: Any = None, *, lazy_ref: Callable[[], type] | None = None
+) -> Any:
   """A dataclass field defaulting to a fresh `sub_config_cls()` (an HParams class).
 
   None (and no lazy_ref): a template defaulting to None. An object with
@@ -72,11 +75,11 @@ def sub_config_field(sub_config_cls: Any = None, *,
   a template of the layer. `lazy_ref`: a function returning the class, for one defined later.
   """
   if sub_config_cls is not None and lazy_ref is not None:
-    raise TypeError('sub_config_field: give sub_config_cls or lazy_ref, not both.')
+    raise TypeError("sub_config_field: give sub_config_cls or lazy_ref, not both.")
   if sub_config_cls is None and lazy_ref is None:
     return _bh.template_field(None)
   if sub_config_cls is not None:
-    if hasattr(sub_config_cls, '__to_sub_config_field__'):
+    if hasattr(sub_config_cls, "__to_sub_config_field__"):
       return sub_config_cls.__to_sub_config_field__()
     if not (isinstance(sub_config_cls, type) and issubclass(sub_config_cls, BaseHyperParams)):
       # A Fiddle-configured class itself: a template of it.
@@ -116,42 +119,47 @@ class BaseHyperParams:
     super().__init_subclass__(**kwargs)
     allowed = cls._attribute_overrides
     if not isinstance(allowed, tuple):
-      raise TypeError(f'{cls.__qualname__}._attribute_overrides must be a tuple of names.')
-    annotations = dict(cls.__dict__.get('__annotations__', {}))
-    annotations.pop('_attribute_overrides', None)
-    if annotations or '__annotations__' in cls.__dict__:
+      raise TypeError(f"{cls.__qualname__}._attribute_overrides must be a tuple of names.")
+    annotations = dict(cls.__dict__.get("__annotations__", {}))
+    annotations.pop("_attribute_overrides", None)
+    if annotations or "__annotations__" in cls.__dict__:
       cls.__annotations__ = annotations
     inherited = {}
     for base in cls.__mro__[1:]:
-      for name in getattr(base, '__dataclass_fields__', {}):
+      for name in getattr(base, "__dataclass_fields__", {}):
         inherited.setdefault(name, base)
     dataclasses.dataclass(cls)
     for name in annotations:
       if name in inherited and name not in allowed:
         raise AttributeError(
-            f'Attribute {name} was overridden while it is not explicitly listed in the '
-            f'_attribute_overrides list of {cls.__qualname__} (add {name!r} there to re-declare '
-            'it).')
+          f"Attribute {name} was overridden while it is not explicitly listed in the "
+          f"_attribute_overrides list of {cls.__qualname__} (add {name!r} there to re-declare "
+          "it)."
+        )
 
   def __setattr__(self, name: str, value: Any) -> None:
-    if getattr(self, '_internal_frozen', False):
-      raise AttributeError(f'This HParam object is frozen: {self}')
+    if getattr(self, "_internal_frozen", False):
+      raise AttributeError(f"This HParam object is frozen: {self}")
     if name not in {f.name for f in dataclasses.fields(self)}:
       raise AttributeError(f"Attribute {name} doesn't exist on {type(self).__qualname__}.")
     if isinstance(value, fdl.Buildable) and not isinstance(value, _bh.Config):
-      logging.warning('A Fiddle %s put into %s.%s: build the HParams from a Config instead.',
-                      type(value).__name__, type(self).__qualname__, name)
+      logging.warning(
+        "A Fiddle %s put into %s.%s: build the HParams from a Config instead.",
+        type(value).__name__,
+        type(self).__qualname__,
+        name,
+      )
     super().__setattr__(name, value)
 
   def __post_init__(self) -> None:
-    object.__setattr__(self, '_internal_frozen', False)
+    object.__setattr__(self, "_internal_frozen", False)
     for dc_field in dataclasses.fields(self):
       value = getattr(self, dc_field.name)
       if isinstance(value, BaseHyperParams):  # own copy: no sharing with the caller's object
         setattr(self, dc_field.name, value.clone())
 
   def _set_frozen(self, frozen: bool) -> None:
-    object.__setattr__(self, '_internal_frozen', frozen)
+    object.__setattr__(self, "_internal_frozen", frozen)
     for name in self.__dataclass_fields__:  # pylint: disable=no-member
       value = getattr(self, name)
       if isinstance(value, BaseHyperParams):
@@ -170,28 +178,30 @@ class BaseHyperParams:
     cloned.unfreeze()
     return cloned
 
-  def copy_fields_from(self, source: BaseHyperParams,
-                       missing_fields_in_self: Sequence[str] | None = None) -> None:
+  def copy_fields_from(
+    self, source: BaseHyperParams, missing_fields_in_self: Sequence[str] | None = None
+  ) -> None:
     """Copies every field of `source` but `cls` (nested HParams cloned). Fields of `source`
     that self lacks raise unless listed in `missing_fields_in_self`."""
     if not isinstance(source, BaseHyperParams):
-      raise TypeError('copy_fields_from: the source must be a BaseHyperParams too, got '
-                      f'{type(source).__name__}.')
+      raise TypeError(
+        f"copy_fields_from: the source must be a BaseHyperParams too, got {type(source).__name__}."
+      )
     for name in self.__dataclass_fields__:  # pylint: disable=no-member
-      if name == 'cls' or not hasattr(source, name):
+      if name == "cls" or not hasattr(source, name):
         continue
       value = getattr(source, name)
       setattr(self, name, value.clone() if isinstance(value, BaseHyperParams) else value)
     for name in source.__dataclass_fields__:  # pylint: disable=no-member
       if not hasattr(self, name) and name not in (missing_fields_in_self or ()):
-        raise ValueError(f'Copying incompatible HParams: {name} not in self')
+        raise ValueError(f"Copying incompatible HParams: {name} not in self")
 
   def set(self, **kwargs) -> BaseHyperParams:
     for name, value in kwargs.items():
       setattr(self, name, value)
     return self
 
-  def to_text(self, include_types: bool = False, separator: str = ':') -> str:
+  def to_text(self, include_types: bool = False, separator: str = ":") -> str:
     del include_types, separator
     return _bh.nested_struct_to_text(self)
 
@@ -199,14 +209,18 @@ class BaseHyperParams:
 def _bind_hparams_to(cls: type) -> None:
   """Replaces `cls.HParams` by a subclass whose `cls` field defaults to `cls`."""
   base = cls.HParams
-  bound = type(base.__name__, (base,), {
-      'cls': cls,
-      '_attribute_overrides': ('cls',),
-      '__annotations__': {'cls': type},
-      '__doc__': base.__doc__,
-      '__module__': cls.__module__,
-      '__qualname__': f'{cls.__qualname__}.{base.__name__}',
-  })
+  bound = type(
+    base.__name__,
+    (base,),
+    {
+      "cls": cls,
+      "_attribute_overrides": ("cls",),
+      "__annotations__": {"cls": type},
+      "__doc__": base.__doc__,
+      "__module__": cls.__module__,
+      "__qualname__": f"{cls.__qualname__}.{base.__name__}",
+    },
+  )
   cls.HParams = bound
 
 
@@ -222,12 +236,12 @@ class BaseParameterizable:
     """The class's hyperparameters (`cls` is filled in with the class)."""
 
     cls: type
-    name: str = ''
+    name: str = ""
 
     def Instantiate(self, **kwargs) -> Any:  # pylint: disable=invalid-name
       return self.cls(self, **kwargs)
 
-  _config_init_name_for_params_object: str = 'hparams'
+  _config_init_name_for_params_object: str = "hparams"
   _nonconfigurable_init_args: tuple[str, ...] = ()
 
   def __init__(self, hparams: BaseParameterizable.HParams) -> None:
@@ -250,7 +264,7 @@ class BaseParameterizable:
       elif param.default is param.empty:
         missing.append(name)
     if missing:
-      raise ValueError(f'Missing required arguments: {set(missing)} when instantiating {cls}.')
+      raise ValueError(f"Missing required arguments: {set(missing)} when instantiating {cls}.")
     kwargs[cls._config_init_name_for_params_object] = cls.HParams(**hparams_args)
     return cls(**kwargs)
 
@@ -265,22 +279,28 @@ class BaseParameterizable:
   def partial(cls: type[BaseParameterizableSelf], **kwargs) -> Any:
     return fdl.cast(_bh.Partial, cls.config(**kwargs))
 
-  def __init_subclass__(cls, init_params_arg_name: str | None = None,
-                        nonconfigurable_init_arg_names: tuple[str, ...] | None = None,
-                        **kwargs: Any) -> None:
-    if not (hasattr(cls, '_USE_DEPRECATED_HPARAMS_BASE_PARAMETERIZABLE')
-            or 'google.colab' in sys.modules):
+  def __init_subclass__(
+    cls,
+    init_params_arg_name: str | None = None,
+    nonconfigurable_init_arg_names: tuple[str, ...] | None = None,
+    **kwargs: Any,
+  ) -> None:
+    if not (
+      hasattr(cls, "_USE_DEPRECATED_HPARAMS_BASE_PARAMETERIZABLE") or "google.colab" in sys.modules
+    ):
       raise ValueError(
-          f'{cls.__module__}.{cls.__qualname__}: new classes should subclass '
-          'FiddleBaseParameterizable. To keep the HParams style, add '
-          '_USE_DEPRECATED_HPARAMS_BASE_PARAMETERIZABLE = True to the class.')
+        f"{cls.__module__}.{cls.__qualname__}: new classes should subclass "
+        "FiddleBaseParameterizable. To keep the HParams style, add "
+        "_USE_DEPRECATED_HPARAMS_BASE_PARAMETERIZABLE = True to the class."
+      )
     super().__init_subclass__(**kwargs)
     _bind_hparams_to(cls)
     if init_params_arg_name is not None:
       cls._config_init_name_for_params_object = init_params_arg_name
     if nonconfigurable_init_arg_names is not None:
-      cls._nonconfigurable_init_args = (
-          cls._nonconfigurable_init_args + tuple(nonconfigurable_init_arg_names))
+      cls._nonconfigurable_init_args = cls._nonconfigurable_init_args + tuple(
+        nonconfigurable_init_arg_names
+      )
     _give_make_a_signature(cls)
 
 
@@ -290,15 +310,16 @@ def _give_make_a_signature(cls: type) -> None:
   init_params = inspect.signature(cls).parameters
   hparams_name = cls._config_init_name_for_params_object
   if hparams_name not in init_params:
-    raise TypeError(f'{cls.__qualname__}.__init__ must have a parameter named {hparams_name}; '
-                    f'its signature is ({", ".join(init_params)}).')
+    raise TypeError(
+      f"{cls.__qualname__}.__init__ must have a parameter named {hparams_name}; "
+      f"its signature is ({', '.join(init_params)})."
+    )
   skip = set(cls._nonconfigurable_init_args) | {hparams_name}
   init_args = [p for p in init_params.values() if p.name not in skip]
-  hparams_args = [p for p in inspect.signature(cls.HParams).parameters.values()
-                  if p.name != 'cls']
+  hparams_args = [p for p in inspect.signature(cls.HParams).parameters.values() if p.name != "cls"]
   duplicated = {p.name for p in init_args} & {p.name for p in hparams_args}
   if duplicated:
-    raise TypeError(f'Duplicated parameter between `{cls}` and `{cls}.HParams`: {duplicated}.')
+    raise TypeError(f"Duplicated parameter between `{cls}` and `{cls}.HParams`: {duplicated}.")
   params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in hparams_args + init_args]
   params.sort(key=lambda p: p.default is not inspect.Parameter.empty)
 
@@ -306,7 +327,7 @@ def _give_make_a_signature(cls: type) -> None:
     return BaseParameterizable.make.__func__(cls, **kwargs)
 
   make.__signature__ = inspect.Signature(params)
-  make.__name__ = 'make'
-  make.__qualname__ = f'{cls.__qualname__}.make'
+  make.__name__ = "make"
+  make.__qualname__ = f"{cls.__qualname__}.make"
   make.__module__ = cls.__module__
   cls.make = staticmethod(make)

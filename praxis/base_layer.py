@@ -142,6 +142,8 @@ DEFAULT_INIT_MUTABLE_LIST = [PARAMS, NON_TRAINABLE] + NON_PAX_VAR_COLLECTION
 # RNG streams.
 RANDOM = "random"
 NON_PAX_RNG_KEY = "dropout"
+
+
 def maybe_shard(
   x: JTensor,
   split_dims_mapping: SplitDimsMapping = None,
@@ -253,9 +255,7 @@ class Theta:
     value = module.get_variable(PARAMS, k)
     hp = module._weight_hparams.get(k)  # pylint: disable=protected-access
     if (
-      hp is not None
-      and module.fprop_dtype == jnp.bfloat16
-      and var_disallow_bfloat16_conversion(hp)
+      hp is not None and module.fprop_dtype == jnp.bfloat16 and var_disallow_bfloat16_conversion(hp)
     ):
       return value
     return module._cast_to_fprop_dtype(value)  # pylint: disable=protected-access

@@ -124,8 +124,11 @@ class BaseLayerTest(absltest.TestCase):
     text = base_hyperparams.nested_struct_to_text(layer, prefix="model").splitlines()
     # Building passes the parent's fprop_dtype into its templates (Pax's build does too).
     self.assertContainsSubset(
-      ["model.fprop_dtype : type/jax.numpy/bfloat16",
-       "model.outer_tpl.fprop_dtype : type/jax.numpy/bfloat16"], text
+      [
+        "model.fprop_dtype : type/jax.numpy/bfloat16",
+        "model.outer_tpl.fprop_dtype : type/jax.numpy/bfloat16",
+      ],
+      text,
     )
     # As in Pax, a layer built with fprop_dtype None computes in its dtype and says so.
     self.assertEqual(

@@ -34,8 +34,9 @@ ProcessDecodeOut = tuple[WeightedScalars, Sequence[tuple[str, Any]], Metrics]
 
 def _must_override(model: Any, method: str) -> NotImplementedError:
   return NotImplementedError(
-      f'{type(model).__name__}.{method} is not defined: a BaseModel subclass implements '
-      f'{method} itself (see praxis.base_model).')
+    f"{type(model).__name__}.{method} is not defined: a BaseModel subclass implements "
+    f"{method} itself (see praxis.base_model)."
+  )
 
 
 class BaseModel(base_layer.BaseLayer):
@@ -43,12 +44,13 @@ class BaseModel(base_layer.BaseLayer):
 
   def compute_predictions(self, input_batch: NestedMap) -> Predictions:
     """What the network predicts for `input_batch` (logits, a NestedMap, ...)."""
-    raise _must_override(self, 'compute_predictions')
+    raise _must_override(self, "compute_predictions")
 
-  def compute_loss(self, predictions: Predictions,
-                   input_batch: NestedMap) -> tuple[WeightedScalars | Metrics, dict[str, Any]]:
+  def compute_loss(
+    self, predictions: Predictions, input_batch: NestedMap
+  ) -> tuple[WeightedScalars | Metrics, dict[str, Any]]:
     """(metrics, per_example_out) for `predictions` (see the module docstring)."""
-    raise _must_override(self, 'compute_loss')
+    raise _must_override(self, "compute_loss")
 
   def __call__(self, input_batch: NestedMap) -> tuple[WeightedScalars | Metrics, dict[str, Any]]:
     """One forward pass: compute_loss(compute_predictions(input_batch), input_batch)."""
@@ -57,9 +59,9 @@ class BaseModel(base_layer.BaseLayer):
 
   def decode(self, input_batch: NestedMap) -> DecodeOut:
     """(weighted scalars, decoder outputs, metrics) for `input_batch`."""
-    raise _must_override(self, 'decode')
+    raise _must_override(self, "decode")
 
   def process_decode_out(self, input_obj: Any, decode_out: NestedMap) -> ProcessDecodeOut:
     """(weighted scalars, [(key, value) per example], metrics) from one batch of `decode`
     outputs; `input_obj` (a BaseInput) gives the tokenizer."""
-    raise _must_override(self, 'process_decode_out')
+    raise _must_override(self, "process_decode_out")

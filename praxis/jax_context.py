@@ -128,8 +128,9 @@ class SummaryDict:
       if tensor.ndim == 3:  # [H, W, C] -> [1, H, W, C]
         tensor = jnp.expand_dims(tensor, 0)
       if tensor.ndim != 4:
-        raise ValueError(f"Image summary {name!r} must be [B, H, W, C] or [H, W, C], got "
-                         f"shape {tensor.shape}.")
+        raise ValueError(
+          f"Image summary {name!r} must be [B, H, W, C] or [H, W, C], got shape {tensor.shape}."
+        )
     if kind == "AUDIO" and tensor.ndim == 2:  # [T, C] -> [1, T, C]
       tensor = jnp.expand_dims(tensor, 0)
     self.dict[key] = tensor

@@ -19,7 +19,7 @@ class LazyLoader(types.ModuleType):
     self._local_name = local_name
     self._parent_module_globals = parent_module_globals
     self._warning = warning
-    self.__module__ = name.rsplit('.', 1)[0]
+    self.__module__ = name.rsplit(".", 1)[0]
     self.__wrapped__ = None
     super().__init__(name)
 
@@ -39,4 +39,4 @@ class LazyLoader(types.ModuleType):
     return dir(self._load())
 
   def __repr__(self):
-    return f'<LazyLoader {self.__name__} as {self._local_name}>'
+    return f"<LazyLoader {self.__name__} as {self._local_name}>"

@@ -107,7 +107,9 @@ def apply_padding(
   if axis is not None:
     head, tail = list(padding.shape[:axis]), list(padding.shape[axis:])
     inputs_tail = inputs.ndim - axis
-    padding = jnp.reshape(padding, head + tail[:inputs_tail] + [1] * max(inputs_tail - len(tail), 0))
+    padding = jnp.reshape(
+      padding, head + tail[:inputs_tail] + [1] * max(inputs_tail - len(tail), 0)
+    )
   if use_select:
     if pad_value is None:
       pad_value = jnp.zeros([], inputs.dtype)
@@ -309,8 +311,12 @@ def extract_prefixed_keys_from_nested_map(
 def extract_keys(n, p, key_separator, left_separator, right_separator, is_leaf):
   """extract_prefixed_keys_from_nested_map with every argument given (Pax's shorthand)."""
   return extract_prefixed_keys_from_nested_map(
-    n, p, key_separator=key_separator, left_separator=left_separator,
-    right_separator=right_separator, is_leaf=is_leaf,
+    n,
+    p,
+    key_separator=key_separator,
+    left_separator=left_separator,
+    right_separator=right_separator,
+    is_leaf=is_leaf,
   )
 
 
@@ -319,15 +325,18 @@ def select_nodes_by_indices(indices: Any, *trees: Any) -> Any:
   return jax.tree.map(lambda idx, *leaves: leaves[idx], indices, *trees)
 
 
-def match_variable_names(tree: Any, patterns: Patterns,
-                         is_leaf: Callable[..., bool] | None = None) -> Any:
+def match_variable_names(
+  tree: Any, patterns: Patterns, is_leaf: Callable[..., bool] | None = None
+) -> Any:
   """A tree of bools: whether each variable's path ('a/b') fully matches one of `patterns`."""
   from praxis import trees  # pylint: disable=import-outside-toplevel
+
   return trees.fullmatch_path(tree, patterns, is_leaf=is_leaf)
 
 
-def update_matched_variables(old_tree: Any, new_tree: Any, patterns: Patterns,
-                             invert: bool = False) -> Any:
+def update_matched_variables(
+  old_tree: Any, new_tree: Any, patterns: Patterns, invert: bool = False
+) -> Any:
   """`old_tree` with the variables whose paths match `patterns` (or, with `invert`, those that
   do not) taken from `new_tree` (same structure)."""
   mask = match_variable_names(old_tree, patterns)
@@ -462,8 +471,9 @@ def benchmark(prefix: str = "", first_n: int | None = None):
         return func(*args, **kwargs)
       start = time.time()
       result = func(*args, **kwargs)
-      logging.info("%sElapsed time for <%s>: %.02f seconds", prefix, func.__name__,
-                   time.time() - start)
+      logging.info(
+        "%sElapsed time for <%s>: %.02f seconds", prefix, func.__name__, time.time() - start
+      )
       return result
 
     return wrapper

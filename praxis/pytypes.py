@@ -247,6 +247,8 @@ WeightedScalarsList = Union[dict[str, Sequence[WeightedScalar]], NestedMap]
 # Pax's `Metrics`: clu metric objects by name.
 Metrics = Union[NestedMap, dict[str, Any]]
 SummaryDict = Union[NestedMap, dict[str, JTensor]]
+
+
 def _register_lingvo_nested_map() -> None:
   """Makes lingvo's NestedMap a pytree too, when lingvo is already loaded.
 

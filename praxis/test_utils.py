@@ -223,6 +223,8 @@ def get_tfevent_scalars(root: str) -> Mapping[str, float]:
           elif value.HasField("simple_value"):
             scalars[value.tag] = float(value.simple_value)
   return scalars
+
+
 def replace_jax_light_conv_vars_to_tf(
   jax_initial_vars: NestedMap, jax_initial_non_trainable_vars: NestedMap
 ) -> NestedMap:

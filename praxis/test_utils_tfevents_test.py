@@ -18,9 +18,13 @@ def _write(logdir, step, tensors=None, simple=None):
   values = []
   for tag, v in (tensors or {}).items():
     meta = summary_pb2.SummaryMetadata(
-        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name='scalars'))
-    values.append(summary_pb2.Summary.Value(
-        tag=tag, metadata=meta, tensor=tensor_util.make_tensor_proto(np.float32(v))))
+      plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
+    )
+    values.append(
+      summary_pb2.Summary.Value(
+        tag=tag, metadata=meta, tensor=tensor_util.make_tensor_proto(np.float32(v))
+      )
+    )
   for tag, v in (simple or {}).items():
     values.append(summary_pb2.Summary.Value(tag=tag, simple_value=v))
   writer.add_event(event_pb2.Event(step=step, summary=summary_pb2.Summary(value=values)))
@@ -28,16 +32,16 @@ def _write(logdir, step, tensors=None, simple=None):
 
 
 class TfEventsTest(absltest.TestCase):
-
   def test_dirs_and_scalars(self):
     root = tempfile.mkdtemp()
-    _write(os.path.join(root, 'summaries', 'train'), 1, tensors={'loss': 2.5})
-    _write(os.path.join(root, 'summaries', 'eval'), 1, simple={'accuracy': 0.75})
-    os.makedirs(os.path.join(root, 'empty'))
-    self.assertCountEqual(test_utils.get_tfevent_log_dirs(root),
-                          ['summaries/train', 'summaries/eval'])
-    self.assertEqual(test_utils.get_tfevent_scalars(root), {'loss': 2.5, 'accuracy': 0.75})
+    _write(os.path.join(root, "summaries", "train"), 1, tensors={"loss": 2.5})
+    _write(os.path.join(root, "summaries", "eval"), 1, simple={"accuracy": 0.75})
+    os.makedirs(os.path.join(root, "empty"))
+    self.assertCountEqual(
+      test_utils.get_tfevent_log_dirs(root), ["summaries/train", "summaries/eval"]
+    )
+    self.assertEqual(test_utils.get_tfevent_scalars(root), {"loss": 2.5, "accuracy": 0.75})
 
 
-if __name__ == '__main__':
+if __name__ == "__main__":
   absltest.main()

@@ -25,20 +25,22 @@ PyTree = Any
 
 def _key_text(key: KeyType) -> str:
   if isinstance(key, jtu.SequenceKey):
-    return f'[{key.idx}]'
+    return f"[{key.idx}]"
   if isinstance(key, jtu.DictKey):
     return str(key.key)
   if isinstance(key, jtu.GetAttrKey):
     return key.name
   if isinstance(key, jtu.FlattenedIndexKey):
     return str(key.key)
-  raise ValueError(f'to_path_tree: a key of unknown kind {key!r} ({type(key).__name__}); '
-                   'expected a dict key, sequence index, attribute or flattened index.')
+  raise ValueError(
+    f"to_path_tree: a key of unknown kind {key!r} ({type(key).__name__}); "
+    "expected a dict key, sequence index, attribute or flattened index."
+  )
 
 
 def _path_text(path: tuple[KeyType, ...]) -> str:
-  text = '/'.join(_key_text(k) for k in path)
-  return text.replace('/[', '[')  # an index sticks to what it indexes: 'a[0]', not 'a/[0]'
+  text = "/".join(_key_text(k) for k in path)
+  return text.replace("/[", "[")  # an index sticks to what it indexes: 'a[0]', not 'a/[0]'
 
 
 def to_path_tree(tree: PyTree, is_leaf: Callable[..., bool] | None = None) -> PyTree:
@@ -53,14 +55,18 @@ def to_path_tree(tree: PyTree, is_leaf: Callable[..., bool] | None = None) -> Py
   return jtu.tree_map_with_path(name, tree)
 
 
-def fullmatch_path(tree: PyTree, patterns: Patterns,
-                   is_leaf: Callable[..., bool] | None = None) -> PyTree:
+def fullmatch_path(
+  tree: PyTree, patterns: Patterns, is_leaf: Callable[..., bool] | None = None
+) -> PyTree:
   """A tree of bools: whether each leaf's path name fully matches any of `patterns`."""
   if isinstance(patterns, (str, re.Pattern)):
     patterns = [patterns]
   compiled = [re.compile(p) for p in patterns]
-  return jtu.tree_map(lambda path: any(p.fullmatch(path) for p in compiled),
-                      to_path_tree(tree, is_leaf=is_leaf), is_leaf=is_leaf)
+  return jtu.tree_map(
+    lambda path: any(p.fullmatch(path) for p in compiled),
+    to_path_tree(tree, is_leaf=is_leaf),
+    is_leaf=is_leaf,
+  )
 
 
 def _is_sequence(x: Any) -> bool:
@@ -75,13 +81,11 @@ def is_subset(subset: pytypes.Nested, superset: pytypes.Nested) -> bool:
   have the same type; leaves must be equal.
   """
   if isinstance(subset, dict) and isinstance(superset, dict):
-    return set(subset) <= set(superset) and all(
-        is_subset(subset[k], superset[k]) for k in subset)
+    return set(subset) <= set(superset) and all(is_subset(subset[k], superset[k]) for k in subset)
   if type(subset) is not type(superset):
     return False
   if _is_sequence(subset):
-    return len(subset) <= len(superset) and all(
-        is_subset(a, b) for a, b in zip(subset, superset))
+    return len(subset) <= len(superset) and all(is_subset(a, b) for a, b in zip(subset, superset))
   return subset == superset
 
 
@@ -90,8 +94,9 @@ def _is_single_leaf(x: Any) -> bool:
   return treedef.num_nodes == 1 and treedef.num_leaves == 1
 
 
-def extract_elements_matching_subset_structure(subset: pytypes.Nested,
-                                               superset: pytypes.Nested) -> pytypes.Nested:
+def extract_elements_matching_subset_structure(
+  subset: pytypes.Nested, superset: pytypes.Nested
+) -> pytypes.Nested:
   """`superset`'s elements at the places `subset` has, in `subset`'s container types.
 
   Raises ValueError where `subset` has a key, element or container that `superset` lacks.
@@ -100,24 +105,30 @@ def extract_elements_matching_subset_structure(subset: pytypes.Nested,
   if isinstance(subset, dict) and isinstance(superset, dict):
     missing = [k for k in subset if k not in superset]
     if missing:
-      raise ValueError(f'extract_elements_matching_subset_structure: keys {missing} of the subset '
-                       f'are not in the superset (its keys: {sorted(superset, key=str)}).')
-    return type(subset)(**{
-        k: extract_elements_matching_subset_structure(subset[k], superset[k]) for k in subset})
+      raise ValueError(
+        f"extract_elements_matching_subset_structure: keys {missing} of the subset "
+        f"are not in the superset (its keys: {sorted(superset, key=str)})."
+      )
+    return type(subset)(
+      **{k: extract_elements_matching_subset_structure(subset[k], superset[k]) for k in subset}
+    )
   if type(subset) is not type(superset):
     if _is_single_leaf(subset):
       return superset
     raise ValueError(
-        'extract_elements_matching_subset_structure: the subset has a '
-        f'{type(subset).__name__} where the superset has a {type(superset).__name__}; both '
-        'must be the same kind of container there.')
+      "extract_elements_matching_subset_structure: the subset has a "
+      f"{type(subset).__name__} where the superset has a {type(superset).__name__}; both "
+      "must be the same kind of container there."
+    )
   if _is_sequence(subset):
     if len(subset) > len(superset):
       raise ValueError(
-          f'extract_elements_matching_subset_structure: the subset has {len(subset)} elements '
-          f'where the superset has only {len(superset)}.')
+        f"extract_elements_matching_subset_structure: the subset has {len(subset)} elements "
+        f"where the superset has only {len(superset)}."
+      )
     return type(subset)(
-        extract_elements_matching_subset_structure(a, b) for a, b in zip(subset, superset))
+      extract_elements_matching_subset_structure(a, b) for a, b in zip(subset, superset)
+    )
   return superset
 
 

@@ -380,8 +380,10 @@ class CombinedQKVProjectionLayer(base_layer.BaseLayer):
       )
     lead = _batch_letters(inputs.ndim - 1, "KDHN")
     # [3, 1, 1, H]: the query slot scaled, key and value by 1.
-    slots = None if query_scale is None else jnp.stack(
-      [query_scale, jnp.ones_like(query_scale), jnp.ones_like(query_scale)]
+    slots = (
+      None
+      if query_scale is None
+      else jnp.stack([query_scale, jnp.ones_like(query_scale), jnp.ones_like(query_scale)])
     )
     w = jnp.reshape(self.theta.w, [3, self.input_dim, self.num_heads, self.dim_per_head])
     if slots is not None:

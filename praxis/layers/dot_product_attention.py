@@ -568,7 +568,9 @@ class DotProductAttention(base_layer.BaseLayer):
         return self.combined_qkv(query_vec)
       return self.combined_qkv(query_vec, query_scale=query_scale)
     query = (
-      self.query(query_vec) if query_scale is None else self.query(query_vec, query_scale=query_scale)
+      self.query(query_vec)
+      if query_scale is None
+      else self.query(query_vec, query_scale=query_scale)
     )
     return (
       checkpoint_name(query, "query_proj"),
