@@ -31,9 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flax import traverse_util
 import flax.linen as nn
-from flax.linen import fp8_ops
 import jax
 from jax.ad_checkpoint import checkpoint_name
 import jax.numpy as jnp
@@ -255,24 +253,6 @@ class LayerwiseShardablePipelined(base_layer.BaseLayer):
       )
     return batch, num_mb
 
-  @nn.nowrap
-  def _overwrite_with_gradient_paths(
-    self, consts: dict[str, Any], static: dict[str, Any]
-  ) -> set[tuple[str, ...]]:
-    """Paths in the body's "params" of its OVERWRITE_WITH_GRADIENT weights, from an abstract
-    init of one stage on one microbatch (the weights' WeightHParams say it; arrays do not)."""
-    cfg = self.single_stage_body.clone()
-    base_layer.BaseLayer.copy_base_hparams(self, cfg)
-    cfg.name = "body"
-    stage = base_hyperparams.instantiate(cfg)
-    first = jax.tree.map(lambda x: x[0], consts)
-    hparams = stage.abstract_init_with_metadata(
-      first["inputs"], *first["args"], **first["kwargs"], **static
-    )
-    owg = base_layer.WeightHParamsCollection.OVERWRITE_WITH_GRADIENT
-    flat = traverse_util.flatten_dict(dict(hparams.get(base_layer.PARAMS, {})))
-    return {path for path, h in flat.items() if owg in (getattr(h, "collections", None) or ())}
-
   @nn.compact
   def __call__(self, inputs: Any, *broadcast_inputs: Any, **broadcast_kwargs: Any) -> Any:
     if self.num_stages < 1:
@@ -352,25 +332,7 @@ class LayerwiseShardablePipelined(base_layer.BaseLayer):
     if repeats > 1:
       carry["returning"] = jax.tree.map(jnp.zeros_like, consts["inputs"])
     steps = jnp.arange(num_iterations, dtype=jnp.int32)
-    owg_paths = set()
-    if not self.is_initializing():
-      owg_paths = self._overwrite_with_gradient_paths(consts, static)
-    if owg_paths:
-      # Pax's fm32: an OVERWRITE_WITH_GRADIENT weight (an fp8 scale or amax history) has its
-      # next value as its "gradient", so the microbatches' gradients must combine by max, not by
-      # the scan's sum. fm32 is float32 whose autodiff accumulation is max; convert outside the
-      # loop so that the loop's accumulation happens in it.
-      def to_fm32(variables):  # {"params": tree}
-        flat = traverse_util.flatten_dict(variables)
-        for path in flat:
-          if path[1:] in owg_paths:
-            flat[path] = jax.lax.convert_element_type(flat[path], fp8_ops.fm32)
-        return traverse_util.unflatten_dict(flat)
-
-      run = nn.map_variables(lambda module, *a: module(*a), base_layer.PARAMS, trans_in_fn=to_fm32)
-      _, last = run(body, carry, steps, consts)
-    else:
-      _, last = body(carry, steps, consts)  # [iterations, mb, ...]: the last stage's outputs.
+    _, last = body(carry, steps, consts)  # [iterations, mb, ...]: the last stage's outputs.
     # The last M iterations finish the microbatches' final passes, in order.
     return jax.tree.map(lambda y: from_microbatches(y[-num_mb:]), last)
 

@@ -11,7 +11,6 @@ import numpy as np
 from praxis import base_layer
 from praxis import pax_fiddle
 from praxis.layers import linears
-from praxis.layers import pipeline
 from praxis.layers.injection import fp8_nvidia_gpu
 
 E4M3_MAX = 448.0
@@ -87,30 +86,6 @@ class Fp8Test(parameterized.TestCase):
     y, y_gated = op.apply(variables, "...y,yz->...z", x, k, kg)
     np.testing.assert_allclose(y, np_qdq(x, 1.0) @ np_qdq(k, 1.0), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(y_gated, np_qdq(x, 1.0) @ np_qdq(kg, 1.0), rtol=1e-5, atol=1e-5)
-
-  def test_pipeline_combines_microbatch_updates_by_max(self):
-    # Each microbatch pushes its own amax into the history: the pipeline must give the largest,
-    # not their sum (Pax's fm32 accumulation).
-    body = pax_fiddle.Config(
-      linears.Linear,
-      input_dims=1,
-      output_dims=1,
-      einsum_tpl=pax_fiddle.Config(fp8_nvidia_gpu.Fp8EinsumOp, amax_history_length=2),
-    )
-    cfg = pax_fiddle.Config(
-      pipeline.LayerwiseShardablePipelined,
-      name="pipe",
-      num_stages=1,
-      single_stage_body=body,
-      num_microbatches=3,
-    )
-    model = base_layer.instantiate(cfg)
-    x = jnp.asarray([[1.0], [3.0], [2.0]])
-    variables = model.init(jax.random.PRNGKey(0), x)
-    grads = jax.grad(lambda v: jnp.sum(model.apply(v, x)))(variables)
-    fp8 = grads["params"]["body"]["einsum"]
-    np.testing.assert_allclose(fp8["input_amax_history"], [[3.0, 0.0]])
-    np.testing.assert_allclose(fp8["input_scale"], [[1.0]])
 
   def test_kernel_dtype_must_be_fprop_dtype(self):
     op = base_layer.instantiate(pax_fiddle.Config(fp8_nvidia_gpu.Fp8EinsumOp, name="op"))
