@@ -58,8 +58,9 @@ class BregmanNgrammerTest(absltest.TestCase):
     p = variables["params"]
     prev = np.concatenate([coeffs[:, :1], coeffs[:, :-1]], axis=1)  # position 0 pairs with itself
     for i in range(n):
+      # Pax's order: the previous position's coefficients take correlation's first index.
       weights = np.einsum(
-        "blc,blk,ckv->blv", coeffs[:, :, i], prev[:, :, i], p["correlation"][..., i]
+        "blc,blk,ckv->blv", prev[:, :, i], coeffs[:, :, i], p["correlation"][..., i]
       )
       ngram = weights @ p["embedding_table"][..., i]  # [B, L, E]
       ln = p[f"ngram_layer_norm_{i}"]
