@@ -33,6 +33,18 @@ class ArrayChecksumTest(absltest.TestCase):
     sharded = jax.device_put(x, jax.NamedSharding(mesh, jax.P("d")))
     self.assertEqual(_sums({"x": x}), _sums({"x": sharded}))
 
+  def test_a_program_compiled_ahead_gives_the_same_sums_and_mismatches_fall_back(self):
+    tree = {"w": jnp.arange(12.0).reshape(3, 4), "n": jnp.int32(7)}
+    abstract = jax.tree.map(
+      lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), tree
+    )
+    program = integrity.compile_array_checksums(abstract)
+    ahead = integrity.finish_array_checksums(integrity.start_array_checksums(tree, program))
+    self.assertEqual(ahead, _sums(tree))
+    other = {"w": jnp.ones((5,)), "n": jnp.int32(7)}  # Another shape: the jitted program.
+    mismatched = integrity.start_array_checksums(other, program)
+    self.assertEqual(integrity.finish_array_checksums(mismatched), _sums(other))
+
   def test_all_dtypes_are_covered(self):
     tree = {
       "b": np.array([True, False]),

@@ -146,6 +146,7 @@ class CheckpointStore:
     self._exclusive = not read_only and cleanup_tmp_directories
     self._verify = verify
     self._pending: _PendingSave | None = None
+    self._checksum_program: Any = None  # prepare_save's, once compiled.
     self._failed = False  # A save failed and was reported: close() adds no second error.
     self._bad_steps: set[int] = set()  # Readers: corrupt steps already reported.
     self._warned_unverified = False
@@ -190,6 +191,22 @@ class CheckpointStore:
 
   # Saving.
 
+  def prepare_save(self, abstract_state: Any) -> threading.Thread:
+    """Compiles the checksum program for states shaped like `abstract_state` (ShapeDtypeStruct
+    leaves with their shardings) on a background thread, so that the first save does not
+    compile it on the caller's thread. Saves before it is ready use the jitted program.
+    Returns the thread (join it to wait)."""
+
+    def compile_program():
+      try:
+        self._checksum_program = integrity.compile_array_checksums(abstract_state)
+      except Exception as e:  # pylint: disable=broad-exception-caught
+        logging.warning("Checkpoint checksums not compiled ahead (%s); the first save will.", e)
+
+    thread = threading.Thread(target=compile_program, daemon=True, name="checkpoint-prepare")
+    thread.start()
+    return thread
+
   def _save(self, step: int, state: Any, json_value: Any, *, force: bool) -> bool:
     if not force and not self._manager.should_save(step):
       self.check()  # Not due: never wait here for the background save.
@@ -207,7 +224,7 @@ class CheckpointStore:
     )
     if saved:
       # Started before the caller may donate `state`; read in the background thread.
-      sums = integrity.start_array_checksums(state)
+      sums = integrity.start_array_checksums(state, self._checksum_program)
       pending = _PendingSave(
         step,
         threading.Thread(

@@ -6,6 +6,7 @@ import shutil
 import signal
 import threading
 import time
+from unittest import mock
 
 from absl.testing import absltest
 import flax.struct
@@ -85,6 +86,17 @@ class CheckpointerTest(absltest.TestCase):
       self.assertEqual(restored.input_state, {"seed": 2**100, "num_batches": 5})
       older = ckpt.restore(_abstract(_state(0)), step=0)
       np.testing.assert_array_equal(older.state.params["b"], np.ones(3))
+
+  def test_a_prepared_save_does_not_compile_the_checksums(self):
+    with self._checkpointer() as ckpt:
+      ckpt.prepare_save(_abstract(_state(0))).join()
+      with mock.patch.object(
+        checkpoints.integrity, "_checksums_jit", side_effect=AssertionError("compiled in save")
+      ):
+        self.assertTrue(ckpt.save(0, _state(0), {"num_batches": 0}))
+    with self._checkpointer() as ckpt:  # The manifest's sums verify on restore.
+      restored = ckpt.restore(_abstract(_state(0)))
+      np.testing.assert_array_equal(restored.state.params["w"], _state(0).params["w"])
 
   def test_no_checkpoint_restores_nothing(self):
     with self._checkpointer() as ckpt:

@@ -377,6 +377,7 @@ def _train(
     preemption.PreemptionGuard() as preempt,
     setup.programs,
   ):
+    checkpointer.prepare_save(layout.abstract)  # Off the loop: the first save would compile.
     restored = checkpointer.restore(layout.abstract)
     if restored is not None:
       state = restored.state

@@ -25,9 +25,9 @@ bytes accessed of the compiled programs), which does not depend on load.
 Sides alternate (trainer, train step alone, bare, trainer, ...) `repeats` times; the fastest of each is kept (the
 least disturbed by other processes), and every time is printed.
 
-Checkpoint stall: `checkpoints.Checkpointer.save` of the trained state; the time `save` blocks
-the loop (device-to-host copy) and the time until the background write finishes, as a fraction
-of a step.
+Checkpoint stall: `checkpoints.Checkpointer.save` of the trained state, after `prepare_save` (as
+the trainer calls it before its loop); the time `save` blocks the loop (device-to-host copy) and
+the time until the background write finishes, as a fraction of a step.
 """
 
 from collections.abc import Sequence
@@ -36,6 +36,7 @@ import functools
 import os
 import tempfile
 import time
+import typing
 
 from absl import app
 from absl import flags
@@ -200,10 +201,18 @@ class TrainStepLoop(_Loop):
     )(jax.random.PRNGKey(0))
 
 
+def _abstract(x: typing.Any) -> typing.Any:
+  return (
+    jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding) if hasattr(x, "sharding") else x
+  )
+
+
 def checkpoint_stall(state) -> tuple[float, float]:
   """(seconds `save` blocks, seconds until the write is complete) for `state`."""
   with tempfile.TemporaryDirectory() as job_log_dir:
     with checkpoints.Checkpointer(job_log_dir, save_interval_steps=1, max_to_keep=1) as ckpt:
+      # As the trainer does before its loop (while its step compiles).
+      ckpt.prepare_save(jax.tree.map(_abstract, state)).join()
       start = time.perf_counter()
       ckpt.save(1, state, {"seed": 0, "num_batches": 0}, force=True)
       blocked = time.perf_counter() - start
