@@ -43,7 +43,7 @@ _SEQIO_MAX = flags.DEFINE_integer(
 def _time_position(data, n: int) -> float:
   state = dict(data.get_state(), num_batches=n)
   # Set directly: no hint or iterator of a saved state.
-  for key in ("pack_epoch", "pack_epoch_first_row", "iterator"):
+  for key in ("iterator",):
     state.pop(key, None)
   start = time.perf_counter()
   data.set_state(state)
