@@ -6,10 +6,12 @@ restart resumed from the newest checkpoint that was complete when the process di
   tests/kill_campaign_test.py                           # a short one in CI (2 kills)
 
 The experiment is tests/fault_experiments.py's KillLm (60 steps, a checkpoint every 5, a loss
-summary every step). One reference run is timed first; each kill lands uniformly at random in
-[0, 1.2 x that run's time] after the child starts, so kills hit the import, the restore, the
-compile, training steps and saves in flight (Orbax's background writes, the checksum manifest).
-A kill that lands after the child has finished counts as a complete run.
+summary every step). One reference run is timed first: its start-up (imports, restore, first
+compile: until "Training from step") and its training. A quarter of the kills land uniformly in
+the start-up; the others after the child logs "Training from step", uniformly in
+[0, 2 x training time / (kills + 1)], so that on average the run advances by an equal share
+between kills and the kills hit training steps and saves in flight (Orbax's background writes,
+the checksum manifest). A child that finishes before its kill counts as a complete run.
 
 Checks after each kill: the newest checkpoint whose files verify (checkpoint_integrity) is the
 step the next run restores ("Restored checkpoint at step c"), and that run's first summary is
@@ -46,10 +48,11 @@ _RESTORED = re.compile(r"Restored checkpoint at step (\d+)")
 class Outcome:
   """What one campaign saw."""
 
-  kills: list[tuple[float, int | None]]  # (seconds after start, newest verified step or None)
+  # (when: "start-up +s" or "training +s", newest verified step after the kill or None)
+  kills: list[tuple[str, int | None]]
   restored: list[int | None]  # per restart: the step it restored (None: trained from scratch)
   runs: int
-  reference_seconds: float
+  reference_seconds: tuple[float, float]  # start-up, training
 
 
 def _start(job_log_dir: str, log_path: str) -> subprocess.Popen:
@@ -62,13 +65,32 @@ def _start(job_log_dir: str, log_path: str) -> subprocess.Popen:
     )
 
 
-def _run_to_end(job_log_dir: str, log_path: str, timeout: float = 600) -> str:
+_TRAINING = "Training from step"
+
+
+def _wait_for_training(child: subprocess.Popen, log_path: str, timeout: float = 600) -> bool:
+  """Waits until the child logs the start of its train loop (True) or exits (False)."""
+  deadline = time.monotonic() + timeout
+  while child.poll() is None:
+    with open(log_path) as f:
+      if _TRAINING in f.read():
+        return True
+    if time.monotonic() > deadline:
+      raise AssertionError(f"no {_TRAINING!r} in {timeout} s: {open(log_path).read()[-3000:]}")
+    time.sleep(0.05)
+  return False
+
+
+def _run_to_end(job_log_dir: str, log_path: str, timeout: float = 600) -> tuple[float, float]:
+  """An uninterrupted run; returns (start-up seconds, training seconds)."""
+  start = time.monotonic()
   child = _start(job_log_dir, log_path)
+  _wait_for_training(child, log_path, timeout)
+  training = time.monotonic()
   returncode = child.wait(timeout=timeout)
-  text = open(log_path).read()
   if returncode != 0:
-    raise AssertionError(f"main exited with {returncode}:\n{text[-3000:]}")
-  return text
+    raise AssertionError(f"main exited with {returncode}:\n{open(log_path).read()[-3000:]}")
+  return training - start, time.monotonic() - training
 
 
 def newest_verified_step(job_log_dir: str) -> int | None:
@@ -97,9 +119,7 @@ def run_campaign(kills: int, seed: int, workdir: str) -> Outcome:
   """Raises AssertionError on the first broken promise; returns what it saw."""
   rng = random.Random(seed)
   reference_dir = os.path.join(workdir, "reference")
-  start = time.monotonic()
-  _run_to_end(reference_dir, os.path.join(workdir, "reference.log"))
-  reference_seconds = time.monotonic() - start
+  startup, training = _run_to_end(reference_dir, os.path.join(workdir, "reference.log"))
   (reference,) = event_files.scalars_by_file(reference_dir)
   assert sorted(reference) == list(range(1, NUM_STEPS + 1)), sorted(reference)
 
@@ -112,9 +132,17 @@ def run_campaign(kills: int, seed: int, workdir: str) -> Outcome:
     runs += 1
     last = k == kills
     if not last:
-      delay = rng.uniform(0, 1.2 * reference_seconds)
+      if rng.random() < 0.25:
+        delay = rng.uniform(0, startup)
+        when = f"start-up +{delay:.2f} s"
+      else:
+        delay = rng.uniform(0, 2 * training / (kills + 1))
+        when = f"training +{delay:.2f} s"
+        if not _wait_for_training(child, log_path):
+          delay = 0.0  # Already finished.
       try:
         child.wait(timeout=delay)  # Finished before the kill: a complete run.
+        when += " (finished first)"
       except subprocess.TimeoutExpired:
         child.send_signal(signal.SIGKILL)
         child.wait()
@@ -135,7 +163,7 @@ def run_campaign(kills: int, seed: int, workdir: str) -> Outcome:
       raise AssertionError(f"the last run exited with {child.returncode}:\n{text[-3000:]}")
     if not last:
       expected_restore = newest_verified_step(job_log_dir)
-      seen_kills.append((round(delay, 2), expected_restore))
+      seen_kills.append((when, expected_restore))
 
   files = event_files.scalars_by_file(job_log_dir)
   covered = set()
@@ -150,7 +178,7 @@ def run_campaign(kills: int, seed: int, workdir: str) -> Outcome:
   if covered != set(range(1, NUM_STEPS + 1)):
     raise AssertionError(f"steps without a loss: {sorted(set(range(1, NUM_STEPS + 1)) - covered)}")
   _check_no_gaps(files)
-  return Outcome(seen_kills, restored, runs, reference_seconds)
+  return Outcome(seen_kills, restored, runs, (startup, training))
 
 
 def _check_no_gaps(files: list[dict[int, float]]) -> None:
@@ -176,9 +204,10 @@ def main(argv):
   with tempfile.TemporaryDirectory() as workdir:
     start = time.monotonic()
     outcome = run_campaign(_KILLS.value, _SEED.value, workdir)
-    print(f"reference run: {outcome.reference_seconds:.1f} s")
-    for i, (delay, step) in enumerate(outcome.kills):
-      print(f"kill {i + 1}: {delay:.2f} s after start; newest complete checkpoint: {step}")
+    startup, training = outcome.reference_seconds
+    print(f"reference run: start-up {startup:.1f} s, training {training:.1f} s")
+    for i, (when, step) in enumerate(outcome.kills):
+      print(f"kill {i + 1}: {when}; newest complete checkpoint: {step}")
     print(f"restores: {outcome.restored}")
     print(
       f"{len(outcome.kills)} kills, {outcome.runs} runs, {time.monotonic() - start:.0f} s: every "
