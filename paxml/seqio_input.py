@@ -29,9 +29,11 @@ Input checkpointing: `get_state()` is {"num_batches", "seed"} plus, for a traini
 tf.data iterator's own checkpoint ("iterator": its files, base64; Pax too stores the iterator's
 bytes). `set_state` restores that iterator, which costs the size of its state (the shuffle buffer)
 whatever the position. A state without it (an eval input's, or one written before), or one tf.data
-cannot restore into the rebuilt pipeline (measured: LanguageModelFeatures(pack=True) on kjv_lm,
-whose restore fails with "Failed to restore dataset iterator ... MapAndBatch::Zip"; a warning
-says so), rebuilds the iterator and skips `num_batches` batches, reading each of them.
+cannot restore into the rebuilt pipeline, rebuilds the iterator and skips `num_batches` batches, reading each of them:
+time proportional to the position, since a tf.data pipeline cannot seek. It skips on the iterator
+of the pipeline itself, so the iterator saved next restores (an earlier version wrapped it in
+`dataset.skip(n)`, whose saved graph no restore matched: "Failed to restore dataset iterator ...
+MapAndBatch::Zip", and every later restore skipped again).
 """
 
 from __future__ import annotations
@@ -408,8 +410,8 @@ class SeqIOInput(base_input.BaseInput):
     # A new dataset object, not a second iterator over the old one: tf.data's seeded shuffle
     # reshuffles on every iteration of one dataset, so only a fresh one replays the stream.
     self.dataset = self._get_dataset()
+    self._iter = iter(self.dataset)
     if "iterator" in state:
-      self._iter = iter(self.dataset)
       try:
         _restore_iterator(self._iter, state["iterator"])
         return
@@ -422,7 +424,27 @@ class SeqIOInput(base_input.BaseInput):
           self._num_batches,
         )
         self.dataset = self._get_dataset()
-    self._iter = iter(self.dataset.skip(self._num_batches))
+        self._iter = iter(self.dataset)
+    self._skip(self._num_batches)
+
+  def _skip(self, num_batches: int) -> None:
+    """Reads `num_batches` batches of the fresh iterator (time proportional to them).
+
+    On the iterator of `self.dataset` itself, not of `dataset.skip(n)`: the iterator saved by the
+    next get_state must be one of the pipeline a restore rebuilds (a `skip` in the saved graph
+    made every later restore fail and skip again).
+    """
+    for done in range(num_batches):
+      try:
+        next(self._iter)
+      except StopIteration:  # A finite input shorter than the position: at its end.
+        logging.warning(
+          "SeqIOInput %s: the input ended after %d of the %d batches to skip.",
+          self.name,
+          done,
+          num_batches,
+        )
+        return
 
   def ids_to_strings(
     self, ids: np.ndarray, lengths: Sequence[int] | np.ndarray | None, key: str | None = None

@@ -103,6 +103,13 @@ class SeqIOInputTest(absltest.TestCase):
     skipped = _lm_input("train", batch_size=2, input_random_seed=7)
     skipped.set_state({"num_batches": 3, "seed": 7})
     np.testing.assert_array_equal(skipped.get_next().ids, expected[0].ids)
+    # The state saved after such a skip holds an iterator a fresh input restores (no second skip).
+    after_skip = json.loads(json.dumps(skipped.get_state()))
+    self.assertEqual(after_skip["num_batches"], 4)
+    again = _lm_input("train", batch_size=2, input_random_seed=7)
+    with self.assertNoLogs("absl", level="WARNING"):
+      again.set_state(after_skip)
+    np.testing.assert_array_equal(again.get_next().ids, expected[1].ids)
     other_seed = _lm_input("train", batch_size=2, input_random_seed=8)
     with self.assertRaisesRegex(base_input.InputConfigError, "input_random_seed=7"):
       other_seed.set_state(state)

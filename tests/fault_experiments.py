@@ -55,3 +55,19 @@ class SlowStepLm(FaultsLm):
   NUM_TRAIN_STEPS = 200
   SAVE_INTERVAL_STEPS = 200
   SUMMARY_INTERVAL_STEPS = 200
+
+
+@experiment_registry.register
+class KillLm(FaultsLm):
+  """The kill campaign's run (tests/kill_campaign.py): 60 steps of a slightly larger TinyLm
+  (tens of ms a step), a checkpoint every 5 steps, every one kept, a summary every step."""
+
+  VOCAB_SIZE = 32
+  SEQ_LEN = 64
+  BATCH_SIZE = 16
+  MODEL_DIMS = 64
+  NUM_LAYERS = 2
+  HIDDEN_DIMS = 256
+  NUM_TRAIN_STEPS = 60
+  SAVE_INTERVAL_STEPS = 5
+  SAVE_MAX_TO_KEEP = 100

@@ -10,11 +10,12 @@ the offsets of each document). Epoch `e` visits them in a fixed order (a permuta
   the same number of tokens E, so row r is the tokens [r T, (r + 1) T) of the stream: epoch
   r T // E, and inside it a binary search over the epoch's cumulative lengths.
 * pad: one row per document, so row r is document r mod D of epoch r // D.
-* pack: first fit over each epoch's examples (packing.Packer's rule, on lengths only), the open
-  rows flushed at the epoch's end, so an epoch's rows depend on that epoch alone. Their number
-  varies from epoch to epoch, so finding the epoch of row r needs the row counts of the epochs
-  before it: the input's state records the epoch of its position and the epoch's first row, which
-  makes a restore plan one epoch only (a state without them plans epochs from the first).
+* pack: first fit over the examples in epoch 0's order (packing.Packer's rule, on lengths only),
+  planned once; every epoch yields exactly those rows, in its own order (a permutation of the rows
+  seeded by (seed, e) when shuffling). So every epoch has the same number of rows R and row r is
+  planned row `row_order(r // R)[r % R]`: no epoch before it is planned, whatever r. The documents
+  that share a row are the same in every epoch (with packed_input's segment masking that changes
+  no document's loss); which rows meet in a batch changes from epoch to epoch.
 
 Packing is deterministic: rows are a pure function of (documents, seed, config).
 """
@@ -74,8 +75,8 @@ class RowIndex:
     self.example_lengths = np.maximum(self.example_lengths, 0)
     self.tokens_per_epoch = int(self.example_lengths.sum())
     self._layout: tuple[int, np.ndarray, np.ndarray] | None = None  # (epoch, order, ends)
-    self._plans: dict[int, list] = {}
-    self._pack_hint = (0, 0)  # Pack: (an epoch, its first row), the last one found.
+    self._pack_plan: list[list[tuple[int, int, int]]] | None = None  # planned on first use
+    self._row_order: tuple[int, np.ndarray] | None = None  # pack: (epoch, its row order)
 
   # --- Epochs.
 
@@ -104,7 +105,8 @@ class RowIndex:
       return self.tokens_per_epoch // self.seq_len
     if self.mode == "pad":
       return len(self.table)
-    return len(self._plan(epoch))
+    del epoch  # Pack: every epoch yields the planned rows.
+    return len(self._plan())
 
   def rows(self, first: int, count: int) -> list[dict[str, np.ndarray]]:
     """Rows first .. first + count - 1 of the endless (repeating) stream."""
@@ -155,41 +157,31 @@ class RowIndex:
     n = min(len(ids), self.seq_len)  # One example per row, truncated and padded.
     return packing.row_of_segments(self.seq_len, [(ids[:n], labels[:n])])
 
-  # --- Pack: first fit on lengths, per epoch.
+  # --- Pack: first fit on lengths, planned once; each epoch reorders the rows.
 
-  def _plan(self, epoch: int) -> list[list[tuple[int, int, int]]]:
-    """Epoch `epoch`'s rows, each a list of pieces (document, start, length); the last planned
-    epoch is kept."""
-    if epoch not in self._plans:
-      order = self._epoch_layout(epoch)[0]
-      plan = plan_pack(order, self.example_lengths, self.seq_len, self.max_open_rows)
-      self._plans = {epoch: plan}
-    return self._plans[epoch]
+  def _plan(self) -> list[list[tuple[int, int, int]]]:
+    """The packed rows, each a list of pieces (document, start, length), of epoch 0's order."""
+    if self._pack_plan is None:
+      order = self.order(0)
+      self._pack_plan = plan_pack(order, self.example_lengths, self.seq_len, self.max_open_rows)
+    return self._pack_plan
 
-  def pack_position(self) -> tuple[int, int]:
-    """(epoch, the stream's row number of its first row) of the last row read."""
-    return self._pack_hint
-
-  def set_pack_position(self, epoch: int, first_row: int) -> None:
-    """Says that epoch `epoch` starts at row `first_row` (from a saved state), so finding a row
-    from there on plans no earlier epoch."""
-    self._pack_hint = (int(epoch), int(first_row))
-
-  def _pack_epoch_of_row(self, r: int) -> tuple[int, int]:
-    """(epoch, its first row) of the epoch holding row r, walking from the last one known."""
-    epoch, first = self._pack_hint
-    if r < first:
-      epoch, first = 0, 0
-    while r >= first + len(self._plan(epoch)):
-      first += len(self._plan(epoch))
-      epoch += 1
-    self._pack_hint = (epoch, first)
-    return epoch, first
+  def row_order(self, epoch: int) -> np.ndarray:
+    """Pack: the planned rows in the order epoch `epoch` yields them, cached for the last epoch."""
+    if self._row_order is None or self._row_order[0] != epoch:
+      n = len(self._plan())
+      # Seeded apart from the documents' order (a third key), so the two are independent.
+      rows = np.random.default_rng([self.seed, epoch, 1]).permutation(n)
+      self._row_order = (epoch, rows if self.shuffle else np.arange(n))
+    return self._row_order[1]
 
   def _pack_row(self, r: int) -> dict[str, np.ndarray]:
-    epoch, first = self._pack_epoch_of_row(r)
+    plan = self._plan()
+    if not plan:
+      raise ValueError("the documents hold no tokens: there are no rows to read")
+    epoch, i = divmod(r, len(plan))  # Every epoch has len(plan) rows.
     segments = []
-    for doc, start, n in self._plan(epoch)[r - first]:
+    for doc, start, n in plan[int(self.row_order(epoch)[i])]:
       ids, labels = self.example(doc)
       segments.append((ids[start : start + n], labels[start : start + n]))
     return packing.row_of_segments(self.seq_len, segments)

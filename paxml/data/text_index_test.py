@@ -16,13 +16,19 @@ def _docs(n=57, seed=0):
 
 def _reference(docs, index, mode, epochs):
   """Rows of epochs 0..epochs-1 made the slow way: concat runs one packer over all epochs (its
-  stream does not restart), pack and pad pack each epoch alone and flush it."""
+  stream does not restart), pad packs each epoch alone, pack packs epoch 0's order once and
+  every epoch takes those rows in its own row order."""
   rows = []
   if mode == "concat":
     packer = packing.Packer(_SEQ_LEN, mode, 2, 3)
     for e in range(epochs):
       for d in index.order(e):
         rows.extend(packer.add(docs[d]))
+    return rows
+  if mode == "pack":
+    planned = list(packing.pack_all([docs[d] for d in index.order(0)], _SEQ_LEN, mode, 2, 3))
+    for e in range(epochs):
+      rows.extend(planned[i] for i in index.row_order(e))
     return rows
   for e in range(epochs):
     rows.extend(packing.pack_all([docs[d] for d in index.order(e)], _SEQ_LEN, mode, 2, 3))
@@ -58,22 +64,39 @@ class RowIndexTest(absltest.TestCase):
     self.assertEqual(sorted(second), list(range(len(table))))
     self.assertFalse(np.array_equal(first, second))
 
-  def test_pack_position_lets_a_fresh_index_skip_planning_earlier_epochs(self):
+  def test_pack_epochs_reorder_the_same_rows(self):
     table = text_index.DocTable.from_docs(_docs())
-    make = lambda: text_index.RowIndex(
-      table, _SEQ_LEN, "pack", bos_id=2, eos_id=3, seed=5, shuffle=True
+    index = text_index.RowIndex(table, _SEQ_LEN, "pack", bos_id=2, eos_id=3, seed=5, shuffle=True)
+    n = index.rows_per_epoch(0)
+    orders = [index.row_order(e) for e in range(3)]
+    for order in orders:
+      self.assertEqual(sorted(order.tolist()), list(range(n)))
+    self.assertFalse(np.array_equal(orders[0], orders[1]))
+    self.assertFalse(np.array_equal(orders[1], orders[2]))
+    unshuffled = text_index.RowIndex(
+      table, _SEQ_LEN, "pack", bos_id=2, eos_id=3, seed=5, shuffle=False
     )
-    walker = make()
-    late = 5 * walker.rows_per_epoch(0) + 3  # In epoch 4 or 5.
-    want = walker.rows(late, 1)[0]
-    epoch, first = walker.pack_position()
-    fresh = make()
-    fresh.set_pack_position(epoch, first)
-    planned = []
-    original_plan = fresh._plan
-    fresh._plan = lambda e: planned.append(e) or original_plan(e)
-    np.testing.assert_array_equal(fresh.rows(late, 1)[0]["ids"], want["ids"])
-    self.assertEqual(set(planned), {epoch})
+    np.testing.assert_array_equal(unshuffled.row_order(7), np.arange(unshuffled.rows_per_epoch()))
+
+  def test_pack_row_far_away_plans_once(self):
+    """Row 10^9 of a fresh index: one plan (not one per earlier epoch), and the row it returns
+    is the planned row its epoch's order names."""
+    docs = _docs()
+    table = text_index.DocTable.from_docs(docs)
+    index = text_index.RowIndex(table, _SEQ_LEN, "pack", bos_id=2, eos_id=3, seed=5, shuffle=True)
+    calls = []
+    original = text_index.plan_pack
+    text_index.plan_pack = lambda *a, **k: calls.append(1) or original(*a, **k)
+    try:
+      row = index.rows(10**9, 1)[0]
+    finally:
+      text_index.plan_pack = original
+    self.assertLen(calls, 1)
+    planned = list(packing.pack_all([docs[d] for d in index.order(0)], _SEQ_LEN, "pack", 2, 3))
+    epoch, i = divmod(10**9, len(planned))
+    want = planned[index.row_order(epoch)[i]]
+    for key in want:
+      np.testing.assert_array_equal(row[key], want[key])
 
 
 if __name__ == "__main__":

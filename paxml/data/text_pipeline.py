@@ -7,7 +7,8 @@ Stages:
     type and naming the file of a bad record--> SentencePiece encode (C++, whole batches)
     --> a table of this host's tokenized documents (read once, on first use)
   then, per batch: its rows by number (paxml/data/text_index.py: epoch e visits the documents in a
-  permutation seeded by (seed, e); concat / pack / pad with BOS/EOS as paxml/data/packing.py).
+  permutation seeded by (seed, e); concat / pack / pad with BOS/EOS as paxml/data/packing.py;
+  pack plans its rows once and reorders them per epoch).
 
 Hosts. With at least as many files as hosts, host h reads files h, h+H, ...; otherwise every host
 reads all files and keeps documents h, h+H, ... . Either way no document reaches two hosts.
@@ -16,8 +17,8 @@ then pads with zero-weight rows to ceil(ceil(R / H) / batch_size) batches, R the
 so all hosts yield the same number of batches.
 
 Checkpointing. The stream is a pure function of (files, seed, config) and batch i is computed
-from i, so the state is {"seed", "num_batches"} (with "pack", also the epoch of the position and
-its first row) and `set_state` costs the same at batch 10 as at batch 10^6: no batch is replayed.
+from i, so the state is {"seed", "num_batches"} and `set_state` costs the same at batch 10 as at
+batch 10^6: no batch is replayed.
 Reading the table costs time proportional to the data (once per process: ~2 s for DemoLm's 1.3 M
 tokens here), not to the position. `deterministic` is kept for configs that set it: the table is
 always read in a fixed order.
@@ -119,18 +120,13 @@ class TextInput(base_input.BaseInput):
     return batch
 
   def get_state(self) -> dict[str, Any]:
-    state = {"seed": int(self.input_random_seed), "num_batches": int(self._num_batches)}
-    if self.packing == "pack" and self._row_index is not None:
-      # Where an epoch starts: a restore plans only that epoch (text_index.py).
-      epoch, first_row = self._row_index.pack_position()
-      state.update(pack_epoch=epoch, pack_epoch_first_row=first_row)
-    return state
+    # The position alone: any row is found from its number (text_index.py), in every mode.
+    return {"seed": int(self.input_random_seed), "num_batches": int(self._num_batches)}
 
   def set_state(self, state: dict[str, Any]) -> None:
     self.input_random_seed = int(state["seed"])
+    # Older states may also hold "pack_epoch" / "pack_epoch_first_row": no longer needed.
     self._num_batches = int(state["num_batches"])
-    if "pack_epoch" in state and not self.reset_for_eval:
-      self._index().set_pack_position(state["pack_epoch"], state["pack_epoch_first_row"])
 
   def ids_to_strings(self, ids, lengths) -> list[str]:
     return self.tokenizer.ids_to_strings(ids, lengths)
