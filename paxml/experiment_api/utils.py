@@ -9,8 +9,8 @@ Running: PeriodicAction, make_async, log_activity, rendezvous, kwargs_only,
 Plug-in protocols: Writer, Checkpointer; InMemoryCheckpointer (tests).
 
 JAXline placed per-device values with `jax.device_put_sharded`, which JAX
-removed; here a stacked array is placed with a `NamedSharding` over the local
-devices, which is the array `device_put_sharded` produced.
+removed; here they go through praxis.sharding.put_stacked (the one
+replacement, which bobbin's face uses too).
 """
 
 import collections
@@ -30,7 +30,8 @@ from absl import flags
 from absl import logging
 import jax
 import jax.numpy as jnp
-import numpy as np
+
+from praxis import sharding
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -126,17 +127,6 @@ def py_prefetch(
 tree_psum = jax.lax.psum
 
 
-def _local_sharding(devices: Sequence[Any]) -> jax.sharding.NamedSharding:
-  mesh = jax.sharding.Mesh(np.asarray(devices), ("devices",))
-  return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("devices"))
-
-
-def _put_sharded(stacked: Any, devices: Sequence[Any]) -> Any:
-  """Slice i of every leaf to devices[i] (JAX's removed device_put_sharded)."""
-  sharding = _local_sharding(devices)
-  return jax.tree.map(lambda x: jax.device_put(x, sharding), stacked)
-
-
 def double_buffer(ds: Iterable[T]) -> Generator[T, None, None]:
   """Yields the batches of `ds` (leading axis = local devices) placed on the devices.
 
@@ -145,7 +135,7 @@ def double_buffer(ds: Iterable[T]) -> Generator[T, None, None]:
   step.
   """
   devices = jax.local_devices()
-  put = make_async("async_device_put_sharded")(_put_sharded)
+  put = make_async("async_device_put_sharded")(sharding.put_stacked)
   pending = None
   for batch in ds:
     assert batch is not None
@@ -170,9 +160,8 @@ def get_first(xs: Any) -> Any:
 def bcast_local_devices(value: Any) -> Any:
   """A copy of every leaf on each local device (a leading device axis)."""
   devices = jax.local_devices()
-  sharding = _local_sharding(devices)
-  return jax.tree.map(
-    lambda v: jax.device_put(jnp.stack([jnp.asarray(v)] * len(devices)), sharding), value
+  return sharding.put_stacked(
+    jax.tree.map(lambda v: jnp.stack([jnp.asarray(v)] * len(devices)), value), devices
   )
 
 
