@@ -142,7 +142,7 @@ class InstalledTest(unittest.TestCase):
       "PIP_DISABLE_PIP_VERSION_CHECK": "1",
       "PIP_NO_CACHE_DIR": "1",
     }
-    # The README's command (install.py): a venv of the Python that built profiling's extension,
+    # The documented command (install.py): a venv of the Python that built profiling's extension,
     # the wheels installed into it; --no-deps and no index, so pip fetches nothing.
     with mock.patch.dict(os.environ, cls.env, clear=True):
       install.main(["install.py", cls.venv, "--no-deps"])
