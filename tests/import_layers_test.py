@@ -201,7 +201,8 @@ class ImportLayersTest(absltest.TestCase):
     cycle = find_cycle(self.graph)
     self.assertIsNone(
       cycle,
-      f"module-level import cycle {' -> '.join(cycle or [])}: move what both need into a third module",
+      f"module-level import cycle {' -> '.join(cycle or [])}: move what both need into a "
+      "third module, or import one of them inside the function that uses it",
     )
 
 
