@@ -106,7 +106,7 @@ class ArchiveTest(unittest.TestCase):
         shipped.update(archive.namelist())
     root = _source_root()
     missing = []
-    for top in ("praxis", "paxml", "profiling", "t5"):
+    for top in ("hostenv", "praxis", "paxml", "profiling", "t5"):
       for directory, _, files in os.walk(os.path.join(root, top)):
         for base in files:
           path = os.path.relpath(os.path.join(directory, base), root)
