@@ -29,10 +29,12 @@ Exact firing sets (each is tested in triggers_test.py):
                           with `fire_at_zero` (default) the first check
                           fires, otherwise the wait starts when the trigger
                           is created.
-  GrowthSteps(ratios):    steps `round(r * 10**k)` for r in ratios (each in
-                          [1, 10)), k >= 0 (JAXline's
-                          `periodic_action_growth_ratios`: [1, 2, 5] fires at
-                          1, 2, 5, 10, 20, 50, 100, ...; 1.5 at 2, 15, 150).
+  GrowthSteps(ratios):    steps `round(r * 10**k)` for r in ratios, k the
+                          step's decade (10**k <= step < 10**(k + 1)): JAXline's
+                          `periodic_action_growth_ratios` ([1, 2, 5] fires at
+                          1, 2, 5, 10, 20, 50, 100, ...; 1.5 at 2, 15, 150; a
+                          ratio outside [1, 10), such as JAXline's 10, adds
+                          nothing).
   a | b:                  when any operand fires. Every operand is checked
                           on every call (no short-circuit), so stateful
                           triggers (time, first-steps-of-process) see every
@@ -202,16 +204,17 @@ class TimeInterval(Trigger):
 
 
 class GrowthSteps(Trigger):
-  """Fires at `round(r * 10**k)` for each ratio r in [1, 10) (JAXline's growth ratios)."""
+  """Fires at `round(r * 10**k)`, k the step's decade, for each ratio r (JAXline's ratios)."""
 
   def __init__(self, ratios: Iterable[float]):
     self.ratios = tuple(ratios)
     if not self.ratios:
       raise ValueError("GrowthSteps needs at least one ratio, e.g. [1, 2, 5].")
     for r in self.ratios:
-      if isinstance(r, bool) or not isinstance(r, numbers.Real) or not 1 <= r < 10:
+      if isinstance(r, bool) or not isinstance(r, numbers.Real) or r <= 0:
         raise ValueError(
-          f"A growth ratio must be a number in [1, 10) (one per decade, e.g. [1, 2, 5]); got {r!r}."
+          f"A growth ratio must be a positive number (fractions of a decade, e.g. [1, 2, 5]); "
+          f"got {r!r}."
         )
 
   def check(self, step: int) -> bool:

@@ -103,11 +103,13 @@ class TriggerTest(parameterized.TestCase):
     self.assertFalse(trigger.check(399996))
     self.assertFalse(trigger.check(400001))
 
-  def test_growth_steps_take_fractional_ratios_and_refuse_ones_outside_a_decade(self):
-    # round(1.5 * 10**k): 2, 15, 150 (JAXline's rule, one ratio per decade).
+  def test_growth_steps_take_fractional_ratios_and_refuse_non_positive_ones(self):
+    # round(1.5 * 10**k), k the step's decade: 2, 15, 150 (JAXline's rule).
     self.assertEqual(_fired(triggers.GrowthSteps([1.5]), range(0, 200)), [2, 15, 150])
-    for bad in (0.5, 10, True):
-      with self.assertRaisesRegex(ValueError, r"\[1, 10\)"):
+    # JAXline's tests pass 10 beside 1: it adds no step (10 * 10**k has one digit too many).
+    self.assertEqual(_fired(triggers.GrowthSteps([10]), range(0, 2000)), [])
+    for bad in (0, -1, True):
+      with self.assertRaisesRegex(ValueError, "positive number"):
         triggers.GrowthSteps([bad])
 
   def test_time_interval_restart_starts_the_wait_again(self):
