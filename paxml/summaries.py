@@ -195,6 +195,17 @@ class EventFileWriter:
   def __exit__(self, *exc_info) -> None:
     self.close()
 
+  def __del__(self):
+    # A writer dropped without close() (bobbin's examples never close theirs) closes its file, as
+    # tf.summary's writer does, instead of leaving it to the file's finalizer (ResourceWarning).
+    try:
+      if self._file is not None and not self._closed:
+        with self._lock:
+          self._file.close()
+          self._closed = True
+    except Exception:  # pylint: disable=broad-except  # Interpreter shutdown: nothing to do.
+      pass
+
 
 class SummaryWriter(EventFileWriter):
   """Writes to `<job_log_dir>/summaries/<name>`; a no-op when `enabled` is False.
