@@ -26,7 +26,6 @@ Public modules (import them directly; this file imports nothing, so
     null, threaded and multi-directory writers).
   trainer: `train_and_evaluate` and the pure `train_step`, the train loop.
   leader: `is_leader()`, the one process that writes what the job writes once.
-  user_paths: `resolve()`, command-line paths against the directory `bazel run` started in.
   main: the command-line entry point; pax_flags: Pax's flags it accepts and what each does;
     fiddle_overrides: --fdl_config / --fdl_set applied to experiments.
 Packages:
@@ -56,5 +55,4 @@ __all__ = [
   "trainer",
   "trainer_lib",
   "triggers",
-  "user_paths",
 ]

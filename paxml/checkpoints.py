@@ -29,6 +29,7 @@ from paxml.checkpoint_store import (
   corrupt_dir,
 )
 from paxml.durations import Duration, parse_duration
+from paxml import preemption
 from paxml.preemption import PreemptionGuard
 
 CorruptCheckpointError = integrity.CorruptCheckpointError
@@ -238,6 +239,8 @@ class TreeCheckpointer(CheckpointStore):
   (a `CronTab` action, JAXline's checkpoint interval) decide when to save.
   `cleanup_tmp_directories=False` is for readers of a directory another thread or process
   writes to: cleaning up would delete that writer's in-progress (temporary) checkpoint.
+  `finish_at_exit=True` (the toolkit's and JAXline's stores: their loops do not poll for SIGTERM)
+  waits for pending saves at interpreter exit and on SIGTERM (preemption.finish_saves_at_exit).
   """
 
   def __init__(
@@ -250,9 +253,11 @@ class TreeCheckpointer(CheckpointStore):
     save_keep_interval_duration: Duration | None = None,
     async_save: bool = True,
     cleanup_tmp_directories: bool = True,
+    finish_at_exit: bool = False,
   ):
+    directory = os.fspath(directory)
     super().__init__(
-      str(directory),
+      directory,
       json_item=_METADATA,
       save_interval_steps=save_interval_steps,
       max_to_keep=max_to_keep,
@@ -261,6 +266,14 @@ class TreeCheckpointer(CheckpointStore):
       async_save=async_save,
       cleanup_tmp_directories=cleanup_tmp_directories,
     )
+    if finish_at_exit:
+      preemption.finish_saves_at_exit(self)
+
+  def close(self) -> None:
+    try:
+      super().close()
+    finally:
+      preemption.forget_saves(self)
 
   def save(self, step: int, tree: Any, *, metadata: Any = None, force: bool = True) -> bool:
     """Saves `tree` (and JSON-serialisable `metadata`) as checkpoint `step`.

@@ -44,6 +44,7 @@ from paxml import checkpoints
 from paxml import leader
 from paxml import memory_plan
 from paxml import partitioning
+from paxml import peekable_input
 from paxml import summaries
 from paxml import tasks_lib
 from paxml import train_states
@@ -379,17 +380,6 @@ def wait_for_checkpoint(
     time.sleep(poll_secs if timeout_secs is None else min(poll_secs, timeout_secs - waited))
 
 
-def peek(data: Any) -> pytypes.NestedMap:
-  """The input's next batch, without consuming it (kept by an input that can peek, e.g. the
-  trainer's peekable_input.PeekableInput; otherwise read and the position set back)."""
-  if hasattr(data, "peek"):
-    return data.peek()
-  position = data.get_state()
-  batch = data.get_next()
-  data.set_state(position)
-  return pytypes.NestedMap(batch)
-
-
 JOB_MODES = ("eval", "decode", "decode_once", "infer")
 
 
@@ -442,7 +432,8 @@ def run_job(
     )
   optimizer, _ = train_states.make_optimizer(task)
   init_rng, _ = jax.random.split(jax.random.PRNGKey(task.random_seed))
-  layout = train_states.state_layout(task, optimizer, partitioner, peek(inputs[0][1]), init_rng)
+  first_batch = peekable_input.peek(inputs[0][1])
+  layout = train_states.state_layout(task, optimizer, partitioner, first_batch, init_rng)
   programs = dataclasses.replace(programs, param_shardings=layout.shardings.params)
 
   reader = checkpoints.CheckpointReader(

@@ -25,7 +25,7 @@ from paxml import experiment_lint
 from paxml import experiment_registry
 from paxml import fiddle_overrides
 from paxml import pax_flags
-from paxml import user_paths
+from hostenv import user_paths
 
 # Registers the built-in experiments, so their short names (`demo.DemoLm`)
 # work on the command line without an import.

@@ -25,8 +25,8 @@ import math
 from typing import Any
 
 import jax
-import numpy as np
 
+from paxml.data import host_to_device
 from praxis import sharding
 
 MESH_AXIS_NAMES = sharding.MESH_AXIS_NAMES
@@ -170,10 +170,7 @@ class Partitioner:
 
   def global_batch(self, host_batch: Any) -> Any:
     """Makes this host's rows (numpy) part of one global, batch-sharded jax.Array per leaf."""
-    placement = self.batch_sharding()
-    return jax.tree.map(
-      lambda x: jax.make_array_from_process_local_data(placement, np.asarray(x)), host_batch
-    )
+    return host_to_device.to_global(host_batch, self.batch_sharding())
 
   def preprocess_input_config(self, input_p: Any) -> Any:
     """Gives an input config this process's place among the infeed hosts (Pax's method).

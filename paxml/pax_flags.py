@@ -186,7 +186,7 @@ def setup_jax(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     jax.config.update("jax_default_prng_impl", "rbg")
     logging.info("Using RBG PRNG keys (--globally_use_hardware_rng)")
   if TFDS_DATA_DIR.value:
-    from paxml import quiet_tensorflow  # pylint: disable=g-import-not-at-top  # Slow: only when asked.
+    from hostenv import quiet_tensorflow  # pylint: disable=g-import-not-at-top  # Slow: only when asked.
 
     quiet_tensorflow.import_tensorflow()
     import seqio  # pylint: disable=g-import-not-at-top  # After TensorFlow's quiet import.

@@ -59,3 +59,14 @@ class PeekableInput:
     if name.startswith("__") or name == "_data":  # Not set yet (copy, pickle): no recursion.
       raise AttributeError(name)
     return getattr(self._data, name)
+
+
+def peek(data: Any) -> pytypes.NestedMap:
+  """The next batch of any input, not consumed: a `PeekableInput` (or any input with `peek()`)
+  returns the batch it keeps; any other input is read once and its position set back."""
+  if hasattr(data, "peek"):
+    return data.peek()
+  position = data.get_state()
+  batch = data.get_next()  # Costs what set_state costs to undo on a replay-only stream.
+  data.set_state(position)
+  return pytypes.NestedMap(batch)

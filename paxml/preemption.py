@@ -1,8 +1,20 @@
-"""`PreemptionGuard`: SIGTERM becomes a flag the train loop polls ("save now, then stop")."""
+"""What happens when a job is stopped, for every front door.
 
+PreemptionGuard         SIGTERM becomes a flag the Pax train loop polls ("save now, then stop").
+finish_saves_at_exit    for loops that do not poll (bobbin's and JAXline's): a store's pending
+                        asynchronous saves are waited for at interpreter exit and on SIGTERM,
+                        so a save made just before the script ends is not lost.
+"""
+
+import atexit
+
+# Imported first so that its exit hook (which shuts the worker pools down) is registered before
+# ours below, and therefore runs after it: see _wait_at_exit.
+import concurrent.futures.thread  # noqa: F401  pylint: disable=unused-import
+import os
 import signal
 import threading
-from typing import Any
+from typing import Any, Protocol
 
 from absl import logging
 import jax
@@ -74,3 +86,68 @@ class PreemptionGuard:
     for s, handler in self._previous.items():
       signal.signal(s, handler)
     self._previous.clear()
+
+
+class _Finishable(Protocol):
+  directory: str
+
+  def wait_until_finished(self) -> None: ...
+
+
+# Strong references: a store whose owner is gone (a bobbin action dropped when the loop function
+# returned) must still finish its saves before the process ends.
+_pending_stores: "set[_Finishable]" = set()
+_pending_lock = threading.Lock()
+_sigterm_waits = False
+
+
+def wait_for_pending_saves() -> None:
+  """Blocks until every registered store's asynchronous saves are on disk."""
+  for store in list(_pending_stores):
+    try:
+      store.wait_until_finished()
+    except Exception:  # pylint: disable=broad-except
+      logging.exception("Waiting for the pending saves of %s failed.", store.directory)
+
+
+def _wait_at_exit() -> None:
+  # Orbax finishes a save in concurrent.futures worker threads, whose pools `threading` shuts down
+  # in an exit hook that runs before `atexit` handlers; `threading` runs its hooks newest first,
+  # so one registered at import runs before that shutdown. atexit is the fallback.
+  register = getattr(threading, "_register_atexit", None)
+  if register is not None:
+    register(wait_for_pending_saves)
+  atexit.register(wait_for_pending_saves)  # A no-op when the hook above has run.
+
+
+_wait_at_exit()
+
+
+def _on_sigterm(signum: int, frame: Any, previous: Any) -> None:
+  logging.warning("SIGTERM: waiting for pending checkpoint saves before exiting.")
+  wait_for_pending_saves()
+  if callable(previous):
+    previous(signum, frame)
+    return
+  if previous == signal.SIG_IGN:
+    return
+  signal.signal(signum, signal.SIG_DFL)  # The default disposition: die of SIGTERM, as before.
+  os.kill(os.getpid(), signum)
+
+
+def finish_saves_at_exit(store: _Finishable) -> None:
+  """Registers `store`: its pending saves are waited for at exit and on SIGTERM (a handler put in
+  front of the previous one the first time, from the main thread; the previous one still acts)."""
+  global _sigterm_waits
+  with _pending_lock:
+    _pending_stores.add(store)
+    if not _sigterm_waits and threading.current_thread() is threading.main_thread():
+      previous = signal.getsignal(signal.SIGTERM)
+      signal.signal(signal.SIGTERM, lambda s, f: _on_sigterm(s, f, previous))
+      _sigterm_waits = True
+
+
+def forget_saves(store: _Finishable) -> None:
+  """Unregisters `store` (it was closed: nothing of it is pending any more)."""
+  with _pending_lock:
+    _pending_stores.discard(store)

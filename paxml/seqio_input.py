@@ -49,7 +49,7 @@ import numpy as np
 
 from praxis import base_input
 from praxis import pytypes
-from paxml import quiet_tensorflow
+from hostenv import quiet_tensorflow
 
 tf = quiet_tensorflow.import_tensorflow()
 import seqio  # After TensorFlow's quiet import: seqio imports TensorFlow too.

@@ -16,7 +16,11 @@
 Every writer has the same methods: `scalars(step, values)` (Pax), bobbin's
 (flax's) `scalar(tag, value, step)`, `image(tag, image, step)`,
 `text(tag, text, step)`, `histogram(tag, values, step)`, plus `flush` and
-`close`.
+`close`. The null, threaded and multi-directory writers also pass on flax's
+`audio`, `write` and `hparams` to writers that have them (paxml.toolkit's
+flax-API SummaryWriter): these three classes are the only implementation of
+each, and the bobbin face (paxml/toolkit/tensorboard.py) only gives them
+bobbin's constructor arguments.
 
 The event files are the ones tf.summary writes (TF2 tensor summaries, same
 tags, plugin metadata and file names), built with TensorBoard's pure-Python
@@ -191,6 +195,17 @@ class EventFileWriter:
   def __exit__(self, *exc_info) -> None:
     self.close()
 
+  def __del__(self):
+    # A writer dropped without close() (bobbin's examples never close theirs) closes its file, as
+    # tf.summary's writer does, instead of leaving it to the file's finalizer (ResourceWarning).
+    try:
+      if self._file is not None and not self._closed:
+        with self._lock:
+          self._file.close()
+          self._closed = True
+    except Exception:  # pylint: disable=broad-except  # Interpreter shutdown: nothing to do.
+      pass
+
 
 class SummaryWriter(EventFileWriter):
   """Writes to `<job_log_dir>/summaries/<name>`; a no-op when `enabled` is False.
@@ -220,6 +235,20 @@ class NullSummaryWriter:
 
   def histogram(self, tag, values, step, bins=None) -> None:
     del tag, values, step, bins
+
+  def audio(self, tag, audiodata, step, sample_rate=44100, max_outputs=3) -> None:
+    del tag, audiodata, step, sample_rate, max_outputs
+
+  def write(self, tag, tensor, step, metadata=None) -> None:
+    del tag, tensor, step, metadata
+
+  def hparams(self, hparams) -> None:
+    del hparams
+
+  def as_result_processor(self, *args, **kwargs) -> Callable[..., None]:
+    """A result processor (MultiDirectorySummaryWriter's) that writes nothing."""
+    del args, kwargs
+    return lambda *args, **kwargs: None
 
   def flush(self) -> None:
     pass
@@ -287,6 +316,15 @@ class ThreadedSummaryWriter:
   def histogram(self, tag, values, step, bins=None) -> None:
     self._submit("histogram", tag, values, step, bins)
 
+  def audio(self, tag, audiodata, step, sample_rate=44100, max_outputs=3) -> None:
+    self._submit("audio", tag, audiodata, step, sample_rate, max_outputs)
+
+  def write(self, tag, tensor, step, metadata=None) -> None:
+    self._submit("write", tag, tensor, step, metadata)
+
+  def hparams(self, hparams) -> None:
+    self._submit("hparams", hparams)
+
   def wait(self) -> None:
     """Blocks until every submitted write is done; re-raises a failed one."""
     with self._lock:
@@ -313,6 +351,15 @@ class ThreadedSummaryWriter:
 
   def __exit__(self, *exc_info) -> None:
     self.close()
+
+
+class UnknownSummaryKeyError(KeyError, ValueError):
+  """A sub-directory a MultiDirectorySummaryWriter built with fixed `keys` does not have.
+
+  Both a KeyError (Pax's writer) and a ValueError (bobbin's raises that)."""
+
+  def __str__(self) -> str:
+    return str(self.args[0])  # KeyError would quote the message.
 
 
 def _default_tag_to_key(tag: str) -> tuple[str, str]:
@@ -358,7 +405,10 @@ class MultiDirectorySummaryWriter:
   def _make(self, key: str) -> Any:
     if not self._enabled:
       return NullSummaryWriter()
-    log_dir = self._dirname(self.root, key)
+    return self._open(self._dirname(self.root, key))
+
+  def _open(self, log_dir: Any) -> Any:
+    """A sub-writer of `log_dir` (the bobbin face opens flax-API writers instead)."""
     if self._threaded:
       return ThreadedSummaryWriter.open(log_dir)
     return EventFileWriter(log_dir)
@@ -367,7 +417,7 @@ class MultiDirectorySummaryWriter:
     """Returns the writer of `<root>/<key>` (a null writer off the leader)."""
     if key not in self._writers:
       if self._frozen:
-        raise KeyError(
+        raise UnknownSummaryKeyError(
           f"No summary sub-directory {key!r}; this writer was built with keys "
           f"{sorted(self._writers)}. Add it to keys=, or build without keys."
         )
@@ -398,6 +448,19 @@ class MultiDirectorySummaryWriter:
     key, rest = self._tag_to_key(tag)
     self.writer_for(key).histogram(rest, values, step, bins)
 
+  def audio(self, tag, audiodata, step, sample_rate=44100, max_outputs=3) -> None:
+    key, rest = self._tag_to_key(tag)
+    self.writer_for(key).audio(rest, audiodata, step, sample_rate, max_outputs)
+
+  def write(self, tag, tensor, step, metadata=None) -> None:
+    key, rest = self._tag_to_key(tag)
+    self.writer_for(key).write(rest, tensor, step, metadata)
+
+  def hparams(self, hparams) -> None:
+    """The same hyperparameters in every sub-directory opened so far."""
+    for writer in self._writers.values():
+      writer.hparams(hparams)
+
   def as_result_processor(
     self, method: str | Callable[..., Any] | None = None
   ) -> Callable[[Mapping[str, Any], Any], None]:
@@ -405,7 +468,8 @@ class MultiDirectorySummaryWriter:
 
     By default each result's `write_to_tensorboard(train_state, writer)` is
     called (bobbin's `EvalResults`); `method` may name another method or be
-    a function `(results, train_state, writer)`.
+    a function `(results, train_state, writer)`. Each sub-writer is flushed
+    after its dataset, so TensorBoard shows an evaluation as soon as it ends.
     """
 
     def process(results_by_dataset: Mapping[str, Any], train_state: Any) -> None:
@@ -415,6 +479,7 @@ class MultiDirectorySummaryWriter:
           method(results, train_state, writer)
         else:
           getattr(results, method or "write_to_tensorboard")(train_state, writer)
+        writer.flush()
 
     return process
 

@@ -1,9 +1,11 @@
 """Tests that scalars land in a TensorBoard event file with the right tags/steps."""
 
+import gc
 import glob
 import os
 import threading
 from unittest import mock
+import warnings
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -52,6 +54,18 @@ class SummaryWriterTest(absltest.TestCase):
 
 
 class EventFileWriterTest(absltest.TestCase):
+  def test_writer_dropped_without_close_closes_its_file_quietly(self):
+    writer = summaries.EventFileWriter(self.create_tempdir().full_path)
+    writer.scalar("a", 1.0, 1)
+    file, directory = writer._file, writer.directory  # pylint: disable=protected-access
+    with warnings.catch_warnings(record=True) as caught:
+      warnings.simplefilter("always")
+      del writer
+      gc.collect()
+    self.assertTrue(file.closed)
+    self.assertEmpty([w for w in caught if issubclass(w.category, ResourceWarning)])
+    self.assertEqual(_read_scalars(directory), {"a": [(1, 1.0)]})
+
   def test_bobbin_style_methods_write_their_kinds(self):
     log_dir = self.create_tempdir().full_path
     with summaries.EventFileWriter(log_dir) as writer:

@@ -1,8 +1,10 @@
 """When periodic work runs: the one trigger mechanism of the project.
 
-The Pax trainer (checkpoint, summary, eval and decode intervals) and the
+The Pax trainer (checkpoint, summary, eval and decode intervals), the
 bobbin-style `CronTab` (`paxml.toolkit.cron`, whose triggers read the step of
-a train state and ask these) decide "should X run now?" with these triggers.
+a train state and ask these) and JAXline's `PeriodicAction`
+(`paxml.experiment_api.utils`: steps, seconds, growth ratios, the end step)
+decide "should X run now?" with these triggers.
 
 A trigger looks only at an integer step and, for time triggers, at a clock, so
 it does not depend on any train-state type. Step numbering: `step` is the
@@ -27,9 +29,12 @@ Exact firing sets (each is tested in triggers_test.py):
                           with `fire_at_zero` (default) the first check
                           fires, otherwise the wait starts when the trigger
                           is created.
-  GrowthSteps(ratios):    steps `r * 10**k` for r in ratios, k >= 0 (JAXline's
-                          `periodic_action_growth_ratios`: [1, 2, 5] fires at
-                          1, 2, 5, 10, 20, 50, 100, ...).
+  GrowthSteps(ratios):    steps `round(r * 10**k)` for r in ratios, k the
+                          step's decade (10**k <= step < 10**(k + 1)): JAXline's
+                          `periodic_action_growth_ratios` ([1, 2, 5] fires at
+                          1, 2, 5, 10, 20, 50, 100, ...; 1.5 at 2, 15, 150; a
+                          ratio outside [1, 10), such as JAXline's 10, adds
+                          nothing).
   a | b:                  when any operand fires. Every operand is checked
                           on every call (no short-circuit), so stateful
                           triggers (time, first-steps-of-process) see every
@@ -187,6 +192,10 @@ class TimeInterval(Trigger):
       return True
     return False
 
+  def restart(self, now: float | None = None) -> None:
+    """Starts the wait again at `now` (default: the clock), as if it had just fired."""
+    self._last_fired = self._clock() if now is None else now
+
   def _passed(self, elapsed: float) -> bool:
     return elapsed >= self.seconds if self.inclusive else elapsed > self.seconds
 
@@ -195,33 +204,28 @@ class TimeInterval(Trigger):
 
 
 class GrowthSteps(Trigger):
-  """Fires at `r * 10**k` for each ratio r (JAXline's growth ratios)."""
+  """Fires at `round(r * 10**k)`, k the step's decade, for each ratio r (JAXline's ratios)."""
 
-  def __init__(self, ratios: Iterable[int]):
+  def __init__(self, ratios: Iterable[float]):
     self.ratios = tuple(ratios)
     if not self.ratios:
       raise ValueError("GrowthSteps needs at least one ratio, e.g. [1, 2, 5].")
     for r in self.ratios:
-      _positive_int(r, "a growth ratio")
+      if isinstance(r, bool) or not isinstance(r, numbers.Real) or r <= 0:
+        raise ValueError(
+          f"A growth ratio must be a positive number (fractions of a decade, e.g. [1, 2, 5]); "
+          f"got {r!r}."
+        )
 
   def check(self, step: int) -> bool:
     if step <= 0:
       return False
-    # Integer arithmetic: JAXline's float log10 mis-fired near powers of ten.
-    for r in self.ratios:
-      q, rem = divmod(step, r)
-      if rem == 0 and _is_power_of_ten(q):
-        return True
-    return False
+    # The step's decade from its digit count: JAXline's float log10 mis-fired near powers of 10.
+    decade = 10 ** (len(str(int(step))) - 1)
+    return any(int(round(r * decade)) == step for r in self.ratios)
 
   def __repr__(self) -> str:
     return f"GrowthSteps({list(self.ratios)})"
-
-
-def _is_power_of_ten(q: int) -> bool:
-  while q >= 10 and q % 10 == 0:
-    q //= 10
-  return q == 1
 
 
 # bobbin's `CronTab.schedule` keywords and the triggers they build.

@@ -103,6 +103,26 @@ class TriggerTest(parameterized.TestCase):
     self.assertFalse(trigger.check(399996))
     self.assertFalse(trigger.check(400001))
 
+  def test_growth_steps_take_fractional_ratios_and_refuse_non_positive_ones(self):
+    # round(1.5 * 10**k), k the step's decade: 2, 15, 150 (JAXline's rule).
+    self.assertEqual(_fired(triggers.GrowthSteps([1.5]), range(0, 200)), [2, 15, 150])
+    # JAXline's tests pass 10 beside 1: it adds no step (10 * 10**k has one digit too many).
+    self.assertEqual(_fired(triggers.GrowthSteps([10]), range(0, 2000)), [])
+    for bad in (0, -1, True):
+      with self.assertRaisesRegex(ValueError, "positive number"):
+        triggers.GrowthSteps([bad])
+
+  def test_time_interval_restart_starts_the_wait_again(self):
+    now = [100.0]
+    trigger = triggers.TimeInterval(10, fire_at_zero=False, clock=lambda: now[0])
+    now[0] = 109.0
+    self.assertFalse(trigger.check(1))
+    trigger.restart(105.0)
+    now[0] = 114.0
+    self.assertFalse(trigger.check(2))  # 9 s after the restart, not 14 s after creation.
+    now[0] = 115.0
+    self.assertTrue(trigger.check(3))
+
   def test_or_fires_on_union_and_checks_every_operand(self):
     trigger = triggers.StepInterval(4) | triggers.AtSteps([1, 6])
     self.assertEqual(_fired(trigger, range(0, 10)), [0, 1, 4, 6, 8])

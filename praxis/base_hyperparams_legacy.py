@@ -31,7 +31,14 @@ from typing import Any, Callable, Sequence, TypeVar
 from absl import logging
 import fiddle as fdl
 
-from praxis import base_hyperparams as _bh
+
+def _bh():
+  """praxis.base_hyperparams, imported when first used: it re-exports this module's names at its
+  end, so importing it here at module level would make the two modules a cycle."""
+  from praxis import base_hyperparams  # pylint: disable=g-import-not-at-top
+
+  return base_hyperparams
+
 
 BaseHyperParamsSelf = TypeVar("BaseHyperParamsSelf", bound="BaseHyperParams")
 BaseParameterizableSelf = TypeVar("BaseParameterizableSelf", bound="BaseParameterizable")
@@ -77,13 +84,13 @@ def sub_config_field(
   if sub_config_cls is not None and lazy_ref is not None:
     raise TypeError("sub_config_field: give sub_config_cls or lazy_ref, not both.")
   if sub_config_cls is None and lazy_ref is None:
-    return _bh.template_field(None)
+    return _bh().template_field(None)
   if sub_config_cls is not None:
     if hasattr(sub_config_cls, "__to_sub_config_field__"):
       return sub_config_cls.__to_sub_config_field__()
     if not (isinstance(sub_config_cls, type) and issubclass(sub_config_cls, BaseHyperParams)):
       # A Fiddle-configured class itself: a template of it.
-      return _bh.template_field(sub_config_cls)
+      return _bh().template_field(sub_config_cls)
     lazy_ref = lambda: sub_config_cls  # pylint: disable=unnecessary-lambda-assignment
   return dataclasses.field(default_factory=SubConfigFactory(_get_class=lazy_ref))
 
@@ -107,13 +114,13 @@ class BaseHyperParams:
   @classmethod
   def config(cls: type[BaseHyperParamsSelf], **kwargs: Any) -> Any:
     """A Config building this HParams class (sub-configs filled in)."""
-    cfg = _bh.Config(cls, **kwargs)
+    cfg = _bh().Config(cls, **kwargs)
     _fill_sub_configs(cfg, dataclasses.fields(cls))
     return cfg
 
   @classmethod
   def partial(cls: type[BaseHyperParamsSelf], **kwargs: Any) -> Any:
-    return fdl.cast(_bh.Partial, cls.config(**kwargs))
+    return fdl.cast(_bh().Partial, cls.config(**kwargs))
 
   def __init_subclass__(cls, **kwargs: Any) -> None:
     super().__init_subclass__(**kwargs)
@@ -142,7 +149,7 @@ class BaseHyperParams:
       raise AttributeError(f"This HParam object is frozen: {self}")
     if name not in {f.name for f in dataclasses.fields(self)}:
       raise AttributeError(f"Attribute {name} doesn't exist on {type(self).__qualname__}.")
-    if isinstance(value, fdl.Buildable) and not isinstance(value, _bh.Config):
+    if isinstance(value, fdl.Buildable) and not isinstance(value, _bh().Config):
       logging.warning(
         "A Fiddle %s put into %s.%s: build the HParams from a Config instead.",
         type(value).__name__,
@@ -203,7 +210,7 @@ class BaseHyperParams:
 
   def to_text(self, include_types: bool = False, separator: str = ":") -> str:
     del include_types, separator
-    return _bh.nested_struct_to_text(self)
+    return _bh().nested_struct_to_text(self)
 
 
 def _bind_hparams_to(cls: type) -> None:
@@ -271,13 +278,13 @@ class BaseParameterizable:
   @classmethod
   def config(cls: type[BaseParameterizableSelf], **kwargs) -> Any:
     """A Config of `cls.make`: the HParams fields and other `__init__` arguments."""
-    cfg = _bh.Config(cls.make, **kwargs)
+    cfg = _bh().Config(cls.make, **kwargs)
     _fill_sub_configs(cfg, dataclasses.fields(cls.HParams))
     return cfg
 
   @classmethod
   def partial(cls: type[BaseParameterizableSelf], **kwargs) -> Any:
-    return fdl.cast(_bh.Partial, cls.config(**kwargs))
+    return fdl.cast(_bh().Partial, cls.config(**kwargs))
 
   def __init_subclass__(
     cls,

@@ -180,6 +180,28 @@ def make_mesh(
   return jax.sharding.Mesh(grid, axis_names)
 
 
+def device_list_mesh(devices: Sequence[Any], axis_name: str = "devices") -> jax.sharding.Mesh:
+  """A 1-D mesh of `devices` in the order given (pmap's order; make_mesh reorders by topology).
+
+  The mesh of per-device stacks: an array [len(devices), ...] sharded over it has slice i on
+  devices[i], the layout `jax.pmap` over `devices` expects of its inputs.
+  """
+  return jax.sharding.Mesh(np.asarray(list(devices)), (axis_name,))
+
+
+def stacked_sharding(devices: Sequence[Any], axis_name: str = "devices") -> NamedSharding:
+  """Sharding of [len(devices), ...] arrays: slice i on devices[i] (device_list_mesh)."""
+  return NamedSharding(device_list_mesh(devices, axis_name), PartitionSpec(axis_name))
+
+
+def put_stacked(stacked: Any, devices: Sequence[Any]) -> Any:
+  """Each leaf [len(devices), ...] as one jax.Array with slice i on devices[i]: what
+  `jax.device_put_sharded(list(stacked), devices)` made before JAX removed it (the pmap faces:
+  bobbin's per-device RNG keys, JAXline's batches and broadcast values)."""
+  placement = stacked_sharding(devices)
+  return jax.tree.map(lambda x: jax.device_put(x, placement), stacked)
+
+
 def _blocked_hybrid_grid(
   ici: tuple[int, ...], dcn: tuple[int, ...], devices: list[Any]
 ) -> np.ndarray:

@@ -260,5 +260,17 @@ class ShardingsTest(parameterized.TestCase):
     self.assertEqual(sharding.batch_sharding(mesh, 1).spec, P(BATCH))
 
 
+class StackedPlacementTest(absltest.TestCase):
+  def test_put_stacked_puts_slice_i_on_device_i_in_the_given_order(self):
+    devices = jax.devices()[::-1]  # Not topology order: make_mesh would reorder these.
+    stacked = {"k": np.arange(len(devices) * 2).reshape(len(devices), 2)}  # [D, 2]
+    placed = sharding.put_stacked(stacked, devices)["k"]
+    self.assertEqual(sharding.device_list_mesh(devices).devices.tolist(), devices)
+    for shard in placed.addressable_shards:
+      i = devices.index(shard.device)
+      np.testing.assert_array_equal(shard.data, stacked["k"][i : i + 1])
+    self.assertEqual(jax.pmap(lambda x: x * 2, devices=devices)(placed).shape, (len(devices), 2))
+
+
 if __name__ == "__main__":
   absltest.main()

@@ -46,8 +46,8 @@ _AGGREGATIONS = {
 def _path(path: str) -> str:
   """Paths as the user typed them: `bazel run` runs us in the runfiles, not the user's directory.
 
-  The rule of paxml.user_paths.resolve, restated: profiling imports nothing of paxml, so that its
-  wheel installs without paxml's (paxml requires profiling, not the other way round).
+  The rule of hostenv.user_paths.resolve, restated: the pax-profiling wheel ships profiling/ alone
+  (hostenv travels in the paxml wheel, and paxml requires profiling, not the other way round).
   """
   start = os.environ.get("BUILD_WORKING_DIRECTORY") or os.getcwd()
   return os.path.join(start, os.path.expanduser(path))

@@ -111,7 +111,7 @@ class ToolsTest(absltest.TestCase):
 
 
 class DataTest(absltest.TestCase):
-  """./bazelw run //paxml/data:prepare -- --output_dir=...; then //paxml/data:benchmark."""
+  """./bazelw run //paxml/data:prepare -- --output_dir=...; then //paxml/benchmarks:input_pipeline."""
 
   def test_prepare_then_benchmark(self):
     cwd = self.create_tempdir().full_path
@@ -140,7 +140,7 @@ class DataTest(absltest.TestCase):
     self.assertLen(glob.glob(os.path.join(prepared, "train-*.tfrecord")), 2)
 
     benchmark = binaries.run(
-      "paxml/data/benchmark",
+      "paxml/benchmarks/input_pipeline",
       "--data_dir=prepared",
       "--batch_size=2",
       "--seq_len=32",

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 
-from paxml import user_paths
+from hostenv import user_paths
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _LOCK = os.path.join(os.path.dirname(_HERE), "third_party", "py", "requirements_lock.txt")

@@ -106,7 +106,7 @@ class ArchiveTest(unittest.TestCase):
         shipped.update(archive.namelist())
     root = _source_root()
     missing = []
-    for top in ("praxis", "paxml", "profiling", "t5"):
+    for top in ("hostenv", "praxis", "paxml", "profiling", "t5"):
       for directory, _, files in os.walk(os.path.join(root, top)):
         for base in files:
           path = os.path.relpath(os.path.join(directory, base), root)
@@ -142,7 +142,7 @@ class InstalledTest(unittest.TestCase):
       "PIP_DISABLE_PIP_VERSION_CHECK": "1",
       "PIP_NO_CACHE_DIR": "1",
     }
-    # The README's command (install.py): a venv of the Python that built profiling's extension,
+    # The documented command (install.py): a venv of the Python that built profiling's extension,
     # the wheels installed into it; --no-deps and no index, so pip fetches nothing.
     with mock.patch.dict(os.environ, cls.env, clear=True):
       install.main(["install.py", cls.venv, "--no-deps"])

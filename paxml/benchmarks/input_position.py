@@ -7,7 +7,7 @@ run and an eval_train cost the same at step 10^6 as at step 10.
 For each input, built once (its build time printed apart: TextInput reads and tokenizes its
 documents then, once per process), and each position N: `set_state` of the input's own state with
 `num_batches = N` (the position set directly, as a restore does), then a peek (get_state,
-get_next, set_state: what eval_lib.peek does for an input that cannot keep a batch). The time of
+get_next, set_state: what peekable_input.peek does for an input that cannot keep a batch). The time of
 both together is printed, and the first batch is checked against the one an uninterrupted read
 returns at N = 10.
 

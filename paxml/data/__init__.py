@@ -19,13 +19,10 @@ does not pull in TensorFlow). `BaseInput`, the contract every input follows, is 
     `Prefetcher` (does it ahead in a thread; `get_state` counts only consumed batches).
   demo_data: `ensure_prepared`, `text_input`: the KJV prepared on first use into a cache
     directory (DemoLm's data), `find_corpus` (the @corpus//:kjv runfile).
-  benchmark: the `bazel run //paxml/data:benchmark` tool (TextInput tokens/s against DemoLm's
-    train step, and their ratio).
 See README.md beside this file for the corpus and how to prepare it.
 """
 
 __all__ = [
-  "benchmark",
   "corpus",
   "demo_data",
   "digits",

@@ -1,5 +1,9 @@
 """Host batches to global `jax.Array`s with the batch sharding, prefetched in a background thread.
 
+`to_global` is the one host-to-device path of batches: the Pax trainer's
+`Partitioner.global_batch` is it with the partitioner's batch sharding. (The pmap faces put
+per-device stacks with praxis.sharding.put_stacked instead: pmap's layout, not a global batch.)
+
 Each host's input returns numpy arrays of its own `batch_size` rows; `to_global` assembles them
 into arrays of the global batch (`batch_size * num_infeed_hosts` rows) laid out by the given
 sharding (usually `NamedSharding(mesh, P(("replica", "data")))`: rows split over the data axes),
@@ -19,6 +23,7 @@ import threading
 from typing import Any
 
 import jax
+import numpy as np
 
 from praxis import base_input
 
@@ -26,9 +31,11 @@ NestedMap = base_input.NestedMap
 _END = object()
 
 
-def to_global(batch: NestedMap, sharding: jax.sharding.Sharding) -> NestedMap:
+def to_global(batch: Any, sharding: jax.sharding.Sharding) -> Any:
   """One host's batch [b, ...] per leaf -> global jax.Arrays [b * num_hosts, ...] per leaf."""
-  return jax.tree.map(lambda x: jax.make_array_from_process_local_data(sharding, x), batch)
+  return jax.tree.map(
+    lambda x: jax.make_array_from_process_local_data(sharding, np.asarray(x)), batch
+  )
 
 
 class Prefetcher:

@@ -31,8 +31,8 @@ from absl import logging
 import numpy as np
 import tqdm
 
-from paxml import quiet_tensorflow
-from paxml import user_paths
+from hostenv import quiet_tensorflow
+from hostenv import user_paths
 from paxml.data import corpus
 from paxml.data import tokenizer as tokenizer_lib
 

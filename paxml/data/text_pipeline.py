@@ -34,7 +34,7 @@ from typing import Any, Iterator
 
 
 from praxis import base_input
-from paxml import quiet_tensorflow
+from hostenv import quiet_tensorflow
 from paxml.data import packing
 from paxml.data import text_index
 from paxml.data.input_error import InputDataError

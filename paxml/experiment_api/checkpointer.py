@@ -5,9 +5,9 @@ The drivers call `get_experiment_state(series)`, `save(series)`,
 `wait_for_checkpointing_to_finish()`, with series "latest" and "best".
 
 `OrbaxCheckpointer(config, mode)` (the default) keeps each series in
-`<config.checkpoint_dir>/models/<series>/checkpoint_%08d` through
-`paxml.toolkit.checkpoint_store` (pending saves are finished before the
-process exits): a killed training job resumes from
+`<config.checkpoint_dir>/models/<series>/checkpoint_%08d`, a
+`paxml.checkpoints.TreeCheckpointer` each (the store the Pax trainer uses;
+pending saves are finished before the process exits): a killed training job resumes from
 "latest" and a restarted evaluator finds its "best" value again. The
 snapshot is copied to host memory when `save` is called, so the training
 loop may donate its buffers at once: save, run ahead, restore gives the
@@ -28,8 +28,8 @@ from absl import logging
 import jax
 import numpy as np
 
+from paxml import checkpoints
 from paxml.experiment_api import utils
-from paxml.toolkit import checkpoint_store
 
 Checkpointer = utils.Checkpointer
 
@@ -117,17 +117,18 @@ class OrbaxCheckpointer:
     self._max_to_keep = config.max_checkpoints_to_keep
     self._async = async_save
     self._states: dict[str, types.SimpleNamespace] = {}
-    self._series: dict[str, checkpoint_store.Store] = {}
+    self._series: dict[str, checkpoints.TreeCheckpointer] = {}
     self._lock = threading.Lock()
 
-  def _checkpointer(self, series: str) -> checkpoint_store.Store:
+  def _checkpointer(self, series: str) -> checkpoints.TreeCheckpointer:
     with self._lock:
       if series not in self._series:
-        self._series[series] = checkpoint_store.Store(
+        self._series[series] = checkpoints.TreeCheckpointer(
           os.path.join(self._root, series),
           max_to_keep=self._max_to_keep,
           async_save=self._async,
-          reader_only=not (self._writes_latest or series != "latest"),
+          cleanup_tmp_directories=self._writes_latest or series != "latest",
+          finish_at_exit=True,
         )
       return self._series[series]
 
@@ -162,7 +163,7 @@ class OrbaxCheckpointer:
       raise ValueError(
         f"No {series!r} checkpoint in {ckpt.directory} to restore; check can_be_restored() first."
       )
-    tree = _join(restored[1], metadata["structure"])
+    tree = _join(restored.tree, metadata["structure"])
     state.experiment_module.restore_from_snapshot(tree["experiment"])
     if "train_step_rng" in tree and getattr(state, "train_step_rng", None) is not None:
       state.train_step_rng = state.experiment_module.initialize_train_step_rng(

@@ -9,8 +9,8 @@ Running: PeriodicAction, make_async, log_activity, rendezvous, kwargs_only,
 Plug-in protocols: Writer, Checkpointer; InMemoryCheckpointer (tests).
 
 JAXline placed per-device values with `jax.device_put_sharded`, which JAX
-removed; here a stacked array is placed with a `NamedSharding` over the local
-devices, which is the array `device_put_sharded` produced.
+removed; here they go through praxis.sharding.put_stacked (the one
+replacement, which bobbin's face uses too).
 """
 
 import collections
@@ -30,7 +30,9 @@ from absl import flags
 from absl import logging
 import jax
 import jax.numpy as jnp
-import numpy as np
+
+from paxml import triggers
+from praxis import sharding
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -126,17 +128,6 @@ def py_prefetch(
 tree_psum = jax.lax.psum
 
 
-def _local_sharding(devices: Sequence[Any]) -> jax.sharding.NamedSharding:
-  mesh = jax.sharding.Mesh(np.asarray(devices), ("devices",))
-  return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("devices"))
-
-
-def _put_sharded(stacked: Any, devices: Sequence[Any]) -> Any:
-  """Slice i of every leaf to devices[i] (JAX's removed device_put_sharded)."""
-  sharding = _local_sharding(devices)
-  return jax.tree.map(lambda x: jax.device_put(x, sharding), stacked)
-
-
 def double_buffer(ds: Iterable[T]) -> Generator[T, None, None]:
   """Yields the batches of `ds` (leading axis = local devices) placed on the devices.
 
@@ -145,7 +136,7 @@ def double_buffer(ds: Iterable[T]) -> Generator[T, None, None]:
   step.
   """
   devices = jax.local_devices()
-  put = make_async("async_device_put_sharded")(_put_sharded)
+  put = make_async("async_device_put_sharded")(sharding.put_stacked)
   pending = None
   for batch in ds:
     assert batch is not None
@@ -170,9 +161,8 @@ def get_first(xs: Any) -> Any:
 def bcast_local_devices(value: Any) -> Any:
   """A copy of every leaf on each local device (a leading device axis)."""
   devices = jax.local_devices()
-  sharding = _local_sharding(devices)
-  return jax.tree.map(
-    lambda v: jax.device_put(jnp.stack([jnp.asarray(v)] * len(devices)), sharding), value
+  return sharding.put_stacked(
+    jax.tree.map(lambda v: jnp.stack([jnp.asarray(v)] * len(devices)), value), devices
   )
 
 
@@ -304,14 +294,32 @@ def rendezvous() -> None:
       raise ValueError(f"Expected {jax.device_count()} got {x}")
 
 
-def _growth_steps_hit(step: int, ratios: Sequence[float]) -> bool:
-  """Whether step == round(r * 10**e) for a ratio r, e = floor(log10(step)).
+def _periodic_trigger(
+  interval_type: str,
+  interval: float,
+  growth_ratios: Sequence[float] | None,
+  end_step: int | None,
+  clock: Callable[[], float],
+) -> tuple[triggers.Trigger, triggers.TimeInterval | None]:
+  """JAXline's firing rule as paxml.triggers (the schedules every front door shares).
 
-  Integer digit counting instead of JAXline's float log10, which needed an
-  isclose patch near powers of ten.
+  Returns the trigger and, for "secs", its time part (restarted by `update_time`).
   """
-  exponent = len(str(max(1, int(step)))) - 1
-  return any(int(round(r * 10**exponent)) == step for r in ratios)
+  time_trigger = None
+  if interval_type == "secs":
+    if interval > 0:
+      trigger = time_trigger = triggers.TimeInterval(interval, fire_at_zero=False, clock=clock)
+    else:
+      trigger = triggers.StepInterval(1)  # `t - prev >= 0`: every call.
+  else:
+    if not float(interval).is_integer():
+      raise ValueError(f"A steps interval must be a whole number of steps; got {interval!r}.")
+    trigger = triggers.StepInterval(int(interval))
+    if growth_ratios:
+      trigger = trigger | triggers.GrowthSteps(growth_ratios)
+  if end_step:
+    trigger = trigger | triggers.AtSteps(end_step)
+  return trigger, time_trigger
 
 
 class PeriodicAction:
@@ -340,12 +348,12 @@ class PeriodicAction:
     if interval_type != "steps" and logging_growth_ratios:
       raise ValueError("logging_growth_ratios work with interval_type='steps' only.")
     self._fn = fn
-    self._interval_type = interval_type
-    self._interval = interval
     self._prev_time = start_time
     self._prev_step = start_step
-    self._end_step_to_action = end_step_to_action
-    self._growth = logging_growth_ratios
+    self._now = start_time  # The `t` of the current call: the time trigger's clock.
+    self._trigger, self._time_trigger = _periodic_trigger(
+      interval_type, interval, logging_growth_ratios, end_step_to_action, lambda: self._now
+    )
     self._future = None
     self.log_all_data = log_all_data
     self.log: dict[int, Any] = {}
@@ -361,17 +369,14 @@ class PeriodicAction:
       self._fn(logged_step, logged)
 
   def _apply_condition(self, t: float, step: int) -> bool:
-    if self._end_step_to_action and step == self._end_step_to_action:
-      return True
-    if self._interval_type == "secs":
-      return t - self._prev_time >= self._interval
-    if self._growth and _growth_steps_hit(step, self._growth):
-      return True
-    return step % self._interval == 0
+    self._now = t
+    return self._trigger.check(step)
 
   def update_time(self, t: float, step: int) -> None:
     self._prev_time = t
     self._prev_step = step
+    if self._time_trigger is not None:
+      self._time_trigger.restart(t)
 
   def wait_to_finish(self) -> None:
     """Waits for a firing running in the background."""

@@ -26,13 +26,13 @@ bobbin's names:
 bobbin's example library (ASR data tools and networks) is the subpackage
 `paxml.toolkit.example_lib` (asrio, asrnn), imported on its own as in bobbin.
 
-Checkpoint saves are asynchronous and are always finished before the process
-exits (checkpoint_store). Deliberate differences from bobbin: docs/toolkit.md.
+Checkpoint saves (paxml.checkpoints.TreeCheckpointer, the Pax trainer's store) are
+asynchronous and always finished before the process exits (paxml.preemption).
+Deliberate differences from bobbin: docs/toolkit.md.
 """
 
 # pylint: disable=g-importing-member
 from paxml.toolkit import array_util
-from paxml.toolkit import checkpoint_store
 from paxml.toolkit import cron
 from paxml.toolkit import evaluation
 from paxml.toolkit import pmap_util
@@ -42,7 +42,7 @@ from paxml.toolkit import training
 from paxml.toolkit import var_util
 from paxml.toolkit.array_util import flatten_leading_axes
 from paxml.toolkit.array_util import split_leading_axis
-from paxml.toolkit.checkpoint_store import wait_for_pending_saves
+from paxml.preemption import wait_for_pending_saves
 from paxml.toolkit.cron import CronTab
 from paxml.toolkit.evaluation import eval_batches
 from paxml.toolkit.evaluation import eval_datasets

@@ -28,8 +28,8 @@ import flax.struct
 import jax
 import numpy as np
 
+from paxml import checkpoints
 from paxml import leader
-from paxml.toolkit import checkpoint_store
 from paxml.toolkit import pmap_util
 from paxml.toolkit import pytypes
 from paxml.toolkit import tensorboard
@@ -209,7 +209,9 @@ class RunEvalKeepBest:
 
   def _save_state(self, train_state: Any) -> None:
     if self._store is None:
-      self._store = checkpoint_store.Store(os.fspath(self._dest_path), max_to_keep=1)
+      self._store = checkpoints.TreeCheckpointer(
+        os.fspath(self._dest_path), max_to_keep=1, finish_at_exit=True
+      )
     self._store.save(int(np.asarray(train_state.step)), train_state)
 
   def __call__(self, train_state: Any, **kwargs: Any) -> RunEvalKeepBestResult:

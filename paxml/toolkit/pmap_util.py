@@ -14,8 +14,8 @@
     hold the same values.
 
 bobbin placed the per-device keys with `jax.device_put_sharded`, which JAX
-removed; here the stacked keys are placed with a `NamedSharding` over the
-devices, which is what `device_put_sharded` produced.
+removed; here they go through praxis.sharding.put_stacked (the one
+replacement, which JAXline's face uses too).
 """
 
 import abc
@@ -27,6 +27,7 @@ import flax.jax_utils
 import jax
 import numpy as np
 
+from praxis import sharding
 from paxml.toolkit import array_util
 from paxml.toolkit import pytypes
 from paxml.toolkit import var_util
@@ -40,16 +41,6 @@ def pmap_shard_tree(x: ArrayTree, ndevices: int) -> ArrayTree:
   return array_util.split_leading_axis(
     ndevices, x, leading_axis_name="batch size", split_group_name="# of devices"
   )
-
-
-def put_sharded(stacked: ArrayTree, devices: Sequence[Device]) -> ArrayTree:
-  """Places slice i of every [len(devices), ...] leaf on devices[i].
-
-  What `jax.device_put_sharded(list(stacked), devices)` did before JAX removed it.
-  """
-  mesh = jax.sharding.Mesh(np.asarray(devices), ("devices",))
-  sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("devices"))
-  return jax.tree.map(lambda x: jax.device_put(x, sharding), stacked)
 
 
 class ArgType(abc.ABC):
@@ -98,7 +89,7 @@ class RngArg(ArgType):
   """A PRNG key split into one distinct key per device."""
 
   def transform(self, x, devices):
-    return put_sharded(jax.random.split(x, len(devices)), devices)
+    return sharding.put_stacked(jax.random.split(x, len(devices)), devices)
 
 
 _ARGTYPES_BY_NAME = {

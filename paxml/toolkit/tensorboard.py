@@ -1,7 +1,9 @@
 """TensorBoard writers and the summaries models sow (bobbin's `tensorboard`).
 
 Writers, all with flax's `flax.metrics.tensorboard.SummaryWriter` API
-(scalar, image, audio, histogram, text, write, hparams, flush, close):
+(scalar, image, audio, histogram, text, write, hparams, flush, close); the
+last three are paxml.summaries' writers (the Pax trainer's), given bobbin's
+constructor arguments here:
   summary_writer.SummaryWriter(log_dir): flax's writer without TensorFlow.
   NullSummaryWriter: writes nothing (processes other than the leader).
   ThreadedSummaryWriter(base): copies values to host memory at once (so
@@ -18,7 +20,6 @@ and `PublishTrainingProgress` writes it as `summary/<module path>/<name>/0`
 """
 
 import abc
-import concurrent.futures
 import logging
 import sys
 from collections.abc import Callable, Iterable
@@ -29,7 +30,7 @@ import flax.struct
 import jax
 import numpy as np
 
-from paxml import leader
+from paxml import summaries
 from paxml.toolkit import pmap_util
 from paxml.toolkit import summary_writer
 from paxml.toolkit import var_util
@@ -38,120 +39,31 @@ EvalResultProcessorFn = Callable[[dict[str, Any], Any], Any]
 WriteEvalResultsFn = Callable[[Any, Any, Any], None]
 
 
-class NullSummaryWriter:
-  """A SummaryWriter that writes nothing."""
-
-  def close(self):
-    pass
-
-  def flush(self):
-    pass
-
-  def scalar(self, *args, **kwargs):
-    pass
-
-  def image(self, *args, **kwargs):
-    pass
-
-  def audio(self, *args, **kwargs):
-    pass
-
-  def histogram(self, *args, **kwargs):
-    pass
-
-  def text(self, *args, **kwargs):
-    pass
-
-  def write(self, *args, **kwargs):
-    pass
-
-  def hparams(self, *args, **kwargs):
-    pass
-
-  def as_result_processor(self, *args, **kwargs) -> EvalResultProcessorFn:
-    del args, kwargs
-    return lambda *a, **k: None
+# The one null writer (paxml.summaries): accepts every flax writer call, including
+# `as_result_processor`, and writes nothing.
+NullSummaryWriter = summaries.NullSummaryWriter
 
 
-def _to_host(tree: Any) -> Any:
-  return jax.tree.map(np.asarray, tree)
+class ThreadedSummaryWriter(summaries.ThreadedSummaryWriter):
+  """paxml.summaries' threaded writer with bobbin's arguments and defaults.
 
-
-class ThreadedSummaryWriter(summary_writer.SummaryWriter):
-  """Writes through `base_writer` in worker threads.
-
-  The device-to-host copy happens in the caller's thread, so device memory is
-  released when the call returns; only the file write is deferred.
+  Each call copies its arguments to host memory in the caller's thread (device memory is free
+  when it returns); the write itself happens in a worker thread.
   """
 
   def __init__(self, base_writer: Any, max_workers: int = 1, wait_on_flush: bool = False):
-    """Wraps `base_writer`.
-
-    Args:
-      base_writer: a SummaryWriter (or compatible object).
-      max_workers: the number of writer threads.
-      wait_on_flush: True makes `flush` wait for every pending write; False
-        (default) queues the flush too.
-    """
-    # SummaryWriter's __init__ opens a file; this writer owns none.
-    self._writer = base_writer
-    self._max_workers = max_workers
-    self._wait_on_flush = wait_on_flush
-    self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers)
+    """Wraps `base_writer` (a flax-API SummaryWriter); `wait_on_flush=False` (bobbin's default)
+    queues `flush` behind the writes instead of waiting for them."""
+    super().__init__(base_writer, max_workers=max_workers, wait_on_flush=wait_on_flush)
 
   @classmethod
   def open(cls, log_dir: Any, auto_flush: bool = True) -> "ThreadedSummaryWriter":
-    """A ThreadedSummaryWriter over a new SummaryWriter at `log_dir`."""
+    """A ThreadedSummaryWriter over a new flax-API SummaryWriter at `log_dir`."""
     return cls(summary_writer.SummaryWriter(log_dir, auto_flush=auto_flush))
 
-  def _drain_then(self, f: Callable[[], Any]) -> None:
-    self._executor.shutdown(wait=True)
-    f()
-    self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=self._max_workers)
 
-  def close(self):
-    self._drain_then(self._writer.close)
-
-  def flush(self):
-    if self._wait_on_flush:
-      self._drain_then(self._writer.flush)
-    else:
-      self._executor.submit(self._writer.flush)
-
-  def scalar(self, tag, value, step):
-    step, value = _to_host((step, value))
-    self._executor.submit(self._writer.scalar, tag, value, step)
-
-  def image(self, tag, image, step, max_outputs=3):
-    step, image = _to_host((step, image))
-    self._executor.submit(self._writer.image, tag, image, step, max_outputs)
-
-  def audio(self, tag, audiodata, step, sample_rate=44100, max_outputs=3):
-    step, audiodata = _to_host((step, audiodata))
-    self._executor.submit(self._writer.audio, tag, audiodata, step, sample_rate, max_outputs)
-
-  def histogram(self, tag, values, step, bins=None):
-    step, values = _to_host((step, values))
-    self._executor.submit(self._writer.histogram, tag, values, step, bins)
-
-  def text(self, tag, textdata, step):
-    self._executor.submit(self._writer.text, tag, textdata, np.asarray(step))
-
-  def write(self, tag, tensor, step, metadata=None):
-    step, tensor = _to_host((step, tensor))
-    self._executor.submit(self._writer.write, tag, tensor, step, metadata)
-
-  def hparams(self, hparams):
-    self._executor.submit(self._writer.hparams, hparams)
-
-
-def _default_key_from_tag(tag: str) -> tuple[str, str]:
-  key, rest = tag.split("/", maxsplit=1)
-  return key, rest
-
-
-class MultiDirectorySummaryWriter(summary_writer.SummaryWriter):
-  """A writer whose tag prefix picks the sub-directory (sub-writer)."""
+class MultiDirectorySummaryWriter(summaries.MultiDirectorySummaryWriter):
+  """paxml.summaries' multi-directory writer with bobbin's arguments and flax-API sub-writers."""
 
   def __init__(
     self,
@@ -161,7 +73,7 @@ class MultiDirectorySummaryWriter(summary_writer.SummaryWriter):
     allow_new_keys: bool = True,
     only_from_leader_process: bool = True,
     auto_flush: bool = True,
-    tag_to_key: Callable[[str], tuple[str, str]] = _default_key_from_tag,
+    tag_to_key: Callable[[str], tuple[str, str]] | None = None,
     dirname: Callable[[str], str] = lambda key: key,
     use_threaded_writer: bool = True,
   ):
@@ -174,96 +86,31 @@ class MultiDirectorySummaryWriter(summary_writer.SummaryWriter):
         the only ones allowed, an empty `keys` allows any.
       only_from_leader_process: other processes get NullSummaryWriters.
       auto_flush: passed to each SummaryWriter.
-      tag_to_key: splits a tag into (key, tag inside the sub-writer).
+      tag_to_key: splits a tag into (key, tag inside the sub-writer);
+        default: at the first "/".
       dirname: the sub-directory name of a key.
       use_threaded_writer: wrap sub-writers in ThreadedSummaryWriter.
     """
     del allow_new_keys
-    self._root = epath.Path(log_dir_root)
-    self._tag_to_key = tag_to_key
-    self._dirname = dirname
-    self._auto_flush = auto_flush
-    self._null = only_from_leader_process and not leader.is_leader()
-    self._threaded = use_threaded_writer
-    self._writers: dict[str, Any] = {}
-    self._allow_new_keys = True
-    for key in keys:
-      self.subwriter(key)
-    self._allow_new_keys = not self._writers
+    self._auto_flush = auto_flush  # Read by _open, which the base's __init__ calls.
+    extra = {} if tag_to_key is None else {"tag_to_key": tag_to_key}
+    super().__init__(
+      epath.Path(log_dir_root),
+      keys,
+      only_from_leader_process=only_from_leader_process,
+      dirname=lambda root, key: root / dirname(key),
+      use_threaded_writer=use_threaded_writer,
+      **extra,
+    )
 
-  def _make_subwriter(self, log_dir: epath.Path) -> Any:
-    if self._null:
-      return NullSummaryWriter()
+  def _open(self, log_dir: Any) -> Any:
     if self._threaded:
       return ThreadedSummaryWriter.open(log_dir, auto_flush=self._auto_flush)
     return summary_writer.SummaryWriter(log_dir, auto_flush=self._auto_flush)
 
   def subwriter(self, key: str) -> Any:
-    """Returns the sub-writer of `key`, creating it if new keys are allowed."""
-    if key not in self._writers:
-      if not self._allow_new_keys:
-        raise ValueError(
-          f"Subwriter for `MultiDirectorySummaryWriter` with key={key} is requested but "
-          f"this instance is configured to have only the pre-specified keys "
-          f"{list(self._writers)}; add it to keys= when constructing the writer."
-        )
-      self._writers[key] = self._make_subwriter(self._root / self._dirname(key))
-    return self._writers[key]
-
-  def _route(self, tag: str) -> tuple[Any, str]:
-    key, rest = self._tag_to_key(tag)
-    return self.subwriter(key), rest
-
-  def close(self):
-    for w in self._writers.values():
-      w.close()
-
-  def flush(self):
-    for w in self._writers.values():
-      w.flush()
-
-  def scalar(self, tag, value, step):
-    w, tag = self._route(tag)
-    w.scalar(tag, value, step)
-
-  def image(self, tag, image, step, max_outputs=3):
-    w, tag = self._route(tag)
-    w.image(tag, image, step, max_outputs=max_outputs)
-
-  def audio(self, tag, audiodata, step, sample_rate=44100, max_outputs=3):
-    w, tag = self._route(tag)
-    w.audio(tag, audiodata, step, sample_rate=sample_rate, max_outputs=max_outputs)
-
-  def histogram(self, tag, values, step, bins=None):
-    w, tag = self._route(tag)
-    w.histogram(tag, values, step, bins=bins)
-
-  def text(self, tag, textdata, step):
-    w, tag = self._route(tag)
-    w.text(tag, textdata, step)
-
-  def write(self, tag, tensor, step, metadata=None):
-    w, tag = self._route(tag)
-    w.write(tag, tensor, step, metadata=metadata)
-
-  def hparams(self, hparams):
-    for w in self._writers.values():
-      w.hparams(hparams)
-
-  def as_result_processor(self, method: WriteEvalResultsFn | None = None) -> EvalResultProcessorFn:
-    """Returns `f(results_by_dataset, train_state)` writing each dataset's
-    results to its sub-writer (by `results.write_to_tensorboard`, or `method`)."""
-
-    def process(results_by_dataset: dict[str, Any], train_state: Any) -> None:
-      for name, results in results_by_dataset.items():
-        writer = self.subwriter(name)
-        if method is None:
-          results.write_to_tensorboard(train_state, writer)
-        else:
-          method(results, train_state, writer)
-        writer.flush()
-
-    return process
+    """Returns the sub-writer of `key` (bobbin's name for `writer_for`)."""
+    return self.writer_for(key)
 
 
 class PublishableSummary(flax.struct.PyTreeNode, metaclass=abc.ABCMeta):

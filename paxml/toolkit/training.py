@@ -32,8 +32,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from paxml import checkpoints
 from paxml import leader
-from paxml.toolkit import checkpoint_store
+from paxml import preemption
 from paxml.toolkit import flax_compat
 from paxml.toolkit import pmap_util
 from paxml.toolkit import pytypes
@@ -217,10 +218,13 @@ class SaveCheckpoint:
     self._store = None
 
   @property
-  def store(self) -> checkpoint_store.Store:
+  def store(self) -> checkpoints.TreeCheckpointer:
     if self._store is None:
-      self._store = checkpoint_store.Store(
-        self.checkpoint_path, max_to_keep=self._max_to_keep, keep_period=self._keep_period
+      self._store = checkpoints.TreeCheckpointer(
+        self.checkpoint_path,
+        max_to_keep=self._max_to_keep,
+        keep_period=self._keep_period,
+        finish_at_exit=True,  # bobbin's loops do not poll for SIGTERM; a last save must land.
       )
     return self._store
 
@@ -243,16 +247,16 @@ def restore_checkpoint(checkpoint_path: Any, target: Any) -> Any:
   if checkpoint_path is None or not os.path.exists(checkpoint_path):
     return target
   # This process's own saves may still be in flight (e.g. keep-best's last one).
-  checkpoint_store.wait_for_pending_saves()
-  store = checkpoint_store.Store(checkpoint_path, reader_only=True)
+  preemption.wait_for_pending_saves()
+  store = checkpoints.TreeCheckpointer(os.fspath(checkpoint_path), cleanup_tmp_directories=False)
   try:
     restored = store.restore(target)
   finally:
     store.close()
   if restored is None:
     return target
-  logging.info("Restored the train state of step %d from %s", restored[0], checkpoint_path)
-  return restored[1]
+  logging.info("Restored the train state of step %d from %s", restored.step, checkpoint_path)
+  return restored.tree
 
 
 class WriteLog:

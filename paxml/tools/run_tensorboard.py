@@ -9,7 +9,7 @@ import sys
 
 from tensorboard import main as tensorboard_main
 
-from paxml import user_paths
+from hostenv import user_paths
 
 
 def _resolve_logdir(argv):

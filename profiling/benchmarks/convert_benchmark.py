@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 
-from paxml import user_paths
+from hostenv import user_paths
 from profiling import _pgle
 from profiling import cpu_trace
 from profiling import trace_relabel

@@ -6,7 +6,7 @@ own `add` takes the source second), which Pax's c4.py uses.
 
 from typing import Any
 
-from paxml import quiet_tensorflow
+from hostenv import quiet_tensorflow
 
 quiet_tensorflow.import_tensorflow()
 import seqio  # After TensorFlow's quiet import: seqio imports TensorFlow too.

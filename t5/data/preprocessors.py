@@ -7,7 +7,7 @@ split_tokens_to_targets_length   cuts each example's `targets` into pieces of th
                                  targets length (the last piece shorter)
 """
 
-from paxml import quiet_tensorflow
+from hostenv import quiet_tensorflow
 
 tf = quiet_tensorflow.import_tensorflow()
 import seqio  # After TensorFlow's quiet import: seqio imports TensorFlow too.

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from paxml import quiet_tensorflow
+from hostenv import quiet_tensorflow
 
 tf = quiet_tensorflow.import_tensorflow()
 import seqio  # After TensorFlow's quiet import: seqio imports TensorFlow too.

@@ -1,7 +1,7 @@
 r"""The text pipeline's tokens/s against what the trainer consumes on the demo model.
 
-    ./bazelw run //paxml/data:benchmark                      # DemoLm's data (prepared if needed)
-    ./bazelw run //paxml/data:benchmark -- --data_dir=/tmp/kjv   # a directory from :prepare
+    ./bazelw run //paxml/benchmarks:input_pipeline                      # DemoLm's data (prepared if needed)
+    ./bazelw run //paxml/benchmarks:input_pipeline -- --data_dir=/tmp/kjv   # a directory from :prepare
 
 In one run, on one host, with DemoLm's batch shape (--batch_size/--seq_len default to it):
   pipeline  real (weight > 0) tokens of the batches `TextInput.get_next()` returns, over
@@ -21,7 +21,7 @@ from typing import Sequence
 from absl import app
 from absl import flags
 
-from paxml import user_paths
+from hostenv import user_paths
 from paxml.data import demo_data
 from paxml.data import text_pipeline
 from paxml.tasks.lm.params import demo

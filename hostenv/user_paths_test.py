@@ -5,7 +5,7 @@ from unittest import mock
 
 from absl.testing import absltest
 
-from paxml import user_paths
+from hostenv import user_paths
 
 
 class ResolveTest(absltest.TestCase):
