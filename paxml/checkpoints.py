@@ -20,6 +20,8 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from paxml import checkpoint_integrity as integrity
+from paxml import train_state_names
+from paxml import train_states
 from paxml.checkpoint_store import (
   STATE_ITEM,
   STEP_DIR,
@@ -92,8 +94,34 @@ class Checkpointer(CheckpointStore):
     `abstract_state` has `jax.ShapeDtypeStruct` leaves (from `jax.eval_shape`) with the
     shardings to restore onto, possibly another mesh's. Returns None when there is none.
     """
-    restored = self._restore(step, abstract_state)
-    return None if restored is None else Restored(*restored)
+    return _restore_state(self, step, abstract_state)
+
+
+def _saved_tree(store: CheckpointStore, step: int) -> Any:
+  """The state's tree as saved at `step`, with orbax's metadata per array (nothing else read)."""
+  path = os.path.join(store.step_dir(step), STATE_ITEM)
+  try:
+    return ocp.PyTreeCheckpointer().metadata(path).item_metadata.tree
+  except (OSError, ValueError, KeyError, TypeError) as e:
+    raise integrity.CorruptCheckpointError(step, f"unreadable metadata: {e}") from e
+
+
+def _restore_state(
+  store: CheckpointStore, step: int | None, abstract_state: Any
+) -> Restored | None:
+  """Restores into `abstract_state`; a checkpoint in the layout before Pax's TrainState fields
+  (paxml/train_state_names.py) is read in that layout and returned in Pax's."""
+
+  def target(candidate: int) -> Any:  # Called once the step's files verified.
+    if not isinstance(abstract_state, train_states.TrainState):
+      return abstract_state
+    return train_state_names.restore_target(abstract_state, _saved_tree(store, candidate))
+
+  restored = store._restore(step, target)  # pylint: disable=protected-access
+  if restored is None:
+    return None
+  found, state, input_state = restored
+  return Restored(found, train_state_names.from_saved(state), input_state)
 
 
 class CheckpointReader(CheckpointStore):
@@ -139,13 +167,13 @@ class CheckpointReader(CheckpointStore):
 
   def restore(self, abstract_state: Any, step: int | None = None) -> Restored | None:
     """Like `Checkpointer.restore`; `step` None is the newest complete step that verifies."""
-    restored = self._restore(self.only_step if step is None else step, abstract_state)
-    return None if restored is None else Restored(*restored)
+    return _restore_state(self, self.only_step if step is None else step, abstract_state)
 
   def restore_params(
     self, abstract_params: Any, step: int | None = None, *, newer_than: int | None = None
   ) -> tuple[int, Any] | None:
-    """Reads only the `params` of the train state: (step, params), or None if there is none.
+    """Reads only the weights (`mdl_vars["params"]`) of the train state: (step, params), or None
+    if there is none.
 
     `step` None: the newest complete step after `newer_than` that verifies (corrupt ones are
     reported once and skipped). The optimizer state is not read.
@@ -154,13 +182,16 @@ class CheckpointReader(CheckpointStore):
       step = self.only_step
 
     def target(candidate: int) -> Any:  # Read after the step's files verified.
-      return {
-        k: (abstract_params if k == "params" else jax.tree.map(lambda _: ocp.PLACEHOLDER, v))
-        for k, v in self.state_metadata(candidate).items()
-      }
+      saved = self.state_metadata(candidate)
+      return _with_params(saved, train_state_names.params_key(saved), abstract_params)
 
     restored = self._restore(step, target, newer_than=newer_than, partial=True)
-    return None if restored is None else (restored[0], restored[1]["params"])
+    if restored is None:
+      return None
+    params = restored[1]
+    for key in train_state_names.params_key(restored[1]):
+      params = params[key]
+    return restored[0], params
 
   def _state_path(self, step: int) -> str:
     self._candidates(step, None)  # Raises with the steps there are.
@@ -170,11 +201,8 @@ class CheckpointReader(CheckpointStore):
     """The saved state's tree at `step` with a `jax.ShapeDtypeStruct` per array; nothing is read
     but the metadata. Its structure is the saved one: dicts for dataclasses and named tuples,
     lists for tuples."""
-    path = self._state_path(step)  # Raises, listing the steps there are, if there is none.
-    try:
-      tree = ocp.PyTreeCheckpointer().metadata(path).item_metadata.tree
-    except (OSError, ValueError, KeyError, TypeError) as e:
-      raise integrity.CorruptCheckpointError(step, f"unreadable metadata: {e}") from e
+    self._state_path(step)  # Raises, listing the steps there are, if there is none.
+    tree = _saved_tree(self, step)
     return jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype), tree)
 
   def restore_leaves(self, step: int, targets: Any) -> Any:
@@ -189,6 +217,14 @@ class CheckpointReader(CheckpointStore):
     )
     restored = self._restore(step, wanted, partial=True)[1]
     return jax.tree.map(lambda r: None if r is ocp.PLACEHOLDER else r, restored)
+
+
+def _with_params(saved: Any, keys: tuple[str, ...], params: Any) -> Any:
+  """`saved` (a subtree of the saved state) with PLACEHOLDERs, and `params` at `keys` under it."""
+  if not keys:
+    return params
+  placeheld = {k: jax.tree.map(lambda _: ocp.PLACEHOLDER, v) for k, v in saved.items()}
+  return placeheld | {keys[0]: _with_params(saved[keys[0]], keys[1:], params)}
 
 
 # Leaves Orbax stores as arrays; Python and NumPy scalars become 0-d arrays on

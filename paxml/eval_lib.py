@@ -443,7 +443,7 @@ def run_job(
   optimizer, _ = train_states.make_optimizer(task)
   init_rng, _ = jax.random.split(jax.random.PRNGKey(task.random_seed))
   layout = train_states.state_layout(task, optimizer, partitioner, peek(inputs[0][1]), init_rng)
-  programs = dataclasses.replace(programs, param_shardings=layout.shardings.params)
+  programs = dataclasses.replace(programs, param_shardings=layout.shardings.mdl_vars["params"])
 
   reader = checkpoints.CheckpointReader(
     restore_dir or checkpoints.checkpoint_dir(job_log_dir), missing_ok=not restore_dir
@@ -475,7 +475,7 @@ def run_job(
           # Only the params: the optimizer state (twice their size for Adam) is never read.
           # Corrupt steps are reported once and skipped for the newest one that verifies.
           restored = reader.restore_params(
-            layout.abstract.params, restore_step if not done else None, newer_than=after
+            layout.abstract.mdl_vars["params"], restore_step if not done else None, newer_than=after
           )
         except checkpoints.CheckpointError:
           if not follow:
