@@ -28,6 +28,8 @@ Public modules (import them directly; this file imports nothing, so
     `CheckpointType`, step-directory names and lookups, format versions, `PaxMetadata`.
   io_utils: Pax's eval/decode output files and progress files; xla_passthrough: strings
     beside the jitted step; host_callback: Pax's string `Repository`.
+  metric_utils: clu metric values, weighted scalars as floats; summary_utils: clu / SeqIO
+    metric values written as summaries.
   summaries: TensorBoard writers (`SummaryWriter` under `<job_log_dir>/summaries/<name>`,
     null, threaded and multi-directory writers).
   trainer: `train_and_evaluate` and the pure `train_step`, the train loop.
@@ -57,11 +59,13 @@ __all__ = [
   "leader",
   "learners",
   "main",
+  "metric_utils",
   "pax_flags",
   "partitioning",
   "progress",
   "seqio_input",
   "summaries",
+  "summary_utils",
   "synthetic_input",
   "tasks_lib",
   "train_state_names",
