@@ -29,7 +29,7 @@ Public modules (import them directly; this file imports nothing, so
   io_utils: Pax's eval/decode output files and progress files; xla_passthrough: strings
     beside the jitted step; host_callback: Pax's string `Repository`.
   metric_utils: clu metric values, weighted scalars as floats; summary_utils: clu / SeqIO
-    metric values written as summaries.
+    metric values written as summaries; base_metrics: Pax's metric and loss aggregators.
   summaries: TensorBoard writers (`SummaryWriter` under `<job_log_dir>/summaries/<name>`,
     null, threaded and multi-directory writers).
   trainer: `train_and_evaluate` and the pure `train_step`, the train loop.
@@ -44,6 +44,7 @@ Packages:
 
 __all__ = [
   "base_experiment",
+  "base_metrics",
   "base_task",
   "checkpoint_metadata",
   "checkpoint_paths",
