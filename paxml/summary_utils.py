@@ -69,7 +69,9 @@ def write_clu_metric_summaries(metric_values: Mapping[str, Any], step_i: int) ->
       writer.histogram(name, value.value, step_i, bins=value.num_buckets)
     elif isinstance(value, clu_values.Audio):
       _skip(name, "audio")
-    elif isinstance(value, list) and all(isinstance(v, clu_values.Summary) for v in value):
+    elif isinstance(value, clu_values.Summary) or (
+      isinstance(value, list) and all(isinstance(v, clu_values.Summary) for v in value)
+    ):
       _skip(name, "raw (video)")
     else:
       raise ValueError(
