@@ -30,6 +30,7 @@ Public modules (import them directly; this file imports nothing, so
     beside the jitted step; host_callback: Pax's string `Repository`.
   metric_utils: clu metric values, weighted scalars as floats; summary_utils: clu / SeqIO
     metric values written as summaries; base_metrics: Pax's metric and loss aggregators.
+  base_inference_runner: Pax's `BaseInferenceRunner` (infer + output schema, serialized rows).
   summaries: TensorBoard writers (`SummaryWriter` under `<job_log_dir>/summaries/<name>`,
     null, threaded and multi-directory writers).
   trainer: `train_and_evaluate` and the pure `train_step`, the train loop.
@@ -44,6 +45,7 @@ Packages:
 
 __all__ = [
   "base_experiment",
+  "base_inference_runner",
   "base_metrics",
   "base_task",
   "checkpoint_metadata",
