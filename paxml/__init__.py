@@ -10,8 +10,9 @@ Public modules (import them directly; this file imports nothing, so
   base_task: Pax's `BaseTask`. learners: Pax's `Learner` (loss_name, optimizer, ...).
   trainer_lib: Pax's `RunningMode` (what Pax's experiment files import from there).
   partitioning: the (replica, data, mdl) mesh, the logical-axis rules, state/batch shardings.
-  train_states: `TrainState`, the praxis optimizer built (`make_optimizer`), sharded
-    initialisation (`state_layout`).
+  train_states: Pax's `TrainState(step, mdl_vars, opt_states, extra_state)`, the praxis
+    optimizer built (`make_optimizer`), sharded initialisation (`state_layout`).
+  train_state_names: checkpoints of the earlier train-state layout; warm-start array names.
   progress: steps/s, tokens/s, MFU (FLOPs formula and peak table) and ETA.
   job_files: model_params.txt, experiment_cls_vars.txt, post_init_model_params.txt,
     input_specs.json in job_log_dir.
@@ -21,7 +22,15 @@ Public modules (import them directly; this file imports nothing, so
     score/predict metrics) and the `LanguageModelFeatures` / `SequenceModelFeatures` converters.
   triggers: when periodic work runs (step/time intervals, first steps).
   checkpoints: Orbax checkpoints (`Checkpointer` under `<job_log_dir>/checkpoints`,
-    `TreeCheckpointer` for any pytree + JSON metadata, `PreemptionGuard`).
+    `TreeCheckpointer` for any pytree + JSON metadata, `PreemptionGuard`; Pax's
+    `save_checkpoint` / `restore_checkpoint`).
+  checkpoint_types, checkpoint_paths, checkpoint_version, checkpoint_metadata: Pax's
+    `CheckpointType`, step-directory names and lookups, format versions, `PaxMetadata`.
+  io_utils: Pax's eval/decode output files and progress files; xla_passthrough: strings
+    beside the jitted step; host_callback: Pax's string `Repository`.
+  metric_utils: clu metric values, weighted scalars as floats; summary_utils: clu / SeqIO
+    metric values written as summaries; base_metrics: Pax's metric and loss aggregators.
+  base_inference_runner: Pax's `BaseInferenceRunner` (infer + output schema, serialized rows).
   summaries: TensorBoard writers (`SummaryWriter` under `<job_log_dir>/summaries/<name>`,
     null, threaded and multi-directory writers).
   trainer: `train_and_evaluate` and the pure `train_step`, the train loop.
@@ -35,24 +44,36 @@ Packages:
 
 __all__ = [
   "base_experiment",
+  "base_inference_runner",
+  "base_metrics",
   "base_task",
+  "checkpoint_metadata",
+  "checkpoint_paths",
+  "checkpoint_types",
+  "checkpoint_version",
   "checkpoints",
   "eval_lib",
   "experiment_registry",
   "fiddle_overrides",
+  "host_callback",
+  "io_utils",
   "job_files",
   "leader",
   "learners",
   "main",
+  "metric_utils",
   "pax_flags",
   "partitioning",
   "progress",
   "seqio_input",
   "summaries",
+  "summary_utils",
   "synthetic_input",
   "tasks_lib",
+  "train_state_names",
   "train_states",
   "trainer",
   "trainer_lib",
   "triggers",
+  "xla_passthrough",
 ]

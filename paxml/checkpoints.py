@@ -20,6 +20,10 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from paxml import checkpoint_integrity as integrity
+from paxml import checkpoint_paths
+from paxml import checkpoint_types
+from paxml import train_state_names
+from paxml import train_states
 from paxml.checkpoint_store import (
   STATE_ITEM,
   STEP_DIR,
@@ -33,6 +37,20 @@ from paxml import preemption
 from paxml.preemption import PreemptionGuard
 
 CorruptCheckpointError = integrity.CorruptCheckpointError
+
+# Pax's names for the step-directory helpers (paxml/checkpoint_paths.py).
+CHECKPOINT_PREFIX = checkpoint_paths.CHECKPOINT_PREFIX
+CheckpointType = checkpoint_types.CheckpointType
+retrieve_checkpoint_type = checkpoint_types.retrieve_checkpoint_type
+latest_checkpoint = checkpoint_paths.latest_checkpoint
+latest_checkpoint_if_exists = checkpoint_paths.latest_checkpoint_if_exists
+retrieve_latest_checkpoint_step = checkpoint_paths.retrieve_latest_checkpoint_step
+retrieve_latest_checkpoint_step_if_exists = (
+  checkpoint_paths.retrieve_latest_checkpoint_step_if_exists
+)
+make_checkpoint_step_dir = checkpoint_paths.make_checkpoint_step_dir
+get_step_from_checkpoint_asset = checkpoint_paths.get_step_from_checkpoint_asset
+is_checkpoint_asset = checkpoint_paths.is_checkpoint_asset
 
 _TRAIN_INPUT = "train_input"
 _METADATA = "metadata"
@@ -93,8 +111,34 @@ class Checkpointer(CheckpointStore):
     `abstract_state` has `jax.ShapeDtypeStruct` leaves (from `jax.eval_shape`) with the
     shardings to restore onto, possibly another mesh's. Returns None when there is none.
     """
-    restored = self._restore(step, abstract_state)
-    return None if restored is None else Restored(*restored)
+    return _restore_state(self, step, abstract_state)
+
+
+def _saved_tree(store: CheckpointStore, step: int) -> Any:
+  """The state's tree as saved at `step`, with orbax's metadata per array (nothing else read)."""
+  path = os.path.join(store.step_dir(step), STATE_ITEM)
+  try:
+    return ocp.PyTreeCheckpointer().metadata(path).item_metadata.tree
+  except (OSError, ValueError, KeyError, TypeError) as e:
+    raise integrity.CorruptCheckpointError(step, f"unreadable metadata: {e}") from e
+
+
+def _restore_state(
+  store: CheckpointStore, step: int | None, abstract_state: Any
+) -> Restored | None:
+  """Restores into `abstract_state`; a checkpoint in the layout before Pax's TrainState fields
+  (paxml/train_state_names.py) is read in that layout and returned in Pax's."""
+
+  def target(candidate: int) -> Any:  # Called once the step's files verified.
+    if not isinstance(abstract_state, train_states.TrainState):
+      return abstract_state
+    return train_state_names.restore_target(abstract_state, _saved_tree(store, candidate))
+
+  restored = store._restore(step, target)  # pylint: disable=protected-access
+  if restored is None:
+    return None
+  found, state, input_state = restored
+  return Restored(found, train_state_names.from_saved(state), input_state)
 
 
 class CheckpointReader(CheckpointStore):
@@ -140,13 +184,13 @@ class CheckpointReader(CheckpointStore):
 
   def restore(self, abstract_state: Any, step: int | None = None) -> Restored | None:
     """Like `Checkpointer.restore`; `step` None is the newest complete step that verifies."""
-    restored = self._restore(self.only_step if step is None else step, abstract_state)
-    return None if restored is None else Restored(*restored)
+    return _restore_state(self, self.only_step if step is None else step, abstract_state)
 
   def restore_params(
     self, abstract_params: Any, step: int | None = None, *, newer_than: int | None = None
   ) -> tuple[int, Any] | None:
-    """Reads only the `params` of the train state: (step, params), or None if there is none.
+    """Reads only the weights (`mdl_vars["params"]`) of the train state: (step, params), or None
+    if there is none.
 
     `step` None: the newest complete step after `newer_than` that verifies (corrupt ones are
     reported once and skipped). The optimizer state is not read.
@@ -155,13 +199,16 @@ class CheckpointReader(CheckpointStore):
       step = self.only_step
 
     def target(candidate: int) -> Any:  # Read after the step's files verified.
-      return {
-        k: (abstract_params if k == "params" else jax.tree.map(lambda _: ocp.PLACEHOLDER, v))
-        for k, v in self.state_metadata(candidate).items()
-      }
+      saved = self.state_metadata(candidate)
+      return _with_params(saved, train_state_names.params_key(saved), abstract_params)
 
     restored = self._restore(step, target, newer_than=newer_than, partial=True)
-    return None if restored is None else (restored[0], restored[1]["params"])
+    if restored is None:
+      return None
+    params = restored[1]
+    for key in train_state_names.params_key(restored[1]):
+      params = params[key]
+    return restored[0], params
 
   def _state_path(self, step: int) -> str:
     self._candidates(step, None)  # Raises with the steps there are.
@@ -171,11 +218,8 @@ class CheckpointReader(CheckpointStore):
     """The saved state's tree at `step` with a `jax.ShapeDtypeStruct` per array; nothing is read
     but the metadata. Its structure is the saved one: dicts for dataclasses and named tuples,
     lists for tuples."""
-    path = self._state_path(step)  # Raises, listing the steps there are, if there is none.
-    try:
-      tree = ocp.PyTreeCheckpointer().metadata(path).item_metadata.tree
-    except (OSError, ValueError, KeyError, TypeError) as e:
-      raise integrity.CorruptCheckpointError(step, f"unreadable metadata: {e}") from e
+    self._state_path(step)  # Raises, listing the steps there are, if there is none.
+    tree = _saved_tree(self, step)
     return jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype), tree)
 
   def restore_leaves(self, step: int, targets: Any) -> Any:
@@ -190,6 +234,14 @@ class CheckpointReader(CheckpointStore):
     )
     restored = self._restore(step, wanted, partial=True)[1]
     return jax.tree.map(lambda r: None if r is ocp.PLACEHOLDER else r, restored)
+
+
+def _with_params(saved: Any, keys: tuple[str, ...], params: Any) -> Any:
+  """`saved` (a subtree of the saved state) with PLACEHOLDERs, and `params` at `keys` under it."""
+  if not keys:
+    return params
+  placeheld = {k: jax.tree.map(lambda _: ocp.PLACEHOLDER, v) for k, v in saved.items()}
+  return placeheld | {keys[0]: _with_params(saved[keys[0]], keys[1:], params)}
 
 
 # Leaves Orbax stores as arrays; Python and NumPy scalars become 0-d arrays on
@@ -301,3 +353,101 @@ class TreeCheckpointer(CheckpointStore):
     """Returns only the JSON metadata of `step` (default latest), or None."""
     restored = self._restore(step)
     return None if restored is None else restored[2]["value"]
+
+
+def save_checkpoint(
+  train_state: train_states.TrainState,
+  checkpoint_dir: Any,
+  overwrite: bool = False,
+  checkpoint_type: CheckpointType = CheckpointType.FLAX,
+  state_specs: Any = None,
+  async_checkpointer: Any = None,
+  train_state_unpadded_shape_dtype_struct: Any = None,
+  tensorstore_use_ocdbt: bool = False,
+  async_options: Any = None,
+) -> CheckpointStore:
+  """Pax's `save_checkpoint`: saves `train_state` at its own step under `checkpoint_dir` (a
+  `<job_log_dir>/checkpoints` directory), in the trainer's layout, checksums included, so the
+  trainer resumes from it and `restore_checkpoint` reads what the trainer wrote.
+
+  Every `checkpoint_type` writes the one Orbax format here (`checkpoint_%08d`); the Orbax and
+  tensorstore options are accepted and unused. With `overwrite`, checkpoints at this step or a
+  later one are deleted first. Returns the store; `wait_until_finished()` waits for the
+  (asynchronous) save, `close()` releases it.
+
+  Raises:
+    CheckpointError: a checkpoint at this step or later exists and `overwrite` is False.
+  """
+  del checkpoint_type, state_specs, async_checkpointer, train_state_unpadded_shape_dtype_struct
+  del tensorstore_use_ocdbt, async_options
+  step = int(np.asarray(jax.device_get(train_state.step)).reshape(-1)[0])  # [] or replicated [1].
+  store = CheckpointStore(os.fspath(checkpoint_dir), json_item=_TRAIN_INPUT)
+  later = [s for s in store.all_steps() if s >= step]
+  if later and not overwrite:
+    store.close()
+    raise CheckpointError(
+      f"{checkpoint_dir} already has checkpoints at steps {later} (>= {step}); pass "
+      "overwrite=True to replace them, or save a later step"
+    )
+  for old in later:
+    store._manager.delete(old)  # pylint: disable=protected-access
+  store._save(step, train_state, {}, force=True)  # pylint: disable=protected-access
+  return store
+
+
+def restore_checkpoint(
+  state_global_shapes: train_states.TrainState,
+  checkpoint_dir: Any,
+  global_mesh: jax.sharding.Mesh | None = None,
+  checkpoint_type: CheckpointType = CheckpointType.FLAX,
+  state_specs: Any = None,
+  step: int | None = None,
+  enforce_restore_shape_check: bool = False,
+  state_unpadded_shape_dtype_struct: Any = None,
+  tensorstore_use_ocdbt: bool = False,
+  restore_transformations: Any = None,
+) -> train_states.TrainState:
+  """Pax's `restore_checkpoint`: the train state at `step` (default the newest that verifies)
+  under `checkpoint_dir`, shaped like `state_global_shapes` (arrays or ShapeDtypeStructs).
+
+  Arrays land with the shardings of `state_global_shapes` where it has them, else with
+  `state_specs` on `global_mesh` when both are given, else on the first device. Checkpoints in
+  this project's earlier train-state layout restore too (paxml/train_state_names.py).
+
+  Raises:
+    ValueError: `state_global_shapes` is not a TrainState (e.g. a (state, provenance) tuple
+      that was not unpacked), the directory does not exist, or it has no checkpoint.
+  """
+  del checkpoint_type, enforce_restore_shape_check, state_unpadded_shape_dtype_struct
+  del tensorstore_use_ocdbt, restore_transformations
+  if not isinstance(state_global_shapes, train_states.TrainState):
+    raise ValueError(
+      f"state_global_shapes must be a subclass of `{train_states.TrainState}`, but was "
+      f"`{type(state_global_shapes)}`; unpack (state, provenance) tuples first."
+    )
+  directory = os.fspath(checkpoint_dir)
+  if not os.path.isdir(directory):
+    raise ValueError(f"{checkpoint_dir=!r} does not exist")
+  first_device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+  specs = None
+  if global_mesh is not None and state_specs is not None:
+    specs = jax.tree.map(lambda s: jax.sharding.NamedSharding(global_mesh, s), state_specs)
+
+  def target(x: Any, sharding: Any = None) -> Any:
+    if isinstance(x, jax.Array):
+      return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding or x.sharding)
+    if isinstance(x, jax.ShapeDtypeStruct | np.ndarray) or np.isscalar(x):
+      x = np.asarray(x) if not isinstance(x, jax.ShapeDtypeStruct) else x
+      given = getattr(x, "sharding", None)
+      return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding or given or first_device)
+    return x
+
+  if specs is None:
+    abstract = jax.tree.map(target, state_global_shapes)
+  else:
+    abstract = jax.tree.map(target, state_global_shapes, specs)
+  with CheckpointReader(directory) as reader:
+    restored = _restore_state(reader, step, abstract)
+  if restored is None:
+    raise ValueError(f"No checkpoints were found in directory {checkpoint_dir=!r}")
+  return restored.state

@@ -434,7 +434,7 @@ def run_job(
   init_rng, _ = jax.random.split(jax.random.PRNGKey(task.random_seed))
   first_batch = peekable_input.peek(inputs[0][1])
   layout = train_states.state_layout(task, optimizer, partitioner, first_batch, init_rng)
-  programs = dataclasses.replace(programs, param_shardings=layout.shardings.params)
+  programs = dataclasses.replace(programs, param_shardings=layout.shardings.mdl_vars["params"])
 
   reader = checkpoints.CheckpointReader(
     restore_dir or checkpoints.checkpoint_dir(job_log_dir), missing_ok=not restore_dir
@@ -466,7 +466,7 @@ def run_job(
           # Only the params: the optimizer state (twice their size for Adam) is never read.
           # Corrupt steps are reported once and skipped for the newest one that verifies.
           restored = reader.restore_params(
-            layout.abstract.params, restore_step if not done else None, newer_than=after
+            layout.abstract.mdl_vars["params"], restore_step if not done else None, newer_than=after
           )
         except checkpoints.CheckpointError:
           if not follow:

@@ -48,6 +48,7 @@ from absl import logging
 import numpy as np
 
 from praxis import base_input
+from praxis import py_utils
 from praxis import pytypes
 from hostenv import quiet_tensorflow
 
@@ -64,6 +65,10 @@ DECODER_OUT_KEY = "decoded_substr"
 # The per-example provenance fields every batch carries (-1 in pad rows).
 SHARD_FIELD = "enum_shard_index"
 INDEX_FIELD = "enum_index_within_shard"
+# Pax's names for SeqIO's provenance keys (praxis.py_utils), which its tests and callers import.
+SHARD_INDEX_KEY = py_utils.SHARD_INDEX_KEY
+NUM_SHARDS_KEY = py_utils.NUM_SHARDS_KEY
+INDEX_WITHIN_SHARD_KEY = py_utils.INDEX_WITHIN_SHARD_KEY
 
 
 def _shift_left_and_pad(x: tf.Tensor, value: Any) -> tf.Tensor:

@@ -24,17 +24,51 @@ from paxml import tasks_lib
 from praxis import base_layer
 from praxis import optimizers
 from praxis import pytypes
+from praxis import trees
+
+
+SKIPPED_STEPS = "skipped_steps"
+"""`extra_state[SKIPPED_STEPS]`: int32 scalar, steps whose loss or gradient was NaN/Inf (so no
+update was applied)."""
 
 
 class TrainState(flax.struct.PyTreeNode):
-  """Everything a step reads and replaces; what a checkpoint stores."""
+  """Pax's train state: everything a step reads and replaces; what a checkpoint stores.
 
-  step: jax.Array
+  `mdl_vars` is the model's variable collections (`{"params": ...}`), `opt_states` one optimizer
+  state per learner (one learner here: a one-element list), `extra_state` anything else the
+  trainer carries (here `{SKIPPED_STEPS: count}`; Pax's default is an empty tuple).
+  """
+
+  step: Any
   """int32 scalar: steps taken so far, skipped ones included (the data position follows it)."""
-  params: Any
-  opt_state: optax.OptState
-  skipped_steps: jax.Array
-  """int32 scalar: steps whose loss or gradient was NaN/Inf, so no update was applied."""
+  mdl_vars: Any
+  opt_states: list[Any]
+  extra_state: Any = ()
+
+  def new_state(self, mdl_vars: Any, opt_states: list[Any], extra_state: Any = ()) -> "TrainState":
+    """The next step's state: `step + 1` and the given parts (copied, so the caller may donate
+    its buffers)."""
+    return TrainState(
+      step=self.step + 1,
+      mdl_vars=trees.copy(mdl_vars),
+      opt_states=trees.copy(opt_states),
+      extra_state=trees.copy(extra_state),
+    )
+
+  def to_eval_state(self) -> "TrainState":
+    """The same step and weights without optimizer or extra state (what eval programs need)."""
+    return TrainState(step=self.step, mdl_vars=self.mdl_vars, opt_states=[], extra_state=())
+
+
+def make_train_state(step: Any, params: Any, opt_state: Any, skipped_steps: Any) -> TrainState:
+  """The trainer's state in Pax's fields from its parts (one learner)."""
+  return TrainState(
+    step=step,
+    mdl_vars={"params": params},
+    opt_states=[opt_state],
+    extra_state={SKIPPED_STEPS: skipped_steps},
+  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +130,7 @@ def init_state(
   """
   # init_boxed, not init: Pax's `init` returns plain arrays; the boxes carry the sharding names.
   params = base_layer.init_boxed(model, rng, pytypes.NestedMap(sample_batch(batch_spec)))["params"]
-  return TrainState(
+  return make_train_state(
     step=jnp.zeros((), jnp.int32),
     params=params,
     opt_state=optimizer.init(params),

@@ -150,18 +150,20 @@ def train_step(
   # The same base key every step, folded with the step: dropout masks differ
   # per step yet a resumed run reproduces them exactly.
   step_rng = jax.random.fold_in(rng, state.step)
-  grads, model_metrics = _loss_and_grads(state.params, batch, step_rng, model, num_microbatches)
+  params, (opt_state,) = state.mdl_vars["params"], state.opt_states  # One learner.
+  grads, model_metrics = _loss_and_grads(params, batch, step_rng, model, num_microbatches)
   loss = model_metrics["total_loss"][0]
   raw_norm = optax.global_norm(grads)
-  updates, new_opt_state = optimizer.update(grads, state.opt_state, state.params)
-  new_params = optax.apply_updates(state.params, updates)
+  updates, new_opt_state = optimizer.update(grads, opt_state, params)
+  new_params = optax.apply_updates(params, updates)
   valid = jnp.isfinite(loss) & jnp.isfinite(raw_norm)
   keep_old = functools.partial(jax.tree.map, lambda new, old: jnp.where(valid, new, old))
-  new_state = train_states.TrainState(
+  skipped = state.extra_state[train_states.SKIPPED_STEPS] + (~valid).astype(jnp.int32)
+  new_state = train_states.make_train_state(
     step=state.step + 1,
-    params=keep_old(new_params, state.params),
-    opt_state=keep_old(new_opt_state, state.opt_state),
-    skipped_steps=state.skipped_steps + (~valid).astype(jnp.int32),
+    params=keep_old(new_params, params),
+    opt_state=keep_old(new_opt_state, opt_state),
+    skipped_steps=skipped,
   )
   clipped_norm = raw_norm
   if optimizer.clip_gradient_norm_to_value > 0:
@@ -170,11 +172,11 @@ def train_step(
   metrics = {
     "loss": loss,
     # The rate this update used, from the optimizer's count of updates applied so far.
-    "lr": optimizer.learning_rate(state.opt_state),
+    "lr": optimizer.learning_rate(opt_state),
     "learning/raw_grad_norm": raw_norm,
     "learning/clipped_grad_norm": clipped_norm,
     "learning/is_valid_step": valid.astype(jnp.float32),
-    "learning/skipped_steps": new_state.skipped_steps,
+    "learning/skipped_steps": skipped,
   }
   metrics.update({f"Metrics/{k}": v for k, (v, _) in model_metrics.items()})
   return new_state, metrics
@@ -309,13 +311,13 @@ def _set_up(
   init_rng, _ = _rngs(task)
   layout = train_states.state_layout(task, optimizer, partitioner, host_batch, init_rng)
   job_files.write_post_init_files(
-    job_log_dir, layout.boxed.params, layout.shardings.params, host_batch
+    job_log_dir, layout.boxed.mdl_vars["params"], layout.shardings.mdl_vars["params"], host_batch
   )
   programs = eval_lib.Programs.create(
     experiment,
     task.model,
     partitioner,
-    layout.shardings.params,
+    layout.shardings.mdl_vars["params"],
     job_log_dir,
     with_eval_test=eval_on_test,
     with_decode=decode_during_train,
@@ -387,7 +389,7 @@ def _train(
       )
     else:
       state = layout.initialize(init_rng)
-      num_params = sum(x.size for x in jax.tree.leaves(state.params))
+      num_params = sum(x.size for x in jax.tree.leaves(state.mdl_vars))
       logging.info(
         "No checkpoint in %s; initialised a new model with %d parameters on mesh %s",
         checkpointer.directory,
@@ -486,14 +488,16 @@ class _PeriodicWork:
       num_train_steps=task.num_train_steps,
       tokens_per_step=setup.global_batch_size * seq_len,
       flops_per_token=progress.model_flops_per_token(
-        setup.layout.boxed.params, tasks_lib.transformer_dims(task.model), seq_len
+        setup.layout.boxed.mdl_vars["params"], tasks_lib.transformer_dims(task.model), seq_len
       ),
       num_devices=setup.partitioner.mesh.size,
       peak_flops_per_device=progress.peak_flops_per_device(jax.devices()[0]),
       start_step=loop.step,
     )
     self.skip_watch = _SkipWatch(
-      task.max_consecutive_skipped_steps, loop.step, int(loop.state.skipped_steps)
+      task.max_consecutive_skipped_steps,
+      loop.step,
+      int(loop.state.extra_state[train_states.SKIPPED_STEPS]),
     )
 
   def schedules(self) -> tuple[triggers.Schedule, triggers.Schedule]:
@@ -566,14 +570,14 @@ class _PeriodicWork:
     self.skip_watch.update(step, int(metrics["learning/skipped_steps"]))
 
   def evaluate(self) -> None:
-    params, step, programs = self.loop.state.params, self.loop.step, self.setup.programs
+    params, step, programs = self.loop.state.mdl_vars["params"], self.loop.step, self.setup.programs
     if not self.setup.task.eval_skip_train:
       # The batch the next step trains on, as Pax's peek_padded; read once, kept for that step.
       programs.eval_train(params, step, self.setup.train_input.peek())
     programs.eval_test(params, step)
 
   def decode(self) -> None:
-    self.setup.programs.decode(self.loop.state.params, self.loop.step)
+    self.setup.programs.decode(self.loop.state.mdl_vars["params"], self.loop.step)
 
 
 def _interval_or_last(interval: int | None, last: triggers.Trigger) -> triggers.Trigger:

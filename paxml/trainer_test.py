@@ -179,14 +179,16 @@ class TrainStepTest(absltest.TestCase):
     new_state, metrics = self._step(self.state)
     self.assertEqual(int(new_state.step), 1)
     moved = jax.tree.map(
-      lambda a, b: float(np.abs(a - b).max()), new_state.params, self.state.params
+      lambda a, b: float(np.abs(a - b).max()),
+      new_state.mdl_vars["params"],
+      self.state.mdl_vars["params"],
     )
     self.assertTrue(all(d > 0 for d in jax.tree.leaves(moved)))
     logits = jax.jit(
       lambda p, b: self.task.model.apply(
         {"params": p}, b.ids, b.paddings, method=lambda m, i, pad: m.lm(i, pad).logits
       )
-    )(self.state.params, self.batch)
+    )(self.state.mdl_vars["params"], self.batch)
     loss = _xent(logits, self.batch["labels"], self.batch["weights"])
     self.assertAlmostEqual(float(metrics["loss"]), loss, places=5)
     self.assertAlmostEqual(float(metrics["Metrics/total_loss"]), loss, places=5)
@@ -214,12 +216,16 @@ class TrainStepTest(absltest.TestCase):
     raw = float(metrics["learning/raw_grad_norm"])
     self.assertGreater(raw, 1e-3)
     self.assertAlmostEqual(float(metrics["learning/clipped_grad_norm"]), 1e-3, places=7)
-    moved = optax.global_norm(jax.tree.map(jnp.subtract, new_state.params, self.state.params))
+    moved = optax.global_norm(
+      jax.tree.map(jnp.subtract, new_state.mdl_vars["params"], self.state.mdl_vars["params"])
+    )
     self.assertAlmostEqual(float(moved), 1e-3, places=6)
     sgd = _sgd(learning_rate=1.0)
     new_state, unclipped = self._step(self._state(sgd), optimizer=sgd)
     self.assertAlmostEqual(float(unclipped["learning/clipped_grad_norm"]), raw, places=5)
-    moved = optax.global_norm(jax.tree.map(jnp.subtract, new_state.params, self.state.params))
+    moved = optax.global_norm(
+      jax.tree.map(jnp.subtract, new_state.mdl_vars["params"], self.state.mdl_vars["params"])
+    )
     self.assertAlmostEqual(float(moved), raw, places=4)
 
   def test_weight_decay_follows_the_optimizer_config(self):
@@ -229,8 +235,8 @@ class TrainStepTest(absltest.TestCase):
       learning_rate=0.5, weight_decay=0.1, weight_decay_exclude=optimizers.EXCLUDE_BIASES_AND_NORMS
     )
     new_state, _ = self._step(self._state(sgd), batch, optimizer=sgd)
-    for path, new in jax.tree_util.tree_flatten_with_path(new_state.params)[0]:
-      old = self.state.params
+    for path, new in jax.tree_util.tree_flatten_with_path(new_state.mdl_vars["params"])[0]:
+      old = self.state.mdl_vars["params"]
       for key in path:
         old = old[key.key]
       name = jax.tree_util.keystr(path)
@@ -253,27 +259,32 @@ class TrainStepTest(absltest.TestCase):
     # Adam's first step is lr * g / (|g| + 1e-6): for a weight whose gradient is near 1e-6 the
     # summation-order rounding of g is amplified ~lr / (4 * 1e-6) times, so a few weights differ
     # by ~1e-5; a wrong combination of microbatches would move them by ~lr = 1e-2.
-    for a, b in zip(jax.tree.leaves(micro_state.params), jax.tree.leaves(whole_state.params)):
+    for a, b in zip(
+      jax.tree.leaves(micro_state.mdl_vars["params"]),
+      jax.tree.leaves(whole_state.mdl_vars["params"]),
+    ):
       np.testing.assert_allclose(a, b, rtol=1e-5, atol=3e-5)
 
   def test_nan_loss_skips_the_update_and_counts_it(self):
     bad = pytypes.NestedMap(self.batch, weights=np.full_like(self.batch.weights, np.nan))
     new_state, metrics = self._step(self.state, bad)
     self.assertEqual(int(new_state.step), 1)
-    self.assertEqual(int(new_state.skipped_steps), 1)
+    self.assertEqual(int(new_state.extra_state["skipped_steps"]), 1)
     self.assertEqual(float(metrics["learning/is_valid_step"]), 0.0)
     for a, b in zip(
-      jax.tree.leaves((new_state.params, new_state.opt_state)),
-      jax.tree.leaves((self.state.params, self.state.opt_state)),
+      jax.tree.leaves((new_state.mdl_vars["params"], new_state.opt_states)),
+      jax.tree.leaves((self.state.mdl_vars["params"], self.state.opt_states)),
     ):
       np.testing.assert_array_equal(a, b)
     # The next good step applies Adam's *first* update (its count did not advance).
     after, good = self._step(new_state)
     fresh, first = self._step(self.state)
-    self.assertEqual(int(after.skipped_steps), 1)
+    self.assertEqual(int(after.extra_state["skipped_steps"]), 1)
     self.assertAlmostEqual(float(good["loss"]), float(first["loss"]), places=6)
     self.assertEqual(float(good["lr"]), float(first["lr"]))
-    for a, b in zip(jax.tree.leaves(after.params), jax.tree.leaves(fresh.params)):
+    for a, b in zip(
+      jax.tree.leaves(after.mdl_vars["params"]), jax.tree.leaves(fresh.mdl_vars["params"])
+    ):
       np.testing.assert_allclose(a, b, rtol=1e-6)
 
   def test_warmup_shorthand_and_the_lr_summary(self):

@@ -6,12 +6,15 @@ Pax's `train.init_from_checkpoint_rules`: `TaskConfig.init_from_checkpoint_rules
 once the run has saved, a restart resumes from its own checkpoints and never reads the source
 again (the warm-started state is the run's step-0 checkpoint).
 
-Names. Every array of the train state has a name: its path with '/' between keys, e.g.
+Names. Every array of the train state has a name: its path with '/' between keys, `mdl_vars/`
+left out (as Pax's rules name model variables), e.g.
 
   params/lm/transformer/x_layers_0/ff_layer/ffn_layer1/linear/w   (weights; post_init_model_params.txt
                                                                   lists them without 'params/')
-  opt_state/0/1/0/mu/lm/...                                        (the optimizer's moments)
-  step, skipped_steps
+  opt_states/0/0/1/0/mu/lm/...                                     (the optimizer's moments)
+  step, extra_state/skipped_steps
+A checkpoint written before the train state took Pax's fields offers the same names
+(paxml/train_state_names.py).
 
 Rules. For each array of the new state (the target), in order:
   1. if its name fully matches a pattern in `ignore_rules`, it keeps its initial value;
@@ -36,14 +39,18 @@ import jax
 
 from paxml import checkpoints
 from paxml import tasks_lib
+from paxml import train_state_names
 from praxis import pytypes
 
 
+def _name(path: Any) -> str:
+  return train_state_names.pax_name(pytypes.path_name(path))
+
+
 def named_leaves(tree: Any) -> dict[str, Any]:
-  """{name: leaf} for every array of `tree`, named as in the module docstring."""
-  return {
-    pytypes.path_name(path): leaf for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]
-  }
+  """{name: leaf} for every array of `tree` (a train state, or a checkpoint's tree in either
+  layout), named as in the module docstring."""
+  return {_name(path): leaf for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
 
 
 def plan(
@@ -132,7 +139,7 @@ def apply(
     )
   paths, treedef = jax.tree_util.tree_flatten_with_path(state)
   return jax.tree_util.tree_unflatten(
-    treedef, [loaded.get(pytypes.path_name(path), leaf) for path, leaf in paths]
+    treedef, [loaded.get(_name(path), leaf) for path, leaf in paths]
   )
 
 
@@ -152,7 +159,7 @@ def _read(
   for name, source_name in loads.items():
     first_target.setdefault(source_name, targets[name])
   requests = jax.tree_util.tree_map_with_path(
-    lambda path, _: first_target.get(pytypes.path_name(path)), metadata
+    lambda path, _: first_target.get(_name(path)), metadata
   )
   arrays = named_leaves(reader.restore_leaves(step, requests))
   out, used = {}, set()

@@ -147,7 +147,12 @@ def tree_unstack(tree: Any, axis: int) -> Sequence[Any]:
   if not leaves:
     return []
   n = leaves[0].shape[axis]
-  return [treedef.unflatten([jnp.take(x, i, axis=axis) for x in leaves]) for i in range(n)]
+
+  def take(x: Any, i: int) -> Any:
+    # NumPy leaves stay NumPy (object arrays of strings or bytes cannot become jax arrays).
+    return np.take(x, i, axis=axis) if isinstance(x, np.ndarray) else jnp.take(x, i, axis=axis)
+
+  return [treedef.unflatten([take(x, i) for x in leaves]) for i in range(n)]
 
 
 def assert_same_shape_and_dtype(x: Any, y: Any) -> None:

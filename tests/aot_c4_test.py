@@ -32,7 +32,9 @@ class AotC4Test(absltest.TestCase):
     self.assertIn("bf16", compiled.as_text())
     by_path = {
       jax.tree_util.keystr(p): s
-      for p, s in jax.tree_util.tree_flatten_with_path(compiled.output_shardings[0].params)[0]
+      for p, s in jax.tree_util.tree_flatten_with_path(
+        compiled.output_shardings[0].mdl_vars["params"]
+      )[0]
     }
     qkv = [s for p, s in by_path.items() if "combined_qkv" in p]
     self.assertLen(qkv, 1)

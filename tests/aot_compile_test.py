@@ -37,7 +37,7 @@ class AotCompileTest(absltest.TestCase):
     out_state_shardings = compiled.output_shardings[0]
     by_path = {
       jax.tree_util.keystr(p): s
-      for p, s in jax.tree_util.tree_flatten_with_path(out_state_shardings.params)[0]
+      for p, s in jax.tree_util.tree_flatten_with_path(out_state_shardings.mdl_vars["params"])[0]
     }
     # The tied [D, V] softmax/embedding table: D over `data` (Pax's w_vd), V over `mdl` (size 1).
     table = [s for p, s in by_path.items() if "softmax" in p and p.endswith("['w']")]

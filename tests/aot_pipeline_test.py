@@ -26,7 +26,9 @@ class AotPipelineTest(absltest.TestCase):
     self.assertEqual(built.batch.ids.shape, batch_shape)
     compiled, partitioner = abstract_build.compile_train_step(built)
     self.assertEqual(dict(partitioner.mesh.shape), mesh_shape)
-    params = jax.tree_util.tree_flatten_with_path(compiled.output_shardings[0].params)[0]
+    params = jax.tree_util.tree_flatten_with_path(compiled.output_shardings[0].mdl_vars["params"])[
+      0
+    ]
     stacked = [s for p, s in params if "pipeline" in jax.tree_util.keystr(p)]
     self.assertNotEmpty(stacked)
     for placement in stacked:

@@ -136,11 +136,13 @@ class ShardedTrainingTest(absltest.TestCase):
     ):
       self.assertEqual(new.sharding, sharding)
       np.testing.assert_array_equal(np.asarray(new), np.asarray(old))
-    query = restored.params["lm"]["transformer"]["x_layers_0"]["self_attention"]["query"]["w"]
+    query = restored.mdl_vars["params"]["lm"]["transformer"]["x_layers_0"]["self_attention"][
+      "query"
+    ]["w"]
     # [D=32, N=2, H=16]: D over data (2 ways), N over mdl (2 ways), replicated over replica.
     self.assertEqual(query.addressable_shards[0].data.shape, (16, 1, 16))
     self.assertNotEqual(
-      jax.tree.leaves(saved.params)[0].sharding, jax.tree.leaves(restored.params)[0].sharding
+      jax.tree.leaves(saved.mdl_vars)[0].sharding, jax.tree.leaves(restored.mdl_vars)[0].sharding
     )
 
   def test_state_shardings_follow_the_rules(self):
@@ -150,7 +152,7 @@ class ShardedTrainingTest(absltest.TestCase):
     batch = pytypes.NestedMap(fdl.build(_TinyLm().train_dataset()).get_next())
     layout = train_states.state_layout(task, optimizer, partitioner, batch, jax.random.PRNGKey(0))
     state = layout.initialize(jax.random.PRNGKey(0))
-    attention = state.params["lm"]["transformer"]["x_layers_0"]["self_attention"]
+    attention = state.mdl_vars["params"]["lm"]["transformer"]["x_layers_0"]["self_attention"]
     query = attention["query"]["w"]  # [D=32, N=2, H=16]
     # D over data (4 ways) and N over mdl (2 ways): each device holds [8, 1, 16].
     self.assertEqual(query.addressable_shards[0].data.shape, (8, 1, 16))
@@ -158,7 +160,7 @@ class ShardedTrainingTest(absltest.TestCase):
     (adam,) = [
       s
       for s in jax.tree.leaves(
-        state.opt_state, is_leaf=lambda x: isinstance(x, optax.ScaleByAdamState)
+        state.opt_states, is_leaf=lambda x: isinstance(x, optax.ScaleByAdamState)
       )
       if isinstance(s, optax.ScaleByAdamState)
     ]

@@ -237,7 +237,7 @@ class FormulaTest(absltest.TestCase):
   def test_each_term_against_the_real_param_tree(self):
     # LmCloudSpmdTest: V=32000, D=64, 2 repeated layers, N=8, H=8, F=256.
     experiment = lm_cloud.LmCloudSpmdTest()
-    params = abstract_build.build(experiment).boxed_state.params
+    params = abstract_build.build(experiment).boxed_state.mdl_vars["params"]
     v, d, n, h, f, layers = 32000, 64, 8, 8, 256, 2
     self.assertEqual(_count(params, "softmax"), v * d + v)  # Tied table + softmax bias.
     # Q, K, V and output projections, plus Pax's per-dim query scale ([H] per layer).

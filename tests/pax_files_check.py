@@ -56,7 +56,7 @@ def _load_pax(pax_dir: str) -> dict[str, type]:
 
 
 def _tree(built: abstract_build.Built) -> dict[str, tuple]:
-  leaves = jax.tree_util.tree_flatten_with_path(nn.unbox(built.boxed_state.params))[0]
+  leaves = jax.tree_util.tree_flatten_with_path(nn.unbox(built.boxed_state.mdl_vars["params"]))[0]
   return {jax.tree_util.keystr(p): (tuple(x.shape), str(x.dtype)) for p, x in leaves}
 
 

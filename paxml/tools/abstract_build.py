@@ -106,7 +106,9 @@ class Built:
 
   @property
   def num_params(self) -> int:
-    return sum(int(np.prod(x.shape)) for x in jax.tree.leaves(nn.unbox(self.boxed_state.params)))
+    return sum(
+      int(np.prod(x.shape)) for x in jax.tree.leaves(nn.unbox(self.boxed_state.mdl_vars["params"]))
+    )
 
   @property
   def tokens_per_step(self) -> int:
@@ -139,8 +141,8 @@ class Built:
       return total
 
     return {
-      "params": per_device(self.boxed_state.params),
-      "opt_state": per_device(self.boxed_state.opt_state),
+      "params": per_device(self.boxed_state.mdl_vars["params"]),
+      "opt_state": per_device(self.boxed_state.opt_states),
     }
 
   def flops_per_step(self) -> float:
@@ -157,7 +159,8 @@ class Built:
       )
     seq_len = self.batch.ids.shape[1]
     return (
-      progress.model_flops_per_token(self.boxed_state.params, dims, seq_len) * self.tokens_per_step
+      progress.model_flops_per_token(self.boxed_state.mdl_vars["params"], dims, seq_len)
+      * self.tokens_per_step
     )
 
 

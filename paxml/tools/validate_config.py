@@ -46,8 +46,8 @@ _SKIP_STEP = flags.DEFINE_bool(
 
 def _check_sharding(built: abstract_build.Built) -> str:
   mesh = abstract_build.mesh_shape(built.task)
-  specs = nn.get_partition_spec(built.boxed_state.params)
-  flat, _ = jax.tree_util.tree_flatten_with_path(nn.unbox(built.boxed_state.params))
+  specs = nn.get_partition_spec(built.boxed_state.mdl_vars["params"])
+  flat, _ = jax.tree_util.tree_flatten_with_path(nn.unbox(built.boxed_state.mdl_vars["params"]))
   problems = []
   for (path, value), spec in zip(
     flat, jax.tree.leaves(specs, is_leaf=lambda x: isinstance(x, jax.sharding.PartitionSpec))
