@@ -56,7 +56,9 @@ def _encode_dim(d: Any, sep: str) -> str:
   if isinstance(d, (list, tuple)):
     return "t" + ",".join(_encode_dim(e, sep) for e in d)
   if not isinstance(d, str) or any(c in d for c in (".", ",", sep)):
-    raise ValueError(f"Sharding prefix dim {d!r}: a mesh axis name may not contain '.', ',' or {sep!r}.")
+    raise ValueError(
+      f"Sharding prefix dim {d!r}: a mesh axis name may not contain '.', ',' or {sep!r}."
+    )
   return "s" + d
 
 
@@ -85,8 +87,13 @@ def _prefix_key(hp: Any, sep: str) -> str:
       f"repeat_prefix {hp.repeat_prefix} and its dims mappings ({sharding}, {optimizer}) "
       "must have the same length."
     )
-  key = sep.join(["p", ".".join(str(d) for d in hp.repeat_prefix),
-                  ".".join(_encode_dim(d, sep) for d in sharding)])
+  key = sep.join(
+    [
+      "p",
+      ".".join(str(d) for d in hp.repeat_prefix),
+      ".".join(_encode_dim(d, sep) for d in sharding),
+    ]
+  )
   if optimizer is not None and any(d != -1 for d in optimizer):
     key += sep + ".".join(_encode_dim(d, sep) for d in optimizer)
   return key
@@ -117,13 +124,16 @@ def _vmap_prefix(fn: Callable, num_dims: int, optimizer_prefix: Sequence[Any] | 
 
 def _group(values: Any, var_hparams: Any, sep: str) -> NestedMap:
   """One copy of `values` per group key, MaskedNode where a variable is in another group."""
-  keys = {_prefix_key(hp, sep) for hp in jax.tree_util.tree_leaves(var_hparams, is_leaf=_is_hparams)}
+  keys = {
+    _prefix_key(hp, sep) for hp in jax.tree_util.tree_leaves(var_hparams, is_leaf=_is_hparams)
+  }
   keys.add(NO_PREFIX_KEY)
   groups = NestedMap()
   for key in sorted(keys):
     groups[key] = jax.tree.map(
       lambda v, hp, key=key: v if _prefix_key(hp, sep) == key else optax.MaskedNode(),
-      values, var_hparams,
+      values,
+      var_hparams,
       is_leaf=lambda x: _is_hparams(x) or isinstance(x, optax.MaskedNode),
     )
   return groups
@@ -134,7 +144,9 @@ def _ungroup(groups: NestedMap, var_hparams: Any, sep: str) -> Any:
   keys = list(groups.keys())
   return jax.tree.map(
     lambda hp, *vals: vals[keys.index(_prefix_key(hp, sep))],
-    var_hparams, *[groups[k] for k in keys], is_leaf=_is_hparams,
+    var_hparams,
+    *[groups[k] for k in keys],
+    is_leaf=_is_hparams,
   )
 
 
@@ -174,8 +186,7 @@ def get_transformations_with_vectorized_repeat_prefix(
   def update_fn(updates, state, params=None):
     grouped_updates = _group(updates, var_hparams, sep)
     grouped_params = (
-      _group(params, var_hparams, sep) if params is not None
-      else {k: None for k in grouped_updates}
+      _group(params, var_hparams, sep) if params is not None else {k: None for k in grouped_updates}
     )
     if has_no_prefix(grouped_updates) and not force_prefix_structure:
       state = NestedMap({NO_PREFIX_KEY: state})
@@ -221,9 +232,11 @@ def partition_params(
   if isinstance(grad_tx, _PrefixVectorizationTransform):
     inner = grad_tx.original_grad_tx
     if isinstance(opt_states, dict):
-      return NestedMap({
-        key: optimizer_transforms.partition_params(inner, var_weight_hparams, group)
-        for key, group in opt_states.items()
-      })
+      return NestedMap(
+        {
+          key: optimizer_transforms.partition_params(inner, var_weight_hparams, group)
+          for key, group in opt_states.items()
+        }
+      )
     grad_tx = inner
   return optimizer_transforms.partition_params(grad_tx, var_weight_hparams, opt_states)

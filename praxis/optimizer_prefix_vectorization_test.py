@@ -49,8 +49,9 @@ class PrefixVectorizationTest(absltest.TestCase):
     self.assertIs(specs.trace["w"], hps["w"])
 
   def test_key_encoding_round_trips(self):
-    hp = wh.WeightHParams(shape=[], repeat_prefix=[2, 2],
-                          repeat_prefix_split_dims_mapping=[("data", "mdl"), None])
+    hp = wh.WeightHParams(
+      shape=[], repeat_prefix=[2, 2], repeat_prefix_split_dims_mapping=[("data", "mdl"), None]
+    )
     key = opt_vec._prefix_key(hp, "#")
     self.assertEqual(key, "p#2.2#tsdata,smdl.")
     self.assertEqual(opt_vec._parse_key(key, "#"), ([2, 2], [("data", "mdl"), None], None))

@@ -49,8 +49,9 @@ GeneralGradientTransformation = optax.GradientTransformation | ShardedGradientTr
 
 
 def _replicated_scalar(dtype=jnp.int32) -> WeightHParams:
-  return WeightHParams(shape=[], init=None, dtype=dtype, collections=None,
-                       tensor_split_dims_mapping=[])
+  return WeightHParams(
+    shape=[], init=None, dtype=dtype, collections=None, tensor_split_dims_mapping=[]
+  )
 
 
 def count_init_fn(_):
@@ -91,22 +92,35 @@ def partition_params(grad_tx: Any, var_weight_hparams: Any, opt_states: Any) -> 
     return None if is_masked_node(value) else spec
 
   def for_other(value):
-    return WeightHParams(shape=getattr(value, "shape", []), init=None, dtype=jnp.int32,
-                         collections=None, tensor_split_dims_mapping=[])
+    return WeightHParams(
+      shape=getattr(value, "shape", []),
+      init=None,
+      dtype=jnp.int32,
+      collections=None,
+      tensor_split_dims_mapping=[],
+    )
 
   try:
     return optax.tree_map_params(
-      grad_tx, for_param, opt_states, var_weight_hparams,
-      transform_non_params=for_other, is_leaf=is_masked_node,
+      grad_tx,
+      for_param,
+      opt_states,
+      var_weight_hparams,
+      transform_non_params=for_other,
+      is_leaf=is_masked_node,
     )
   except (TypeError, AttributeError, ValueError):
     # optax finds the parameter-shaped arrays by calling init on a placeholder; an init that
     # computes with its parameters (reductions, factored statistics) cannot take one. Its state
     # is then replicated.
     return jax.tree.map(
-      lambda x: WeightHParams(shape=list(getattr(x, "shape", [])), init=None,
-                              dtype=getattr(x, "dtype", None), collections=None,
-                              tensor_split_dims_mapping=[-1] * len(getattr(x, "shape", []))),
+      lambda x: WeightHParams(
+        shape=list(getattr(x, "shape", [])),
+        init=None,
+        dtype=getattr(x, "dtype", None),
+        collections=None,
+        tensor_split_dims_mapping=[-1] * len(getattr(x, "shape", [])),
+      ),
       opt_states,
     )
 
@@ -124,7 +138,9 @@ def sharded_chain(*args: GeneralGradientTransformation) -> ShardedGradientTransf
     for s, fn in zip(state, args):
       updates, s = fn.update(updates, s, params)
       new_state.append(
-        jax.tree.map(lambda x: optax.MaskedNode() if x is None else x, s, is_leaf=lambda x: x is None)
+        jax.tree.map(
+          lambda x: optax.MaskedNode() if x is None else x, s, is_leaf=lambda x: x is None
+        )
       )
     return updates, tuple(new_state)
 
@@ -143,8 +159,9 @@ def sharded_chain(*args: GeneralGradientTransformation) -> ShardedGradientTransf
   return ShardedGradientTransformation(init_fn, update_fn, init_partition_spec_fn)
 
 
-def sharded_masked(inner: GeneralGradientTransformation, mask: Any,
-                   use_custom_masked: bool = False) -> GeneralGradientTransformation:
+def sharded_masked(
+  inner: GeneralGradientTransformation, mask: Any, use_custom_masked: bool = False
+) -> GeneralGradientTransformation:
   """optax.masked keeping `inner`'s init_partition_spec (when it has one)."""
   del use_custom_masked  # Pax's flag, unused there too.
   masked = optax.masked(inner, mask)
@@ -154,9 +171,13 @@ def sharded_masked(inner: GeneralGradientTransformation, mask: Any,
   return ShardedGradientTransformation(masked.init, masked.update, spec_fn)
 
 
-def apply_lp_regularizer(var_lp_mask: Any, regularizer_weight: float | None = 0.0,
-                         p: float | None = 2.0, skip_lp_1d_vectors: bool | None = False,
-                         use_optax_gradient_transformations: bool = False):
+def apply_lp_regularizer(
+  var_lp_mask: Any,
+  regularizer_weight: float | None = 0.0,
+  p: float | None = 2.0,
+  skip_lp_1d_vectors: bool | None = False,
+  use_optax_gradient_transformations: bool = False,
+):
   """Adds the gradient of an L1 (p=1) or L2 (p=2) penalty: `g + w * sign(p)` or `g + w * p`."""
   if p not in (1.0, 2.0):
     raise ValueError(f"apply_lp_regularizer: p must be 1 or 2, got {p}.")
@@ -181,13 +202,17 @@ def apply_lp_regularizer(var_lp_mask: Any, regularizer_weight: float | None = 0.
         updates = jax.tree.map(one, updates, params, var_lp_mask, is_leaf=is_masked_node)
     return updates, NestedMap(count=state.count + 1)
 
-  return _wrap(count_init_fn, update_fn, count_init_partition_spec_fn,
-               use_optax_gradient_transformations)
+  return _wrap(
+    count_init_fn, update_fn, count_init_partition_spec_fn, use_optax_gradient_transformations
+  )
 
 
-def apply_decoupled_weight_decay(learning_rate_fn: Callable[[Any], Any], var_wd_mask: Any,
-                                 regularizer_weight: float | None = 0.0,
-                                 use_optax_gradient_transformations: bool = False):
+def apply_decoupled_weight_decay(
+  learning_rate_fn: Callable[[Any], Any],
+  var_wd_mask: Any,
+  regularizer_weight: float | None = 0.0,
+  use_optax_gradient_transformations: bool = False,
+):
   """`u - lr(step) * w * p` after the optimizer (AdamW-style decay that follows the schedule)."""
 
   def update_fn(updates, state, params=None):
@@ -205,8 +230,9 @@ def apply_decoupled_weight_decay(learning_rate_fn: Callable[[Any], Any], var_wd_
         updates = jax.tree.map(one, updates, params, var_wd_mask, is_leaf=is_masked_node)
     return updates, NestedMap(count=state.count + 1)
 
-  return _wrap(count_init_fn, update_fn, count_init_partition_spec_fn,
-               use_optax_gradient_transformations)
+  return _wrap(
+    count_init_fn, update_fn, count_init_partition_spec_fn, use_optax_gradient_transformations
+  )
 
 
 def _copy_leaf(x):
@@ -218,10 +244,12 @@ def _zeros_leaf(x):
   return jnp.zeros_like(x) if hasattr(x, "dtype") else x
 
 
-def apply_ewc_regularization(learning_rate_fn: Callable[[Any], Any],
-                             ewc_regularizer_weight: float = 0.0,
-                             ewc_weight_per_var: Any = None,
-                             use_optax_gradient_transformations: bool = False):
+def apply_ewc_regularization(
+  learning_rate_fn: Callable[[Any], Any],
+  ewc_regularizer_weight: float = 0.0,
+  ewc_weight_per_var: Any = None,
+  use_optax_gradient_transformations: bool = False,
+):
   """Elastic weight consolidation: pulls the parameters back to those of the first update.
 
   The penalty `w/2 * (p - p0)**2` enters as `u - lr(step) * w/2 * (p - p0)`; p0 is taken from
@@ -236,8 +264,11 @@ def apply_ewc_regularization(learning_rate_fn: Callable[[Any], Any],
     weights = jax.tree.map(
       lambda v: jnp.asarray(half, v.dtype) if hasattr(v, "dtype") else v, params
     )
-    return NestedMap(count=jnp.zeros([], jnp.int32),
-                     pretrain_vars=jax.tree.map(_copy_leaf, params), var_weights=weights)
+    return NestedMap(
+      count=jnp.zeros([], jnp.int32),
+      pretrain_vars=jax.tree.map(_copy_leaf, params),
+      var_weights=weights,
+    )
 
   def update_fn(updates, state, params=None):
     if not enabled:
@@ -252,11 +283,16 @@ def apply_ewc_regularization(learning_rate_fn: Callable[[Any], Any],
       # The per-variable weights scale the base weight once, at the first update.
       weights = jax.tree.map(
         lambda w, p, extra: jnp.where(first, (w * extra).astype(p.dtype), w),
-        weights, params, ewc_weight_per_var,
+        weights,
+        params,
+        ewc_weight_per_var,
       )
     updates = jax.tree.map(
       lambda u, p, w, v: u if is_masked_node(u) else u - lr * w * (p - v),
-      updates, params, weights, anchors,
+      updates,
+      params,
+      weights,
+      anchors,
     )
     return updates, NestedMap(count=state.count + 1, pretrain_vars=anchors, var_weights=weights)
 
@@ -264,12 +300,20 @@ def apply_ewc_regularization(learning_rate_fn: Callable[[Any], Any],
     count = _replicated_scalar()
     if not enabled:
       return NestedMap(count=count)
-    like = lambda x: WeightHParams(shape=x.shape, init=None, dtype=x.dtype, collections=None,
-                                   tensor_split_dims_mapping=x.tensor_split_dims_mapping)
+    like = lambda x: WeightHParams(
+      shape=x.shape,
+      init=None,
+      dtype=x.dtype,
+      collections=None,
+      tensor_split_dims_mapping=x.tensor_split_dims_mapping,
+    )
     scalar = lambda x: _replicated_scalar(x.dtype)
     is_hp = lambda x: isinstance(x, WeightHParams)
-    return NestedMap(count=count, pretrain_vars=jax.tree.map(like, var_hparams, is_leaf=is_hp),
-                     var_weights=jax.tree.map(scalar, var_hparams, is_leaf=is_hp))
+    return NestedMap(
+      count=count,
+      pretrain_vars=jax.tree.map(like, var_hparams, is_leaf=is_hp),
+      var_weights=jax.tree.map(scalar, var_hparams, is_leaf=is_hp),
+    )
 
   return _wrap(init_fn, update_fn, partition_spec_fn, use_optax_gradient_transformations)
 
@@ -298,16 +342,21 @@ def apply_ema_weights(decay: float, use_optax_gradient_transformations: bool = F
 
   def partition_spec_fn(var_hparams):
     is_hp = lambda x: isinstance(x, WeightHParams)
-    like = lambda x: WeightHParams(shape=x.shape, init=None, dtype=x.dtype, collections=None,
-                                   tensor_split_dims_mapping=x.tensor_split_dims_mapping)
-    return NestedMap(count=_replicated_scalar(),
-                     ema=jax.tree.map(like, var_hparams, is_leaf=is_hp))
+    like = lambda x: WeightHParams(
+      shape=x.shape,
+      init=None,
+      dtype=x.dtype,
+      collections=None,
+      tensor_split_dims_mapping=x.tensor_split_dims_mapping,
+    )
+    return NestedMap(count=_replicated_scalar(), ema=jax.tree.map(like, var_hparams, is_leaf=is_hp))
 
   return _wrap(init_fn, update_fn, partition_spec_fn, use_optax_gradient_transformations)
 
 
-def sharded_sgd(learning_rate_fn: Callable[[Any], Any], momentum: float | None,
-                nesterov: bool) -> ShardedGradientTransformation:
+def sharded_sgd(
+  learning_rate_fn: Callable[[Any], Any], momentum: float | None, nesterov: bool
+) -> ShardedGradientTransformation:
   """`-lr(step) * g`, or with momentum `m = momentum * m + g` (nesterov: `g + momentum * m`)."""
 
   def init_fn(params):
@@ -335,15 +384,21 @@ def sharded_sgd(learning_rate_fn: Callable[[Any], Any], momentum: float | None,
   return ShardedGradientTransformation(init_fn, update_fn, partition_spec_fn)
 
 
-def sharded_static_accumulation(num_sub_batches: int, base_tx: GeneralGradientTransformation,
-                                accumulation_use_cond_op: bool = False):
+def sharded_static_accumulation(
+  num_sub_batches: int,
+  base_tx: GeneralGradientTransformation,
+  accumulation_use_cond_op: bool = False,
+):
   """Sums `num_sub_batches` updates and every `num_sub_batches`-th step hands their mean to
   `base_tx`; the steps in between return zero updates."""
   del accumulation_use_cond_op  # Both branches are computed under jnp.where either way.
 
   def init_fn(params):
-    return NestedMap(count=jnp.zeros([], jnp.int32), inner_state=base_tx.init(params),
-                     accumulated_update=jax.tree.map(_zeros_leaf, params))
+    return NestedMap(
+      count=jnp.zeros([], jnp.int32),
+      inner_state=base_tx.init(params),
+      accumulated_update=jax.tree.map(_zeros_leaf, params),
+    )
 
   def update_fn(updates, state, params=None):
     total = jax.tree.map(lambda a, u: a + u, state.accumulated_update, updates)
@@ -357,8 +412,10 @@ def sharded_static_accumulation(num_sub_batches: int, base_tx: GeneralGradientTr
     return out, NestedMap(count=count, inner_state=inner, accumulated_update=total)
 
   def partition_spec_fn(var_hparams):
-    return NestedMap(count=_replicated_scalar(),
-                     inner_state=base_tx.init_partition_spec(var_hparams),
-                     accumulated_update=var_hparams)
+    return NestedMap(
+      count=_replicated_scalar(),
+      inner_state=base_tx.init_partition_spec(var_hparams),
+      accumulated_update=var_hparams,
+    )
 
   return ShardedGradientTransformation(init_fn, update_fn, partition_spec_fn)

@@ -37,7 +37,9 @@ class PaxOptimizerApiTest(absltest.TestCase):
     grads = [{"w": jnp.array([0.5, 0.5]), "b": jnp.array([1.0])}] * 3
     hps = {
       "w": wh.WeightHParams(shape=[2]),
-      "b": wh.WeightHParams(shape=[1], collections=[wh.WeightHParamsCollection.SKIP_LP_REGULARIZATION]),
+      "b": wh.WeightHParams(
+        shape=[1], collections=[wh.WeightHParamsCollection.SKIP_LP_REGULARIZATION]
+      ),
     }
     got, _ = _run(opt, grads, params, hps)
     w, b = np.array([1.0, -2.0]), np.array([3.0])

@@ -94,13 +94,7 @@ class BaseOptimizer(base_hyperparams.FiddleBaseParameterizable):
     parent = getattr(super(), "__post_init__", None)
     if parent is not None:
       parent()
-    if self.l2_regularizer_weight and self.l1_regularizer_weight:
-      raise ValueError(f"{type(self).__name__}: set l1_regularizer_weight or l2_regularizer_weight, not both.")
-    if self.decoupled_weight_decay and (self.l2_regularizer_weight or self.l1_regularizer_weight):
-      raise ValueError(
-        f"{type(self).__name__}: decoupled_weight_decay does not mix with the L1/L2 regularisers; "
-        "set one of them."
-      )
+    _check_regularisers(self)
 
   def scaling(self) -> optax.GradientTransformation:
     """The optimizer-specific part of the chain (step 2 in the module docstring)."""
@@ -119,18 +113,29 @@ class BaseOptimizer(base_hyperparams.FiddleBaseParameterizable):
     parts = [self.scaling()]
     if self.weight_decay > 0:
       exclude = self.weight_decay_exclude
-      parts.append(optax.add_decayed_weights(self.weight_decay, mask=lambda p: decay_mask(exclude, p)))
+      parts.append(
+        optax.add_decayed_weights(self.weight_decay, mask=lambda p: decay_mask(exclude, p))
+      )
     parts.append(optax.scale_by_learning_rate(lr))
     return _with_partition_spec(optax.chain(*parts))
 
-  def get_grad_transformation(self, var_weight_hparams: Any = None, include_ema: bool = True) -> Any:
+  def get_grad_transformation(
+    self, var_weight_hparams: Any = None, include_ema: bool = True
+  ) -> Any:
     """Pax's chain: L1, L2, the optimizer, decoupled weight decay, EWC, EMA.
 
     `var_weight_hparams` (the model's WeightHParams tree) exempts variables in the
     SKIP_LP_REGULARIZATION collection from the regularisers and the decoupled weight decay.
     """
-    return _tx.sharded_chain(*_pax_chain(self, self._get_raw_grad_transformation(self.get_learning_rate),
-                                         var_weight_hparams, include_ema, use_optax=False))
+    return _tx.sharded_chain(
+      *_pax_chain(
+        self,
+        self._get_raw_grad_transformation(self.get_learning_rate),
+        var_weight_hparams,
+        include_ema,
+        use_optax=False,
+      )
+    )
 
   def learning_rate_fn(self) -> Callable[[jax.typing.ArrayLike], jax.Array]:
     """step -> learning_rate * schedule(step), for the update and for summaries."""
@@ -369,9 +374,13 @@ class ShardedStaticAccumulator(BaseOptimizer):
 
   def __post_init__(self):
     if self.optimizer_tpl is None:
-      raise ValueError("ShardedStaticAccumulator: set optimizer_tpl, the wrapped optimizer's config.")
+      raise ValueError(
+        "ShardedStaticAccumulator: set optimizer_tpl, the wrapped optimizer's config."
+      )
     if self.num_sub_batches < 1:
-      raise ValueError(f"ShardedStaticAccumulator: num_sub_batches must be >= 1, got {self.num_sub_batches}.")
+      raise ValueError(
+        f"ShardedStaticAccumulator: num_sub_batches must be >= 1, got {self.num_sub_batches}."
+      )
     tpl = self.optimizer_tpl.clone() if hasattr(self.optimizer_tpl, "clone") else self.optimizer_tpl
     if tpl.lr_schedule is None:
       tpl.lr_schedule = self.lr_schedule
@@ -379,15 +388,21 @@ class ShardedStaticAccumulator(BaseOptimizer):
       self.lr_schedule = tpl.lr_schedule
     if not self.learning_rate:
       self.learning_rate = tpl.learning_rate
-    self.base_optimizer = base_hyperparams.instantiate(tpl) if isinstance(tpl, fdl.Buildable) else tpl
+    self.base_optimizer = (
+      base_hyperparams.instantiate(tpl) if isinstance(tpl, fdl.Buildable) else tpl
+    )
     super().__post_init__()
 
   def scaling(self) -> optax.GradientTransformation:
-    return optax.MultiSteps(self.base_optimizer.scaling(), self.num_sub_batches).gradient_transformation()
+    return optax.MultiSteps(
+      self.base_optimizer.scaling(), self.num_sub_batches
+    ).gradient_transformation()
 
   def _get_raw_grad_transformation(self, lr):
     base = self.base_optimizer._get_raw_grad_transformation(lr)  # pylint: disable=protected-access
-    return _tx.sharded_static_accumulation(self.num_sub_batches, base, self.accumulation_use_cond_op)
+    return _tx.sharded_static_accumulation(
+      self.num_sub_batches, base, self.accumulation_use_cond_op
+    )
 
 
 class OptaxOptimizer(base_hyperparams.FiddleBaseParameterizable):
@@ -409,33 +424,69 @@ class OptaxOptimizer(base_hyperparams.FiddleBaseParameterizable):
   ewc_weight_per_var: Any = None
   grad_tx: Any = None
 
-  __post_init__ = BaseOptimizer.__post_init__
+  def __post_init__(self):
+    parent = getattr(super(), "__post_init__", None)
+    if parent is not None:
+      parent()
+    _check_regularisers(self)
 
   def get_learning_rate(self, step_count: jax.typing.ArrayLike) -> jax.Array:
     return self.learning_rate * jnp.asarray(_as_schedule(self.lr_schedule)(step_count), jnp.float32)
 
-  def get_grad_transformation(self, var_weight_hparams: Any = None, include_ema: bool = True) -> Any:
+  def get_grad_transformation(
+    self, var_weight_hparams: Any = None, include_ema: bool = True
+  ) -> Any:
     if self.grad_tx is None:
-      raise ValueError("OptaxOptimizer: set grad_tx, the optax transformation to wrap (e.g. optax.sgd(1.0)).")
-    return optax.chain(*_pax_chain(self, self.grad_tx, var_weight_hparams, include_ema, use_optax=True))
+      raise ValueError(
+        "OptaxOptimizer: set grad_tx, the optax transformation to wrap (e.g. optax.sgd(1.0))."
+      )
+    return optax.chain(
+      *_pax_chain(self, self.grad_tx, var_weight_hparams, include_ema, use_optax=True)
+    )
 
 
-def _pax_chain(opt: Any, raw: Any, var_weight_hparams: Any, include_ema: bool, use_optax: bool) -> list:
+def _check_regularisers(opt: Any) -> None:
+  """Pax's rule: one of L1, L2 and decoupled weight decay."""
+  if opt.l2_regularizer_weight and opt.l1_regularizer_weight:
+    raise ValueError(
+      f"{type(opt).__name__}: set l1_regularizer_weight or l2_regularizer_weight, not both."
+    )
+  if opt.decoupled_weight_decay and (opt.l2_regularizer_weight or opt.l1_regularizer_weight):
+    raise ValueError(
+      f"{type(opt).__name__}: decoupled_weight_decay does not mix with the L1/L2 regularisers; "
+      "set one of them."
+    )
+
+
+def _pax_chain(
+  opt: Any, raw: Any, var_weight_hparams: Any, include_ema: bool, use_optax: bool
+) -> list:
   """Pax's order around the optimizer proper (`raw`)."""
   if var_weight_hparams:
     is_hp = lambda x: isinstance(x, _tx.WeightHParams)
-    mask = jax.tree.map(lambda h: not _tx.var_skip_lp_regularization(h), var_weight_hparams, is_leaf=is_hp)
+    mask = jax.tree.map(
+      lambda h: not _tx.var_skip_lp_regularization(h), var_weight_hparams, is_leaf=is_hp
+    )
   else:
     mask = None
   parts = [
-    _tx.apply_lp_regularizer(mask, opt.l1_regularizer_weight, 1.0, opt.skip_lp_1d_vectors, use_optax),
-    _tx.apply_lp_regularizer(mask, opt.l2_regularizer_weight, 2.0, opt.skip_lp_1d_vectors, use_optax),
+    _tx.apply_lp_regularizer(
+      mask, opt.l1_regularizer_weight, 1.0, opt.skip_lp_1d_vectors, use_optax
+    ),
+    _tx.apply_lp_regularizer(
+      mask, opt.l2_regularizer_weight, 2.0, opt.skip_lp_1d_vectors, use_optax
+    ),
     raw,
-    _tx.apply_decoupled_weight_decay(opt.get_learning_rate, mask, opt.decoupled_weight_decay, use_optax),
+    _tx.apply_decoupled_weight_decay(
+      opt.get_learning_rate, mask, opt.decoupled_weight_decay, use_optax
+    ),
   ]
   if opt.ewc_regularizer_weight > 0.0:
-    parts.append(_tx.apply_ewc_regularization(
-      opt.get_learning_rate, opt.ewc_regularizer_weight, opt.ewc_weight_per_var, use_optax))
+    parts.append(
+      _tx.apply_ewc_regularization(
+        opt.get_learning_rate, opt.ewc_regularizer_weight, opt.ewc_weight_per_var, use_optax
+      )
+    )
   if opt.ema_decay > 0.0 and include_ema:
     if not opt.ema_decay < 1.0:
       raise ValueError(f"ema_decay must be < 1, got {opt.ema_decay}.")
@@ -450,7 +501,9 @@ def _with_partition_spec(tx: optax.GradientTransformation) -> _tx.ShardedGradien
   def spec(var_hparams):
     is_hp = lambda x: isinstance(x, _tx.WeightHParams)
     shapes = jax.tree.map(
-      lambda h: jax.ShapeDtypeStruct(tuple(h.shape), h.dtype or jnp.float32), var_hparams, is_leaf=is_hp
+      lambda h: jax.ShapeDtypeStruct(tuple(h.shape), h.dtype or jnp.float32),
+      var_hparams,
+      is_leaf=is_hp,
     )
     state = jax.eval_shape(tx.init, shapes)
     try:
@@ -458,8 +511,15 @@ def _with_partition_spec(tx: optax.GradientTransformation) -> _tx.ShardedGradien
     except (AttributeError, TypeError, ValueError):
       # The state is not made leaf by leaf from the parameters (e.g. factored statistics).
       return jax.tree.map(
-        lambda x: _tx.WeightHParams(shape=list(x.shape), init=None, dtype=x.dtype, collections=None,
-                                    tensor_split_dims_mapping=[-1] * len(x.shape)), state)
+        lambda x: _tx.WeightHParams(
+          shape=list(x.shape),
+          init=None,
+          dtype=x.dtype,
+          collections=None,
+          tensor_split_dims_mapping=[-1] * len(x.shape),
+        ),
+        state,
+      )
 
   return _tx.ShardedGradientTransformation(tx.init, tx.update, spec)
 
@@ -575,8 +635,11 @@ def build(cfg: Any, params: Any = None) -> optax.GradientTransformation:
     parts.append(optax.add_decayed_weights(weight_decay, mask=lambda p: decay_mask(exclude, p)))
   parts.append(optax.scale_by_learning_rate(opt.learning_rate_fn()))
   if opt.ewc_regularizer_weight > 0:
-    parts.append(_tx.apply_ewc_regularization(
-      opt.learning_rate_fn(), opt.ewc_regularizer_weight, opt.ewc_weight_per_var, True))
+    parts.append(
+      _tx.apply_ewc_regularization(
+        opt.learning_rate_fn(), opt.ewc_regularizer_weight, opt.ewc_weight_per_var, True
+      )
+    )
   if opt.ema_decay > 0:
     parts.append(ema_of_params(opt.ema_decay))
   return optax.chain(*parts)

@@ -294,9 +294,7 @@ class PiecewiseConstant(_Warmup, BaseSchedule):
 
   def _value(self, step):
     # Which piece: the number of boundaries at or below the step.
-    index = jnp.searchsorted(
-      jnp.asarray(self.boundaries, jnp.float32), _f32(step), side="right"
-    )
+    index = jnp.searchsorted(jnp.asarray(self.boundaries, jnp.float32), _f32(step), side="right")
     return jnp.asarray(self.values, jnp.float32)[index]
 
 
@@ -471,7 +469,9 @@ class LinearRampupPiecewiseConstant(BaseSchedule):
     first = self.boundaries[0]
     ramp = Linear(start=(0, 0.0), limit=(first, self.values[0]))
     # One value per remaining boundary plus the last one, which holds after the end.
-    rest = PiecewiseConstant(boundaries=[b - first for b in self.boundaries[1:]], values=self.values)
+    rest = PiecewiseConstant(
+      boundaries=[b - first for b in self.boundaries[1:]], values=self.values
+    )
     return jnp.asarray(_joined([ramp, rest], [first])(step), jnp.float32)
 
 
