@@ -32,7 +32,6 @@ batches, so a resumed input continues with the next batch.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from typing import Any, Mapping, Sequence
 
@@ -167,7 +166,6 @@ class SequenceModelFeatures(seqio.EncDecFeatureConverter):
     return super().__call__(ds, task_feature_lengths).map(self._to_pax)
 
 
-@dataclasses.dataclass
 class SeqIOInput(base_input.BaseInput):
   """A SeqIO task or mixture as a BaseInput (module docstring).
 

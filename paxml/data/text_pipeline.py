@@ -23,7 +23,6 @@ order they arrive: faster with many files, but a restore then continues from a d
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import struct
@@ -43,7 +42,6 @@ NestedMap = base_input.NestedMap
 FORMATS = ("tfrecord", "jsonl", "text")
 
 
-@dataclasses.dataclass
 class TextInput(base_input.BaseInput):
   """LM batches (ids, labels, paddings, weights, segment_ids, segment_pos) from text files.
 
