@@ -15,6 +15,7 @@ from praxis import base_layer
 from praxis import decoder_utils
 from praxis import pax_fiddle
 from praxis import pytypes
+from praxis.layers import lm_decode
 from praxis.layers import models
 from praxis.layers import sample_decode
 from praxis.layers import transformer_models
@@ -69,6 +70,19 @@ class LmDecodeTest(absltest.TestCase):
     ids[0, : len(seq)] = seq
     return np.asarray(jax.nn.log_softmax(self.full(ids)[0, : len(seq)].astype(jnp.float32)))
 
+  def seed_loop(self, hp):
+    """The seed's pure-function loop over the LM's prefilled cache, as its own decode ran it."""
+    model = base_layer.instantiate(model_config(hp))
+
+    def run(m, batch):
+      buffer = jnp.pad(jnp.asarray(batch.ids), [(0, 0), (0, hp.seqlen - batch.ids.shape[1])])
+      cache, extend_fn = lm_decode.cached_lm_fns(m, buffer)
+      return sample_decode.sample_decode(
+        extend_fn, cache, buffer, lm_decode.prompt_lengths(batch), hp
+      )
+
+    return model.apply({"params": self.params}, self.batch, method=run)
+
   def decode(self, decoder, rng=None):
     model = base_layer.instantiate(model_config(decoder))
     rngs = {} if rng is None else {"random": rng}
@@ -76,10 +90,12 @@ class LmDecodeTest(absltest.TestCase):
 
   def test_greedy_has_paxs_shapes_and_equals_the_seed_loop(self):
     metrics, out, _ = self.decode(models.GreedyDecoderHParams(seqlen=8, eos_id=EOS))
-    seed_model = base_layer.instantiate(
-      model_config(sample_decode.DecoderHParams(seqlen=8, eos_id=EOS))
-    )
-    _, seed = seed_model.apply({"params": self.params}, self.batch, method="decode")
+    # The seed's settings are Pax's too (greedy sampling with k = 1) ...
+    _, seed_pax, _ = self.decode(sample_decode.DecoderHParams(seqlen=8, eos_id=EOS))
+    for key in ("output_ids", "decode_lengths", "logprobs"):
+      np.testing.assert_array_equal(seed_pax[key], out[key], err_msg=key)
+    # ... and the seed's pure-function loop over a prefilled cache gives the same tokens.
+    seed = self.seed_loop(sample_decode.DecoderHParams(seqlen=8, eos_id=EOS))
     self.assertEqual(out.output_ids.shape, (2, 1, 8))
     np.testing.assert_array_equal(out.output_ids[:, 0], seed.output_ids)
     np.testing.assert_array_equal(out.decode_lengths[:, 0], seed.decode_lengths)

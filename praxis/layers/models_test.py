@@ -292,7 +292,11 @@ class LanguageModelTest(absltest.TestCase):
     model = self.model.clone(decoder_tpl=hp)
     batch = lm_batch(seed=3)
     batch.prefix_lengths = np.array([4, 2, 6], np.int32)
-    metrics, out = jax.jit(lambda v, b: model.apply(v, b, method="decode"))(self.params_only, batch)
+    metrics, out, _ = jax.jit(lambda v, b: model.apply(v, b, method="decode"))(
+      self.params_only, batch
+    )
+    # Pax's form: one sample per row; logprobs 1.0 outside the fed and generated tokens.
+    out = jax.tree.map(lambda x: x[:, 0] if x.ndim >= 2 and x.shape[1] == 1 else x, out)
     ref = self.reference_greedy(
       batch.ids, batch.prefix_lengths, 10, eos_id, max_new=max_decode_steps or 100
     )
@@ -325,10 +329,10 @@ class LanguageModelTest(absltest.TestCase):
       decoder_tpl=sample_decode.DecoderHParams(seqlen=10, eos_id=None, max_decode_steps=1)
     )
     batch = lm_batch()  # row 1 has 3 padded positions
-    _, out = model.apply(self.params_only, batch, method="decode")
-    np.testing.assert_array_equal(out.prefix_lengths, [8, 5, 8])
-    np.testing.assert_array_equal(out.decode_lengths, [9, 6, 9])
-    np.testing.assert_array_equal(out.output_ids[1, :5], batch.ids[1, :5])
+    _, out, _ = model.apply(self.params_only, batch, method="decode")
+    np.testing.assert_array_equal(out.prefix_lengths[:, 0], [8, 5, 8])
+    np.testing.assert_array_equal(out.decode_lengths[:, 0], [9, 6, 9])
+    np.testing.assert_array_equal(out.output_ids[1, 0, :5], batch.ids[1, :5])
 
   def test_sampling_needs_a_random_rng_and_uses_it(self):
     model = self.model.clone(
