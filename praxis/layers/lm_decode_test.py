@@ -149,8 +149,10 @@ class LmDecodeTest(absltest.TestCase):
     _, out, _ = self.decode(
       models.BeamSearchHParams(
         # Pax requires seqlen > 0 for every decoder; beam search sizes its output by
-        # max_decode_steps.
+        # max_decode_steps. Pax's beam search decodes after a prefill of the right-aligned
+        # prompts (without fprop_for_prefix it would start from a dummy token).
         seqlen=1,
+        fprop_for_prefix=True,
         beam_size=beam,
         max_decode_steps=steps,
         eos_id=EOS,
