@@ -131,6 +131,9 @@ class BaseInput(base_hyperparams.FiddleBaseParameterizable):
   _state_before_peek: Any = dataclasses.field(default=None, init=False, repr=False)
 
   def __post_init__(self):
+    parent = getattr(super(), "__post_init__", None)
+    if parent is not None:
+      parent()
     if self._VALIDATE_BATCH_SIZE_NOT_NONE and self.batch_size is None:
       raise ValueError(
         f"{type(self).__name__}: Must specify self.batch_size (examples per batch on this host)."
@@ -500,7 +503,9 @@ class DatasetInputSpecsProvider(BaseInputSpecsProvider):
   _input_specs: Any = dataclasses.field(default=None, init=False, repr=False)
 
   def __post_init__(self):
-    super().__post_init__()
+    parent = getattr(super(), "__post_init__", None)
+    if parent is not None:
+      parent()
     if self.input_p is None:
       raise ValueError("DatasetInputSpecsProvider: set input_p, the input's config.")
     inp = instantiate(self.input_p)
