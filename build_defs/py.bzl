@@ -16,7 +16,7 @@
         re-exporting package); the package's modules then depend on the parent's __init__ instead,
         which avoids a cycle.
     Both also declare the filegroup `sources` (the package's .py, .cc and .h files) that
-    //tools:lint_test checks.
+    //tools:lint_test checks and the wheels in //wheels ship.
     pax_py_library(name, srcs = [name + ".py"], deps = [], test_deps = [], test_<attr> = ..., ...)
         The module, and its test when `<name>_test.py` exists: one declaration per module. The test
         is a pax_py_test named `<name>_test` with deps `test_deps` (what it imports beyond the
@@ -79,7 +79,7 @@ def _sources():
     native.filegroup(
         name = "sources",
         srcs = native.glob(["*.py", "*.cc", "*.h"]),
-        visibility = ["//tools:__pkg__"],
+        visibility = ["//tools:__pkg__", "//wheels:__pkg__"],
     )
 
 def pax_py_package(deps = [], **kwargs):

@@ -41,6 +41,16 @@ class CorruptCheckpointError(Exception):
     self.reason = reason
 
 
+class UnfinishedCheckpointError(CorruptCheckpointError):
+  """A checkpoint without its manifest: the save was interrupted (a kill between Orbax's commit
+  and checksums.json) or the manifest was removed. Not known to be damaged, but unverifiable."""
+
+  def __init__(self, step: int, reason: str):
+    Exception.__init__(self, f"checkpoint step {step} is unfinished: {reason}")
+    self.step = step
+    self.reason = reason
+
+
 def _write_atomically(path: str, text: str) -> None:
   tmp = f"{path}.tmp-{os.getpid()}"
   with open(tmp, "w") as f:
@@ -153,7 +163,7 @@ def read_manifest(step_dir: str, step: int) -> dict[str, Any]:
     with open(path) as f:
       manifest = json.load(f)
   except FileNotFoundError:
-    raise CorruptCheckpointError(
+    raise UnfinishedCheckpointError(
       step, f"no {MANIFEST} (the save did not finish, or the file was removed)"
     ) from None
   except (OSError, ValueError) as e:

@@ -74,7 +74,6 @@ class FileChecksumTest(absltest.TestCase):
         lambda: open(os.path.join(self.step_dir, integrity.MANIFEST), "w").write("{"),
         "unreadable checksums.json",
       ),
-      (lambda: os.remove(os.path.join(self.step_dir, integrity.MANIFEST)), "no checksums.json"),
     ]
     for damage, message in cases:
       with self.subTest(message):
@@ -84,6 +83,13 @@ class FileChecksumTest(absltest.TestCase):
           integrity.CorruptCheckpointError, "checkpoint step 3 is corrupt: " + message
         ):
           integrity.verify_files(self.step_dir, 3)
+
+  def test_a_missing_manifest_is_an_unfinished_save_not_damage(self):
+    os.remove(os.path.join(self.step_dir, integrity.MANIFEST))
+    with self.assertRaisesRegex(
+      integrity.UnfinishedCheckpointError, "checkpoint step 3 is unfinished: no checksums.json"
+    ):
+      integrity.verify_files(self.step_dir, 3)
 
   def test_only_checks_one_item(self):
     os.remove(os.path.join(self.step_dir, "state", "data"))

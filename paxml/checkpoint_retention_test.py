@@ -24,6 +24,33 @@ class StepsToRemoveTest(absltest.TestCase):
       [10, 30],
     )
 
+  def test_set_aside_steps_are_bounded_once_a_newer_step_verifies(self):
+    names = [
+      "checkpoint_00000002",
+      "checkpoint_00000004",
+      "checkpoint_00000004.1",
+      "checkpoint_00000006.unfinished",
+      "checkpoint_00000008",
+      "checkpoint_00000010.unfinished",
+      "checkpoint_00000012",
+      "notes.txt",
+    ]
+    remove = checkpoint_retention.set_aside_to_remove
+    # Nothing verifies yet: everything stays.
+    self.assertEqual(remove(names, None), [])
+    # Step 10 verifies: the unfinished 6 goes, and of the damaged 2, 4, 4.1, 8 the three newest
+    # stay; 10 and 12 are not older than the verified step.
+    self.assertEqual(remove(names, 10), ["checkpoint_00000002", "checkpoint_00000006.unfinished"])
+    self.assertEqual(
+      remove(names, 14),
+      [
+        "checkpoint_00000002",
+        "checkpoint_00000004",
+        "checkpoint_00000006.unfinished",
+        "checkpoint_00000010.unfinished",
+      ],
+    )
+
 
 if __name__ == "__main__":
   absltest.main()

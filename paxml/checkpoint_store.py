@@ -14,9 +14,13 @@ arrays via TensorStore) and one JSON item. It composes:
                               manifest does not count, so it cannot push good ones out;
   fallback                    a corrupt latest step (missing, changed or truncated file, unreadable
                               metadata or manifest, an array whose values differ) is named in one
-                              warning, moved aside to `<directory>_corrupt/` by a writer (never
-                              deleted; readers leave it where it is) and the newest step that
-                              verifies is restored instead.
+                              warning, moved aside to `<directory>_corrupt/` by a writer
+                              (readers leave it where it is) and the newest step that verifies
+                              is restored instead. A step without its manifest is reported as
+                              unfinished (an interrupted save), not damaged. Set-aside steps
+                              are bounded once a newer step verifies: unfinished ones are
+                              removed, damaged ones beyond the newest 3
+                              (checkpoint_retention.set_aside_to_remove).
 
 A restore takes the target's shardings, not the saved ones: a checkpoint written on one mesh
 is read onto another. A failed background save is reported by `check()` (the trainer calls
@@ -251,9 +255,13 @@ class CheckpointStore:
     self._finish_pending()
 
   def _apply_retention(self) -> None:
-    if self._max_to_keep is None or self._read_only or not leader.is_leader():
+    if self._read_only or not leader.is_leader():
       return
     complete = self.complete_steps()
+    if self._exclusive:
+      self._prune_set_aside(complete[-1] if complete else None)
+    if self._max_to_keep is None:
+      return
     saved_at = {s: self._saved_at(s) for s in complete} if self._keep_seconds else {}
     removed = checkpoint_retention.steps_to_remove(
       complete,
@@ -381,18 +389,20 @@ class CheckpointStore:
 
   def _set_aside(self, step: int, error: integrity.CorruptCheckpointError) -> None:
     self._bad_steps.add(step)
+    unfinished = isinstance(error, integrity.UnfinishedCheckpointError)
     if not self._exclusive:
       logging.warning("%s in %s; skipping it and trying an older one.", error, self.directory)
       return
     destination = None
     if leader.is_leader():
       os.makedirs(corrupt_dir(self.directory), exist_ok=True)
-      destination = os.path.join(corrupt_dir(self.directory), STEP_FORMAT.format(step))
+      name = STEP_FORMAT.format(step)
+      if unfinished:
+        name += checkpoint_retention.UNFINISHED_SUFFIX
+      destination = os.path.join(corrupt_dir(self.directory), name)
       suffix = 1
       while os.path.exists(destination):
-        destination = os.path.join(
-          corrupt_dir(self.directory), f"{STEP_FORMAT.format(step)}.{suffix}"
-        )
+        destination = os.path.join(corrupt_dir(self.directory), f"{name}.{suffix}")
         suffix += 1
       os.rename(self.step_dir(step), destination)
     if jax.process_count() > 1:
@@ -400,11 +410,35 @@ class CheckpointStore:
 
       multihost_utils.sync_global_devices(f"checkpoint_set_aside_{step}")
     self._manager.reload()
+    if unfinished:
+      logging.warning(
+        "%s: an interrupted save (e.g. killed before its checksums were written), not a "
+        "damaged one; moved it to %s (removed once a newer step verifies) and restoring the "
+        "newest checkpoint that verifies.",
+        error,
+        destination or corrupt_dir(self.directory),
+      )
+      return
     logging.warning(
       "%s; moved it to %s and restoring the newest checkpoint that verifies.",
       error,
       destination or corrupt_dir(self.directory),
     )
+
+  def _prune_set_aside(self, newest_verified: int | None) -> None:
+    """Bounds `<directory>_corrupt/` (checkpoint_retention.set_aside_to_remove)."""
+    try:
+      names = os.listdir(corrupt_dir(self.directory))
+    except FileNotFoundError:
+      return
+    for name in checkpoint_retention.set_aside_to_remove(names, newest_verified):
+      shutil.rmtree(os.path.join(corrupt_dir(self.directory), name), ignore_errors=True)
+      logging.info(
+        "Removed the set-aside %s from %s: step %d is newer and verified.",
+        name,
+        corrupt_dir(self.directory),
+        newest_verified,
+      )
 
   def reload(self) -> None:
     """Re-reads the step list from disk (to see another process's saves)."""

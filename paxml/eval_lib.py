@@ -42,6 +42,7 @@ import numpy as np
 from paxml import base_experiment
 from paxml import checkpoints
 from paxml import leader
+from paxml import memory_plan
 from paxml import partitioning
 from paxml import summaries
 from paxml import tasks_lib
@@ -195,6 +196,15 @@ class Programs:
       in_shardings=(self.param_shardings, batch),
       out_shardings=(replicated, batch),
     )
+    # Each new program (step, input shapes) checks its memory before it first runs.
+    for attr, program in (
+      ("_eval_fn", "the eval step"),
+      ("_score_fn", "the eval step"),
+      ("_decode_fn", "the decode step"),
+    ):
+      jitted = getattr(self, attr)
+      mesh = self.partitioner.mesh
+      setattr(self, attr, memory_plan.Preflighted(jitted, program, model=self.model, mesh=mesh))
     self._writers: dict[str, Any] = {}
 
   def _writer(self, name: str) -> Any:
@@ -370,7 +380,10 @@ def wait_for_checkpoint(
 
 
 def peek(data: Any) -> pytypes.NestedMap:
-  """The input's next batch, without consuming it."""
+  """The input's next batch, without consuming it (kept by an input that can peek, e.g. the
+  trainer's peekable_input.PeekableInput; otherwise read and the position set back)."""
+  if hasattr(data, "peek"):
+    return data.peek()
   position = data.get_state()
   batch = data.get_next()
   data.set_state(position)

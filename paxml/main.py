@@ -230,6 +230,7 @@ def run(
   from paxml import eval_lib
   from paxml import job_files
   from paxml import job_lock
+  from paxml import memory_plan
   from paxml import partitioning
   from paxml import trainer
   from paxml.data import input_error
@@ -294,8 +295,14 @@ def run(
     trainer.TrainingDivergedError,
     input_error.InputDataError,
     fiddle_overrides.OverrideError,
+    memory_plan.OutOfMemoryError,
   ) as e:
     raise UsageError(str(e)) from e
+  except Exception as e:  # pylint: disable=broad-except
+    # An OOM outside the checked programs (initialising the state, a restore): one line too.
+    if memory_plan.is_out_of_memory(e):
+      raise UsageError(str(memory_plan.runtime_error(e))) from e
+    raise
 
 
 def _restore_steps(value: int | Sequence[int] | None) -> list[int]:
@@ -422,10 +429,15 @@ def main(argv: Sequence[str]) -> int:
   return 0
 
 
-if __name__ == "__main__":
+def run_from_command_line() -> None:
+  """`python -m paxml.main`, `bazel run //paxml:main` and the wheel's `paxml-main` command."""
   # Only when run as a program: tests import this module and parse their own flags.
   pax_flags.define_jax_flags()  # --jax_* (Pax calls jax.config.config_with_absl() here too).
   flags.mark_flags_as_required(
     ["job_log_dir"]
   )  # --exp, or Fiddle's flags (_experiment_from_flags).
   app.run(main, flags_parser=pax_flags.flags_parser)
+
+
+if __name__ == "__main__":
+  run_from_command_line()

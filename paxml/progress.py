@@ -1,5 +1,12 @@
 """Progress a person can follow: steps/s, tokens/s, MFU and ETA per summary interval.
 
+Rates are measured on finished steps, not dispatched ones: the train loop tells the meter when it
+has seen a step finish (`step_done`, from its bounded run-ahead), and a summary's `update` is
+called once the step's metrics have been fetched. The first finished step includes compilation,
+so windows start at it: steps/s is the rate over the steps finished since the previous summary
+(or since the first step), and the ETA divides the steps left by the mean rate of every step
+finished since the first one (periodic evals and saves included: it is the wall-clock estimate).
+
 FLOPs per token of a decoder-only Transformer (PaLM, appendix B):
 
     flops_per_token = 6 * N + 12 * L * H * Q * T
@@ -87,7 +94,7 @@ def format_duration(seconds: float) -> str:
 
 @dataclasses.dataclass
 class ProgressMeter:
-  """Rates over the steps since the previous `update`; the first interval includes compilation."""
+  """Rates over finished steps since the previous `update` (module docstring)."""
 
   num_train_steps: int
   tokens_per_step: int
@@ -100,10 +107,23 @@ class ProgressMeter:
 
   def __post_init__(self):
     self._last_step = self.start_step
+    self._first: tuple[int, float] | None = None  # (step, time) of the first finished step.
+
+  def step_done(self, step: int, now: float | None = None) -> None:
+    """Records that `step` has finished (seen by the loop); the first one starts the windows,
+    so the compilation it includes is in no rate."""
+    if self._first is None and step > self.start_step:
+      now = time.perf_counter() if now is None else now
+      self._first = (step, now)
+      if self._last_step == self.start_step:
+        self._last_step, self._last_time = step, now
 
   def update(self, step: int) -> dict[str, float]:
-    """Returns Steps/sec, tokens/sec, (MFU when the peak is known) and eta_secs since last call."""
+    """Returns Steps/sec, tokens/sec, (MFU when the peak is known) and eta_secs; `step` has
+    finished (its metrics were fetched)."""
     now = time.perf_counter()
+    if self._first is None:  # No step_done reports: the window started at construction.
+      self._first = (step, now)
     elapsed = max(now - self._last_time, 1e-9)
     steps_per_sec = (step - self._last_step) / elapsed
     self._last_time, self._last_step = now, step
@@ -114,9 +134,11 @@ class ProgressMeter:
     if self.peak_flops_per_device:
       achieved = rates["tokens/sec"] * self.flops_per_token
       rates["MFU"] = achieved / (self.num_devices * self.peak_flops_per_device)
-    rates["eta_secs"] = (
-      (self.num_train_steps - step) / steps_per_sec if steps_per_sec > 0 else float("inf")
-    )
+    mean_rate = steps_per_sec
+    first_step, first_time = self._first or (step, now)
+    if step > first_step and now > first_time:
+      mean_rate = (step - first_step) / (now - first_time)
+    rates["eta_secs"] = (self.num_train_steps - step) / mean_rate if mean_rate > 0 else float("inf")
     return rates
 
   def line(self, step: int, loss: float, rates: dict[str, float]) -> str:

@@ -59,6 +59,27 @@ class ProgressTest(absltest.TestCase):
     line = meter.line(20, 1.5, rates)
     self.assertIn("step 20/100 loss 1.5000 steps/s 2.00 tokens/s 2000 MFU 100.0% ETA 0m40s", line)
 
+  def test_rates_are_on_finished_steps_without_the_compile(self):
+    clock = iter([0.0, 100.0, 105.0, 115.0])
+    with mock.patch.object(progress.time, "perf_counter", lambda: next(clock)):
+      meter = progress.ProgressMeter(
+        num_train_steps=41,
+        tokens_per_step=10,
+        flops_per_token=1.0,
+        num_devices=1,
+        peak_flops_per_device=None,
+      )
+      meter.step_done(1)  # The first step finished at t=100: 100 s of compilation.
+      meter.step_done(2)  # Later reports change nothing: windows end at summaries.
+      first = meter.update(11)  # t=105: 10 steps in 5 s since the first one finished.
+      second = meter.update(21)  # t=115: 10 steps in 10 s.
+    self.assertAlmostEqual(first["Steps/sec"], 2.0)
+    self.assertAlmostEqual(first["tokens/sec"], 20.0)
+    self.assertAlmostEqual(first["eta_secs"], 30 / 2.0)
+    self.assertAlmostEqual(second["Steps/sec"], 1.0)
+    # The ETA uses the mean rate since the first finished step: 20 steps in 15 s.
+    self.assertAlmostEqual(second["eta_secs"], 20 / (20 / 15))
+
   def test_unknown_peak_reports_no_mfu(self):
     meter = progress.ProgressMeter(
       num_train_steps=10,

@@ -25,14 +25,20 @@ with SeqIO's JSONLogger and returns floats that eval_lib writes to TensorBoard u
 `scoring_eval/<metric>` (eval_test_<name>) and `decoder/<metric>` (decode_test_<name>), as Pax.
 Each example carries `enum_shard_index` / `enum_index_within_shard`, its key in the targets.
 
-Input checkpointing: `get_state()` is {"num_batches", "seed"} (JSON, as every input here; Pax
-stores the tf.data iterator's bytes); `set_state` rebuilds the iterator and skips that many
-batches, so a resumed input continues with the next batch.
+Input checkpointing: `get_state()` is {"num_batches", "seed"} plus, for a training input, the
+tf.data iterator's own checkpoint ("iterator": its files, base64; Pax too stores the iterator's
+bytes). `set_state` restores that iterator, which costs the size of its state (the shuffle buffer)
+whatever the position. A state without it (an eval input's, or one written before), or one tf.data
+cannot restore into the rebuilt pipeline (measured: LanguageModelFeatures(pack=True) on kjv_lm,
+whose restore fails with "Failed to restore dataset iterator ... MapAndBatch::Zip"; a warning
+says so), rebuilds the iterator and skips `num_batches` batches, reading each of them.
 """
 
 from __future__ import annotations
 
+import base64
 import os
+import tempfile
 from typing import Any, Mapping, Sequence
 
 from absl import logging
@@ -222,7 +228,8 @@ class SeqIOInput(base_input.BaseInput):
     self._shard_examples: list[list[dict[str, Any]]] | None = None
     self.dataset = self._get_dataset()
     self._num_batches = 0
-    self._iter = iter(self.dataset.as_numpy_iterator())
+    self._iter = iter(self.dataset)  # A tf.data iterator, not a numpy one: it can be saved.
+    self._iterator_saves = self.is_training
 
   def _validate(self) -> None:
     where = f"SeqIOInput {self.name}"
@@ -371,10 +378,22 @@ class SeqIOInput(base_input.BaseInput):
   def get_next(self) -> NestedMap:
     batch = next(self._iter)  # StopIteration at the end of a finite input, as BaseInput says.
     self._num_batches += 1
-    return _to_nested_map(batch)
+    return _to_nested_map(tf.nest.map_structure(lambda t: t.numpy(), batch))
 
   def get_state(self) -> dict[str, Any]:
-    return {"num_batches": self._num_batches, "seed": self.input_random_seed}
+    state = {"num_batches": self._num_batches, "seed": self.input_random_seed}
+    if self._iterator_saves:
+      try:
+        state["iterator"] = _save_iterator(self._iter)
+      except (tf.errors.OpError, ValueError) as e:  # A pipeline op tf.data cannot checkpoint.
+        self._iterator_saves = False
+        logging.warning(
+          "SeqIOInput %s: tf.data cannot checkpoint this pipeline's iterator (%s); restores "
+          "will skip the consumed batches instead, which takes time proportional to them.",
+          self.name,
+          str(e).splitlines()[0][:200],
+        )
+    return state
 
   def set_state(self, state: dict[str, Any]) -> None:
     if state.get("seed", self.input_random_seed) != self.input_random_seed:
@@ -387,7 +406,21 @@ class SeqIOInput(base_input.BaseInput):
     # A new dataset object, not a second iterator over the old one: tf.data's seeded shuffle
     # reshuffles on every iteration of one dataset, so only a fresh one replays the stream.
     self.dataset = self._get_dataset()
-    self._iter = iter(self.dataset.skip(self._num_batches).as_numpy_iterator())
+    if "iterator" in state:
+      self._iter = iter(self.dataset)
+      try:
+        _restore_iterator(self._iter, state["iterator"])
+        return
+      except tf.errors.OpError as e:  # E.g. a pipeline whose graph differs from the saved one.
+        logging.warning(
+          "SeqIOInput %s: tf.data could not restore the saved iterator (%s); skipping the %d "
+          "consumed batches instead.",
+          self.name,
+          str(e).splitlines()[0][:200],
+          self._num_batches,
+        )
+        self.dataset = self._get_dataset()
+    self._iter = iter(self.dataset.skip(self._num_batches))
 
   def ids_to_strings(
     self, ids: np.ndarray, lengths: Sequence[int] | np.ndarray | None, key: str | None = None
@@ -522,6 +555,26 @@ def _row_output(out: Mapping[str, np.ndarray], row: int, score_metrics: bool) ->
     return -float(out["per_sequence_xent"][row])  # Summed token log-likelihood of the row.
   start, end = int(out["prefix_lengths"][row]), int(out["decode_lengths"][row])
   return np.asarray(out["output_ids"][row, start:end])
+
+
+def _save_iterator(iterator) -> dict[str, str]:
+  """A tf.data iterator's checkpoint as {file name: base64 contents} (JSON-serialisable)."""
+  with tempfile.TemporaryDirectory() as tmp:
+    tf.train.Checkpoint(iterator=iterator).write(os.path.join(tmp, "iterator"))
+    files = {}
+    for name in sorted(os.listdir(tmp)):
+      with open(os.path.join(tmp, name), "rb") as f:
+        files[name] = base64.b64encode(f.read()).decode("ascii")
+  return files
+
+
+def _restore_iterator(iterator, files: dict[str, str]) -> None:
+  """Moves a fresh iterator of the same pipeline to the position `_save_iterator` recorded."""
+  with tempfile.TemporaryDirectory() as tmp:
+    for name, data in files.items():
+      with open(os.path.join(tmp, os.path.basename(name)), "wb") as f:
+        f.write(base64.b64decode(data))
+    tf.train.Checkpoint(iterator=iterator).read(os.path.join(tmp, "iterator")).assert_consumed()
 
 
 def _to_nested_map(tree: Any) -> Any:

@@ -5,6 +5,13 @@ latest checkpoint or initialise; then one loop that calls a pure, jitted
 `train_step(state, batch, rng) -> (state, metrics)` and, on their triggers, writes summaries and
 progress lines, evaluates, decodes and saves checkpoints.
 
+Run-ahead. JAX dispatches a step and returns before the device has run it, so the host reads the
+next batch meanwhile. The loop lets at most MAX_STEPS_IN_FLIGHT (2) steps be dispatched and not
+finished: before dispatching step s it waits for step s - 2 to finish (on one of its scalar
+metrics, not its state, which the next step takes over). A SIGTERM is seen at the next step
+boundary and its save waits for the steps in flight, so stopping costs at most 2 steps plus the
+save (docs/experiments.md: the grace period a job needs).
+
 Outputs in `job_log_dir` (Pax's layout):
   model_params.txt, experiment_cls_vars.txt, post_init_model_params.txt, input_specs.json
   checkpoints/checkpoint_%08d/   train state and input position (the first one may be a warm
@@ -14,6 +21,7 @@ Outputs in `job_log_dir` (Pax's layout):
   decoder_out/<name>/
 """
 
+import collections
 import dataclasses
 import functools
 from typing import Any
@@ -29,7 +37,9 @@ from paxml import checkpoints
 from paxml import eval_lib
 from paxml import job_files
 from paxml import job_lock
+from paxml import memory_plan
 from paxml import partitioning
+from paxml import peekable_input
 from paxml import preemption
 from paxml import progress
 from paxml import tasks_lib
@@ -40,6 +50,10 @@ from praxis import base_layer
 from praxis import pytypes
 
 Metrics = dict[str, jax.Array]
+
+# Steps dispatched to the device and not yet finished, at most (module docstring). 1 would leave
+# the device idle while the host reads each batch; more only delays a stop.
+MAX_STEPS_IN_FLIGHT = 2
 
 
 def _apply_for_training(
@@ -255,7 +269,7 @@ class _Setup:
 
   task: tasks_lib.TaskConfig
   partitioner: partitioning.Partitioner
-  train_input: Any
+  train_input: peekable_input.PeekableInput
   host_batch: pytypes.NestedMap
   """The first training batch of this process (peeked: not consumed)."""
   global_batch_size: int
@@ -278,8 +292,11 @@ def _set_up(
   datasets = experiment.datasets()
   job_files.write_config_files(job_log_dir, "train", experiment, datasets, task)
   partitioner = partitioning.for_experiment(experiment, task)
-  train_input = fdl.build(partitioner.preprocess_input_config(experiment.train_dataset()))
-  host_batch = eval_lib.peek(train_input)
+  # Peeked batches are kept, not replayed: eval_train costs the same at any step.
+  train_input = peekable_input.PeekableInput(
+    fdl.build(partitioner.preprocess_input_config(experiment.train_dataset()))
+  )
+  host_batch = train_input.peek()
   global_batch_size = host_batch.ids.shape[0] * jax.process_count()
   partitioner.check_global_batch(global_batch_size)
   if global_batch_size % (partitioner.num_batch_shards * task.num_microbatches):
@@ -327,6 +344,16 @@ class _LoopState:
   metrics: dict[str, float] = dataclasses.field(default_factory=dict)
   """The last summarised metrics, on the host."""
   preempted: bool = False
+  in_flight: collections.deque = dataclasses.field(default_factory=collections.deque)
+  """(step, a scalar output of it) of the steps dispatched and maybe not finished, oldest first."""
+
+  def wait_for_steps_in_flight(self, at_most: int, done) -> None:
+    """Blocks until at most `at_most` dispatched steps are unfinished; `done(step)` is told of
+    each step seen finished."""
+    while len(self.in_flight) > at_most:
+      step, marker = self.in_flight.popleft()
+      jax.block_until_ready(marker)
+      done(step)
 
 
 def _train(
@@ -388,6 +415,13 @@ def _train(
       out_shardings=(layout.shardings, partitioner.replicated()),
       donate_argnums=0,
     )
+    # Compiled and checked for its memory per device before anything runs: a step that cannot
+    # fit stops here with one line saying what to change (paxml/memory_plan.py).
+    step_fn = memory_plan.Preflighted(
+      step_fn, "the train step", model=task.model, mesh=partitioner.mesh
+    )
+    with partitioner.rules_context():  # Now, before the step-0 checkpoint is written.
+      step_fn.preflight(state, partitioner.global_batch(setup.host_batch), train_rng)
     # Leaving the `with` blocks flushes the summaries and waits for asynchronous
     # checkpoint saves, even when training fails.
     # The layers' sharding constraints apply when the step is first traced, inside this context.
@@ -409,10 +443,13 @@ def _train(
         before_step.run_at(loop.step)
         if loop.preempted or loop.step >= last:
           break
-        # Each process feeds its own rows; together they form the global batch.
-        batch = partitioner.global_batch(pytypes.NestedMap(setup.train_input.get_next()))
+        # Each process feeds its own rows; together they form the global batch. Read while the
+        # steps in flight run.
+        batch = partitioner.global_batch(setup.train_input.get_next())
+        loop.wait_for_steps_in_flight(MAX_STEPS_IN_FLIGHT - 1, work.meter.step_done)
         loop.state, loop.step_metrics = step_fn(loop.state, batch, train_rng)
         loop.step += 1
+        loop.in_flight.append((loop.step, loop.step_metrics["loss"]))
         after_step.run_at(loop.step)
       if profiler:
         profiler.close()
@@ -530,7 +567,8 @@ class _PeriodicWork:
   def evaluate(self) -> None:
     params, step, programs = self.loop.state.params, self.loop.step, self.setup.programs
     if not self.setup.task.eval_skip_train:
-      programs.eval_train(params, step, eval_lib.peek(self.setup.train_input))
+      # The batch the next step trains on, as Pax's peek_padded; read once, kept for that step.
+      programs.eval_train(params, step, self.setup.train_input.peek())
     programs.eval_test(params, step)
 
   def decode(self) -> None:

@@ -22,17 +22,101 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import enum
 import functools
 import typing
+import weakref
 from typing import Any, Callable, TypeVar
 
 import fiddle as fdl
-import numpy as np
 
 _T = TypeVar("_T")
 _TEMPLATE = "praxis_template"
 _INSTANCE = "praxis_instance_factory"
+_FIDDLE_FIELD = "praxis_fiddle_field"
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldMetadata:
+  """What Pax's `field` attaches to a dataclass field: Fiddle tags for the field's argument in
+  a config, and a zero-argument function giving the argument's value in a config that leaves it
+  unset (None: the field's own default)."""
+
+  tags: tuple[Any, ...]
+  buildable_initializer: Callable[[], Any] | None
+
+
+def _as_tags(tags: Any) -> tuple[Any, ...]:
+  if isinstance(tags, type) and issubclass(tags, fdl.Tag):
+    return (tags,)
+  return tuple(tags or ())
+
+
+def field_metadata(dc_field: dataclasses.Field) -> FieldMetadata | None:
+  """The FieldMetadata that `field` attached to `dc_field`, or None."""
+  return dc_field.metadata.get(_FIDDLE_FIELD)
+
+
+def field_has_tag(dc_field: dataclasses.Field, tag: Any) -> bool:
+  """Whether configs give `dc_field`'s argument `tag`."""
+  meta = field_metadata(dc_field)
+  return meta is not None and tag in meta.tags
+
+
+def field(
+  *,
+  default_factory: Any = dataclasses.MISSING,
+  tags: Any = (),
+  metadata: Any = None,
+  configurable_factory: bool = False,
+  **kwargs,
+) -> Any:
+  """`dataclasses.field` with Pax's Fiddle extras (Pax's `pax_fiddle.field`).
+
+  tags: Fiddle tags put on the field's argument in every config of the class.
+  default_factory: as in dataclasses; an `auto_config`'d factory puts its Config tree
+    (`as_buildable()`) into configs of the class, so its inner values can be configured.
+  configurable_factory: put `Config(default_factory)` into configs instead (the factory must
+    be a class or function; not for auto_config'd ones).
+  """
+  from fiddle.experimental import auto_config as fdl_auto_config  # pylint: disable=import-outside-toplevel
+
+  if fdl_auto_config.is_auto_config(default_factory):
+    if configurable_factory:
+      raise ValueError(
+        "configurable_factory should not be used with auto_config'ed functions "
+        "(field: the auto_config'd default_factory's Config tree is used already)."
+      )
+    initializer = default_factory.as_buildable
+  elif configurable_factory:
+    if default_factory is dataclasses.MISSING or not callable(default_factory):
+      raise ValueError(
+        "field: configurable_factory=True needs a default_factory that is a "
+        "class or function with a signature."
+      )
+    initializer = functools.partial(Config, default_factory)
+  else:
+    initializer = None
+  metadata = {
+    **(metadata or {}),
+    _FIDDLE_FIELD: FieldMetadata(tags=_as_tags(tags), buildable_initializer=initializer),
+  }
+  return dataclasses.field(default_factory=default_factory, metadata=metadata, **kwargs)
+
+
+def _apply_field_metadata(cfg: Any, fields: Any) -> None:
+  """Tags and initial values that `field` declared, put on a new config of a dataclass."""
+  for dc_field in fields:
+    meta = field_metadata(dc_field)
+    if meta is None:
+      continue
+    for tag in meta.tags:
+      fdl.add_tag(cfg, dc_field.name, tag)
+    if meta.buildable_initializer is not None and dc_field.name not in cfg.__arguments__:
+      value = meta.buildable_initializer()
+      if isinstance(cfg, (fdl.Partial, fdl.ArgFactory)) and isinstance(value, fdl.Config):
+        # A partial builds many objects: each must get its own value, made at call time.
+        value = fdl.cast(ArgFactory, value)
+      setattr(cfg, dc_field.name, value)
 
 
 class _CloneAndSet:
@@ -44,13 +128,18 @@ class _CloneAndSet:
     # such defaults: put a fresh value into the config so `cfg.linear_tpl.output_dims = 4` works.
     # An instance field (Pax's instance_field) gets a Config of its class, built with the parent.
     if dataclasses.is_dataclass(fn_or_cls):
-      for field in dataclasses.fields(fn_or_cls):
-        if (
-          field.init
-          and field.default_factory is not dataclasses.MISSING
-          and field.name not in self.__arguments__
-        ):
-          setattr(self, field.name, _default_for_config(field))
+      self._fill_dataclass_defaults()
+
+  def _fill_dataclass_defaults(self) -> None:
+    fields = dataclasses.fields(self.__fn_or_cls__)
+    _apply_field_metadata(self, fields)
+    for dc_field in fields:
+      if (
+        dc_field.init
+        and dc_field.default_factory is not dataclasses.MISSING
+        and dc_field.name not in self.__arguments__
+      ):
+        setattr(self, dc_field.name, _default_for_config(dc_field))
 
   def clone(self):
     return copy.deepcopy(self)
@@ -67,6 +156,12 @@ class _CloneAndSet:
     """The class (or function) this config builds (Pax's `PaxConfig.cls`)."""
     return self.__fn_or_cls__
 
+  def __setattr__(self, name: str, value: Any) -> None:
+    if name == "cls":  # Pax: `cfg.cls = Other` re-targets the config, keeping its arguments
+      update_callable(self, value)
+    else:
+      super().__setattr__(name, value)
+
   def Instantiate(self, **overrides):  # pylint: disable=invalid-name
     """Builds this config (Pax's name for `instantiate`)."""
     return instantiate(self.clone().set(**overrides) if overrides else self)
@@ -80,61 +175,112 @@ class _CloneAndSet:
     return [i * d for i, d in zip(ici, dcn)]
 
   def copy_fields_from(self, source: Any, missing_fields_in_self: Any = ()) -> None:
-    """Copies every field `source` sets or defaults onto self (Pax's copy_fields_from)."""
+    """Copies every field `source` sets or defaults onto self (Pax's copy_fields_from).
+
+    Fields of `source` that self lacks raise unless named in `missing_fields_in_self`; `parent`
+    is never copied; a required field `source` leaves unset raises.
+    """
+    if not isinstance(source, _CloneAndSet) or not isinstance(source, fdl.Config):
+      raise TypeError(
+        f"copy_fields_from: the source must be a pax_fiddle.Config, got {type(source).__name__}."
+      )
     source = source.clone()
-    own = {f.name for f in dataclasses.fields(self.__fn_or_cls__) if f.init}
+    own = {f.name for f in dataclasses.fields(self.__fn_or_cls__) if f.init and f.name != "parent"}
     for field in dataclasses.fields(source.__fn_or_cls__):
-      if not field.init or field.name in ("parent", "name"):
+      if not field.init or field.name == "parent":
         continue
       if field.name not in own:
         if field.name in missing_fields_in_self:
           continue
-        raise ValueError(f"Copying incompatible HParams: {field.name!r} not in self.")
+        raise ValueError(f"Copying incompatible HParams: {field.name!r} not in self")
       if field.name in source.__arguments__:
         setattr(self, field.name, getattr(source, field.name))
       elif field.default is not dataclasses.MISSING:
         setattr(self, field.name, field.default)
+      elif field.default_factory is dataclasses.MISSING:
+        raise ValueError(
+          f"Can't copy from missing required value {source.__fn_or_cls__.__qualname__}.{field.name}"
+        )
+
+
+# Pax's name for the clone / set mixin.
+CloneAndSetMixin = _CloneAndSet
 
 
 def _default_for_config(field: dataclasses.Field) -> Any:
+  """The value a new config gets for a field with a default_factory (Pax: instance fields get
+  their factory's auto_config'd Config tree, so its values can be configured)."""
   factory = field.metadata.get(_INSTANCE)
   if factory is not None:
     as_buildable = getattr(factory, "as_buildable", None)
     if as_buildable is not None:  # an auto_config function
       return as_buildable()
-    if isinstance(factory, type):
-      return Config(factory)
+    from praxis import pax_fiddle  # pylint: disable=import-outside-toplevel
+
+    try:
+      return pax_fiddle.auto_config(factory).as_buildable()
+    except Exception:  # pylint: disable=broad-except
+      # A factory auto_config cannot trace: a Config of a class, or the built value.
+      if isinstance(factory, type):
+        return Config(factory)
   return field.default_factory()
 
 
-class Config(_CloneAndSet, fdl.Config):
+class PaxConfig(_CloneAndSet, fdl.Config):
   """A Fiddle Config with Pax's conveniences (Pax's `pax_fiddle.Config` / `PaxConfig`)."""
 
 
-class Partial(_CloneAndSet, fdl.Partial):
+Config = PaxConfig
+
+
+class PaxPartial(_CloneAndSet, fdl.Partial):
   """A Fiddle Partial with Pax's conveniences; building it gives a functools.partial."""
 
 
-def template_field(cls: Any = dataclasses.MISSING, **defaults) -> Any:
+Partial = PaxPartial
+
+
+class PaxArgFactory(_CloneAndSet, fdl.ArgFactory):
+  """A Fiddle ArgFactory with Pax's conveniences: inside a Partial, makes a new value per call."""
+
+
+ArgFactory = PaxArgFactory
+
+
+def update_callable(buildable: Any, new_callable: Any, drop_invalid_args: bool = False) -> None:
+  """Points `buildable` at another class or function (Fiddle's update_callable), then adds the
+  new dataclass's field tags and default values as a new config of it would have them."""
+  fdl.update_callable(buildable, new_callable, drop_invalid_args)
+  if dataclasses.is_dataclass(buildable.__fn_or_cls__) and isinstance(buildable, _CloneAndSet):
+    buildable._fill_dataclass_defaults()  # pylint: disable=protected-access
+
+
+def template_field(cls: Any = dataclasses.MISSING, tags: Any = (), **defaults) -> Any:
   """A dataclass field holding a Config of `cls` that the parent builds itself.
 
   `cls=None` declares a template that defaults to None; no argument at all declares a required
   template. As in Pax, a field whose type annotation is a Config (e.g. `pax_fiddle.Config[Linear]`)
   is a template too, whatever its default.
   """
+  meta = {
+    _TEMPLATE: True,
+    _FIDDLE_FIELD: FieldMetadata(tags=_as_tags(tags), buildable_initializer=None),
+  }
   if cls is dataclasses.MISSING:
-    return dataclasses.field(metadata={_TEMPLATE: True})
+    return dataclasses.field(metadata=meta)
   if cls is None:
-    return dataclasses.field(default=None, metadata={_TEMPLATE: True})
+    return dataclasses.field(default=None, metadata=meta)
 
   def factory():
+    if not isinstance(cls, type) and not defaults:
+      # A function returning the template's object (e.g. `lambda: Wheel(color='red')`): its
+      # auto_config'd Config, as in Pax.
+      from praxis import pax_fiddle  # pylint: disable=import-outside-toplevel
+
+      return pax_fiddle.auto_config(cls).as_buildable()
     return Config(cls, **defaults)
 
-  return dataclasses.field(default_factory=factory, metadata={_TEMPLATE: True})
-
-
-# Pax's older name for the same thing.
-sub_config_field = template_field
+  return dataclasses.field(default_factory=factory, metadata=meta)
 
 
 def instance_field(default_factory: Any, tags: Any = ()) -> Any:
@@ -144,10 +290,12 @@ def instance_field(default_factory: Any, tags: Any = ()) -> Any:
   `Config(default_factory)` (or the auto_config'd factory's buildable), so the object's own fields
   can be configured before it is built together with its parent.
   """
-  del tags
+  meta = {_FIDDLE_FIELD: FieldMetadata(tags=_as_tags(tags), buildable_initializer=None)}
   if default_factory is None:
-    return dataclasses.field(default=None)
-  return dataclasses.field(default_factory=default_factory, metadata={_INSTANCE: default_factory})
+    return dataclasses.field(default=None, metadata=meta)
+  return dataclasses.field(
+    default_factory=default_factory, metadata={**meta, _INSTANCE: default_factory}
+  )
 
 
 def _annotation_is_config(annotation: Any) -> bool:
@@ -176,16 +324,30 @@ def _annotation_is_config(annotation: Any) -> bool:
   return False
 
 
-_TEMPLATE_CACHE: dict[Any, frozenset[str]] = {}
+_TEMPLATE_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def template_field_names(cls: Any) -> frozenset[str]:
-  """The names of `cls`'s fields that hold templates (by metadata or by Config annotation)."""
+def _signature_hints(fn_or_cls: Any) -> dict[str, Any]:
+  """The argument annotations of a function, a class's __init__, or a NamedTuple's fields."""
+  target = fn_or_cls
+  if isinstance(fn_or_cls, type) and not hasattr(fn_or_cls, "_fields"):
+    target = fn_or_cls.__init__
+  try:
+    return typing.get_type_hints(target)
+  except Exception:  # pylint: disable=broad-except
+    return dict(getattr(target, "__annotations__", {}))
+
+
+def _template_field_names_uncached(cls: Any) -> frozenset[str]:
   if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
-    return frozenset()
-  cached = _TEMPLATE_CACHE.get(cls)
-  if cached is not None:
-    return cached
+    # A function or plain class: as Pax, arguments annotated with a Config type are templates.
+    if not callable(cls):
+      return frozenset()
+    return frozenset(
+      name
+      for name, hint in _signature_hints(cls).items()
+      if name != "return" and _annotation_is_config(hint)
+    )
   try:
     hints = typing.get_type_hints(cls)
   except Exception:  # pylint: disable=broad-except
@@ -198,9 +360,19 @@ def template_field_names(cls: Any) -> frozenset[str]:
     annotation = hints.get(field.name, field.type)
     if _annotation_is_config(annotation):
       names.add(field.name)
-  result = frozenset(names)
-  _TEMPLATE_CACHE[cls] = result
-  return result
+  return frozenset(names)
+
+
+def template_field_names(cls: Any) -> frozenset[str]:
+  """The names of `cls`'s fields (or a function's / plain class's arguments) that hold
+  templates: by template_field metadata, or annotated with a Config type."""
+  try:
+    cached = _TEMPLATE_CACHE.get(cls)
+  except TypeError:  # not weak-referenceable: no caching
+    return _template_field_names_uncached(cls)
+  if cached is None:
+    cached = _TEMPLATE_CACHE[cls] = _template_field_names_uncached(cls)
+  return cached
 
 
 def is_template_field(cls: type, name: str) -> bool:
@@ -222,6 +394,21 @@ class _HParamsFactory:
   def __call__(self, **kwargs) -> Config:
     return self.config(**kwargs)
 
+  def __to_sub_config_field__(self) -> Any:
+    """`sub_config_field(Cls.HParams)`: a template field of Cls (Pax's HParams stub)."""
+    return template_field(self._cls)
+
+  def __instancecheck__(self, instance: Any) -> bool:
+    return (
+      isinstance(instance, Config)
+      and isinstance(instance.__fn_or_cls__, type)
+      and (issubclass(instance.__fn_or_cls__, self._cls))
+    )
+
+  @property
+  def cls(self) -> type:
+    return self._cls
+
   def __repr__(self):
     return f"{self._cls.__name__}.HParams"
 
@@ -237,12 +424,64 @@ class HParamsMixin:
   HParams = _HParamsDescriptor()
 
 
+class _HParamsView:
+  """`obj.hparams` of a FiddleBaseParameterizable: reads its fields, `clone()` gives a Config
+  that builds a copy; assigning raises (Pax's frozen hparams stub)."""
+
+  def __init__(self, instance: Any):
+    object.__setattr__(self, "_instance", instance)
+
+  def __getattr__(self, name: str) -> Any:
+    instance = self.__dict__.get("_instance")
+    fields = {f.name for f in dataclasses.fields(instance) if f.init} if instance else set()
+    if name not in fields or name == "parent":
+      raise AttributeError(f"{type(instance).__name__}.HParams has no attribute {name!r}")
+    return getattr(instance, name)
+
+  def __setattr__(self, name: str, value: Any) -> None:
+    raise AttributeError(
+      f"Attempt to modify frozen hparams stub: {type(self._instance).__name__}.{name}={value!r}"
+    )
+
+  @property
+  def cls(self) -> type:
+    return type(self._instance)
+
+  def clone(self) -> Config:
+    kwargs = {
+      f.name: getattr(self._instance, f.name)
+      for f in dataclasses.fields(self._instance)
+      if f.init and f.name != "parent"
+    }
+    return Config(type(self._instance), **kwargs)
+
+  def to_text(self, include_types: bool = False, separator: str = ":") -> str:
+    del include_types, separator
+    return nested_struct_to_text(self.clone())
+
+
+def _keyword_only_init(cls: type) -> None:
+  init = cls.__init__
+
+  @functools.wraps(init)
+  def wrapper(self, *args, **kwargs):
+    if args:
+      raise TypeError(
+        f"Only keyword arguments are supported when constructing {cls}. Received {args} as "
+        "positional arguments."
+      )
+    return init(self, **kwargs)
+
+  cls.__init__ = wrapper
+
+
 class FiddleBaseParameterizable(HParamsMixin):
   """Pax's base for configurable non-layer classes (tasks, learners, early-stopping functions).
 
   Every subclass becomes a keyword-only dataclass when it is defined, so its annotated class
   attributes are its fields, as in Pax: `class Stop(FiddleBaseParameterizable): target: float =
-  1.0` is configured with `pax_fiddle.Config(Stop, target=2.0)`. All have a `name` field.
+  1.0` is configured with `pax_fiddle.Config(Stop, target=2.0)`. All have a `name` field;
+  `obj.hparams.<field>` reads a field (Pax's compatibility view, read-only).
   """
 
   name: str = ""
@@ -250,6 +489,18 @@ class FiddleBaseParameterizable(HParamsMixin):
   def __init_subclass__(cls, **kwargs):
     super().__init_subclass__(**kwargs)
     dataclasses.dataclass(kw_only=True)(cls)
+    _keyword_only_init(cls)
+    own_annotations = cls.__dict__.get("__annotations__", {})
+    for dc_field in dataclasses.fields(cls):
+      if dc_field.name in cls.__dict__ and dc_field.name not in own_annotations:
+        raise TypeError(
+          f"Class attribute `{cls.__qualname__}.{dc_field.name}` overrides a dataclass field "
+          f"but has no type annotation; annotate it (`{dc_field.name}: {dc_field.type}`)."
+        )
+
+  @property
+  def hparams(self) -> _HParamsView:
+    return _HParamsView(self)
 
   @classmethod
   def config(cls, **kwargs) -> Config:
@@ -257,10 +508,14 @@ class FiddleBaseParameterizable(HParamsMixin):
 
 
 dataclasses.dataclass(kw_only=True)(FiddleBaseParameterizable)
+FiddleBaseParameterizableBase = FiddleBaseParameterizable
+FiddleBaseParameterizableSelf = TypeVar(
+  "FiddleBaseParameterizableSelf", bound=FiddleBaseParameterizable
+)
 
 
 @contextlib.contextmanager
-def _empty_flax_module_stack():
+def empty_flax_module_stack():
   """Builds objects outside any Flax module, as Pax does.
 
   A Flax module constructed while another module's `setup` runs is attached to it at once. Pax
@@ -290,7 +545,7 @@ def instantiate(cfg: Any, **overrides) -> Any:
   """
   if overrides:
     cfg = cfg.clone().set(**overrides)
-  with _empty_flax_module_stack():
+  with empty_flax_module_stack():
     return _build(cfg, memo={}, parent=None)
 
 
@@ -363,124 +618,21 @@ def _copy_template(value: Any, parent: Any) -> Any:
 # (BaseLayer: dtype and fprop_dtype, which `create_child` copies onto every child layer).
 INHERITED_BY_CHILDREN = "hparams_inherited_by_children"
 
-
-def nested_struct_to_text(root: Any, prefix: str = "") -> str:
-  """One `path : value` line per leaf of a config tree, sorted; the text of model_params.txt.
-
-  Configs show their class as `path : type/module.Class`, then their arguments (defaults included,
-  so the file records every value the run used). A child template of a class that passes fields
-  down (its INHERITED_BY_CHILDREN attribute) shows the values it will be built with, the
-  parent's: a layer's `fprop_dtype : bfloat16` is repeated on every child layer below it, where
-  the template itself holds None.
-  """
-  lines: list[str] = []
-  _to_lines(root, prefix, lines, {})
-  return "\n".join(lines) + "\n"
+# Pax's text form of configs (model_params.txt).
+from praxis.hparams_text import (  # noqa: E402, F401  pylint: disable=g-import-not-at-top
+  StrOverride,
+  nested_struct_to_text,
+  visit_nested_struct,
+)
 
 
-def _inherited_names(target: Any) -> tuple[str, ...]:
-  return tuple(getattr(target, INHERITED_BY_CHILDREN, ())) if isinstance(target, type) else ()
-
-
-def _to_lines(value: Any, path: str, lines: list[str], inherited: dict[str, Any]) -> None:
-  """`inherited`: the values the enclosing class passes down to a child that takes them."""
-  if isinstance(value, fdl.Buildable):
-    target = value.__fn_or_cls__
-    kind = "partial" if isinstance(value, fdl.Partial) else "cls"
-    lines.append(f"{path or '(root)'} : {kind}/{_qualname(target)}")
-    args = _arguments_with_defaults(value)
-    names = _inherited_names(target)
-    # Only a class that passes the fields down also takes them, and only where it keeps the
-    # field's default (Pax's copy_base_hparams: a child's own setting wins).
-    defaults = _field_defaults(target)
-    args.update(
-      {
-        name: inherited[name]
-        for name in names
-        if name in inherited and _same(args.get(name), defaults.get(name))
-      }
-    )
-    passed_down = {name: args[name] for name in names if name in args}
-    for name, arg in sorted(args.items()):
-      if _is_flax_bookkeeping(target, name):
-        continue
-      _to_lines(arg, f"{path}.{name}" if path else name, lines, passed_down)
-  elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-    lines.append(f"{path} : {_qualname(type(value))}")
-    # A built object already holds what it was given: it only passes its values down.
-    passed_down = {
-      name: getattr(value, name) for name in _inherited_names(type(value)) if hasattr(value, name)
-    }
-    for field in dataclasses.fields(value):
-      if _is_flax_bookkeeping(type(value), field.name):
-        continue
-      _to_lines(getattr(value, field.name), f"{path}.{field.name}", lines, passed_down)
-  elif isinstance(value, dict) and value:
-    # Containers are not classes: their items are the enclosing class's children.
-    for key in sorted(value, key=str):
-      _to_lines(value[key], f"{path}[{key!r}]", lines, inherited)
-  elif isinstance(value, (list, tuple)) and any(isinstance(v, fdl.Buildable) for v in value):
-    for index, item in enumerate(value):
-      _to_lines(item, f"{path}[{index}]", lines, inherited)
-  else:
-    lines.append(f"{path} : {_leaf_text(value)}")
-
-
-def _field_defaults(target: Any) -> dict[str, Any]:
-  if not dataclasses.is_dataclass(target):
-    return {}
-  return {
-    f.name: f.default for f in dataclasses.fields(target) if f.default is not dataclasses.MISSING
-  }
-
-
-def _same(a: Any, b: Any) -> bool:
-  try:
-    return a is b or bool(a == b)
-  except Exception:  # pylint: disable=broad-except
-    return False
-
-
-def _is_flax_bookkeeping(target: Any, name: str) -> bool:
-  """Flax modules' `parent` and `name` fields are wiring, not hyperparameters; other classes'
-  `name` (an input's, say) is a real setting and is printed."""
-  return (
-    name in ("parent", "name")
-    and isinstance(target, type)
-    and any(c.__module__.startswith("flax.") and c.__name__ == "Module" for c in target.__mro__)
-  )
-
-
-def _arguments_with_defaults(cfg: fdl.Buildable) -> dict[str, Any]:
-  args = {}
-  target = cfg.__fn_or_cls__
-  if dataclasses.is_dataclass(target):
-    for field in dataclasses.fields(target):
-      if not field.init:
-        continue
-      if field.default is not dataclasses.MISSING:
-        args[field.name] = field.default
-      elif field.default_factory is not dataclasses.MISSING:
-        args[field.name] = field.default_factory()
-  args.update(cfg.__arguments__)
-  return args
-
-
-def _qualname(target: Callable[..., Any]) -> str:
-  return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(target))}"
-
-
-def _leaf_text(value: Any) -> str:
-  if isinstance(value, enum.Enum):
-    return f"{type(value).__name__}.{value.name}"
-  # Dtypes before callables: np.float32 and jnp.float32 are callable too, and "float32" reads
-  # better in model_params.txt than "jax.numpy.float32".
-  if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
-    return str(np.dtype(value))
-  if callable(value) and isinstance(getattr(value, "dtype", None), np.dtype):
-    return str(value.dtype)  # jnp.float32, jnp.bfloat16, ... (jax's scalar types)
-  if isinstance(value, type) or callable(value) and hasattr(value, "__qualname__"):
-    return _qualname(value)
-  if isinstance(value, str):
-    return repr(value)
-  return repr(value)
+# Pax's pre-Fiddle style (nested HParams dataclasses); imported last: it builds on the above.
+from praxis.base_hyperparams_legacy import (  # noqa: E402, F401  pylint: disable=g-import-not-at-top
+  BaseHyperParams,
+  BaseHyperParamsSelf,
+  BaseParameterizable,
+  BaseParameterizableSelf,
+  OverrideSubConfigFieldProtocol,
+  SubConfigFactory,
+  sub_config_field,
+)

@@ -100,40 +100,48 @@ class BaseHyperparamsTest(absltest.TestCase):
     self.assertEqual(cfg.size, 2)
 
   def test_text_lists_every_value_including_defaults(self):
+    mod = Block.__module__
     text = bh.nested_struct_to_text(Block.HParams.config(dims=3))
     self.assertEqual(
       text.splitlines(),
       [
-        f"(root) : cls/{__name__}.Block",
+        f"cls : type/{mod}/Block",
         "dims : 3",
-        f"inner_tpl : cls/{__name__}.Scale",
+        f"inner_tpl.cls : type/{mod}/Scale",
         "inner_tpl.dims : 0",
         "inner_tpl.factor : 2.0",
+        "inner_tpl.name : NoneType",
+        "name : NoneType",
       ],
     )
 
-  def test_text_writes_dtypes_by_name(self):
-    cfg = Typed.HParams(fprop=jnp.bfloat16, other=np.float16, fn=jnp.sum)
+  def test_text_writes_types_functions_and_nested_containers(self):
+    cfg = Typed.HParams(fprop=jnp.bfloat16, other={"b": 2, "a": [1, "x"]}, fn=jnp.sum)
     self.assertEqual(
       bh.nested_struct_to_text(cfg).splitlines(),
       [
-        f"(root) : cls/{__name__}.Typed",
-        "dtype : float32",
-        "fn : jax.numpy.sum",
-        "fprop : bfloat16",
-        "other : float16",
+        f"cls : type/{Typed.__module__}/Typed",
+        "dtype : type/jax.numpy/float32",
+        "fn : callable/jax.numpy/sum",
+        "fprop : type/jax.numpy/bfloat16",
+        "other.a : [1, 'x']",
+        "other.b : 2",
       ],
     )
 
-  def test_text_keeps_a_plain_class_name_field_but_not_flax_wiring(self):
+  def test_text_quotes_strings_with_the_cheaper_quote_and_prefixes_paths(self):
+    cfg = Plain.HParams(names=("it's", 'say "hi"'), size=2)
+    text, types = bh.nested_struct_to_text(cfg, include_types=True, prefix="task")
+    self.assertIn("task.size : 2", text.splitlines())
+    self.assertIn("""task.names : ("it's", 'say "hi"')""", text.splitlines())
+    self.assertEqual(types["task.size"], "int")
+    self.assertEqual(bh.nested_struct_to_text("a'b"), ' : "a\'b"\n')
 
-    @dataclasses.dataclass
-    class Named(bh.HParamsMixin):
-      name: str = "train"
-
-    self.assertIn("name : 'eval'", bh.nested_struct_to_text(Named.HParams(name="eval")))
-    self.assertNotIn("parent", bh.nested_struct_to_text(Scale.HParams(dims=1)))
-    self.assertNotIn("\nname", bh.nested_struct_to_text(Scale.HParams(dims=1)))
+  def test_text_rejects_a_config_that_contains_itself(self):
+    cfg = Pair.HParams()
+    cfg.left = cfg
+    with self.assertRaisesRegex(ValueError, "circular reference"):
+      bh.nested_struct_to_text(cfg)
 
 
 if __name__ == "__main__":

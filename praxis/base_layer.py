@@ -34,11 +34,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import enum
 import functools
 import itertools
-from typing import Any, Sequence
+import weakref
+from typing import Any, Callable, Sequence, TypeVar
 
+from absl import flags
 from flax import struct
 from flax import traverse_util
 import flax.core as flax_core
@@ -47,13 +48,17 @@ import jax
 import jax.numpy as jnp
 
 from praxis import base_hyperparams
+from praxis import base_layer_parts as _parts
 from praxis import jax_context as _jax_context
+from praxis import pytypes
 from praxis import py_utils
 from praxis import weight_hparams as _wh
 
 # Pax's names, re-exported: users import them from base_layer.
 WeightInit = _wh.WeightInit
 WeightHParams = _wh.WeightHParams
+# Pax defines these here: configs, model_params.txt and pickles name them praxis.base_layer.*.
+WeightInit.__module__ = WeightHParams.__module__ = __name__
 WeightHParamsCollection = _wh.WeightHParamsCollection
 default_param_init = _wh.default_param_init
 is_default_param_init = _wh.is_default_param_init
@@ -73,9 +78,53 @@ instantiate = base_hyperparams.instantiate
 template_field = base_hyperparams.template_field
 instance_field = base_hyperparams.instance_field
 
+FLAGS = flags.FLAGS
+sub_config_field = base_hyperparams.sub_config_field
+SummaryType = _parts.SummaryType
+get_summary_base_type = _parts.get_summary_base_type
+get_summary_type_suffix = _parts.get_summary_type_suffix
+get_summary_type_from_key = _parts.get_summary_type_from_key
+trim_summary_type_from_key = _parts.trim_summary_type_from_key
+var_requires_mean_sync = _parts.var_requires_mean_sync
+var_requires_sum_sync = _parts.var_requires_sum_sync
+var_overwrite_with_gradient = _parts.var_overwrite_with_gradient
+scaled_orthogonal = _parts.scaled_orthogonal
+scaled_delta_orthogonal = _parts.scaled_delta_orthogonal
+var_init_scale = _parts.var_init_scale
+is_running_under_pmap = _parts.is_running_under_pmap
+transpose_one_axis = _parts.transpose_one_axis
+maybe_transpose_mesh_axes = _parts.maybe_transpose_mesh_axes
+BoxedParam = _parts.BoxedParam
+BoxedPartitionSpec = _parts.BoxedPartitionSpec
+AxisMetadata = _parts.AxisMetadata
+TAxisMetadata = _parts.TAxisMetadata
+compatible_hparams = _parts.compatible_hparams
+get_template_fields = _parts.get_template_fields
+PMAP_PARALLEL_AXIS_NAME = _parts.PMAP_PARALLEL_AXIS_NAME
+QUANTIZED_SCALE_NAME_POSTFIX = _parts.QUANTIZED_SCALE_NAME_POSTFIX
+QUANTIZED_ZP_NAME_POSTFIX = _parts.QUANTIZED_ZP_NAME_POSTFIX
+SPARSITY_NAME_POSTFIX = _parts.SPARSITY_NAME_POSTFIX
+
+# Pax's type aliases, as base_layer re-exports them.
 Axes = tuple[str | None, ...]
-JTensor = jax.Array
-SplitDimsMapping = Any
+NestedMap = py_utils.NestedMap
+JTensor = pytypes.JTensor
+PRNGKey = pytypes.PRNGKey
+JTensorOrPartitionSpec = pytypes.JTensorOrPartitionSpec
+NpTensor = pytypes.NpTensor
+SummaryDict = pytypes.SummaryDict
+Nested = pytypes.Nested
+NestedJTensor = pytypes.NestedJTensor
+NestedBool = pytypes.NestedBool
+NestedHParams = pytypes.NestedHParams
+NestedJTensorOrPartitionSpec = pytypes.NestedJTensorOrPartitionSpec
+NestedPartitionSpec = pytypes.NestedPartitionSpec
+NestedWeightHParams = Nested[WeightHParams]
+SplitDimsMapping = pytypes.SplitDimsMapping
+ParamsT = Any  # Pax: a layer's hyperparameters (here its Config)
+BaseLayerT = TypeVar("BaseLayerT", bound="BaseLayer")
+# Reshapes one decode-state tensor: (state, batch_dim, time_dim) -> new state.
+DecodeStateTransformFn = Callable[[JTensor, int, int | None], JTensor]
 LayerTpl = base_hyperparams.Config
 BaseLayerApi = nn.Module
 
@@ -93,23 +142,6 @@ DEFAULT_INIT_MUTABLE_LIST = [PARAMS, NON_TRAINABLE] + NON_PAX_VAR_COLLECTION
 # RNG streams.
 RANDOM = "random"
 NON_PAX_RNG_KEY = "dropout"
-
-
-class SummaryType(enum.Enum):
-  """Kinds of summaries; the kind is a suffix of the collection key (Pax's)."""
-
-  SCALAR = 1
-  IMAGE = 2
-  TEXT = 5
-  AUDIO = 6
-  VIDEO = 7
-  HISTOGRAM = 8
-  AGGREGATE_SCALAR = 3
-  AGGREGATE_IMAGE = 4
-
-
-def get_summary_type_suffix(summary_type: SummaryType) -> str:
-  return "_" + summary_type.name.lower()
 
 
 def maybe_shard(
@@ -163,7 +195,7 @@ class AuxLossStruct:
 
 
 def _is_box(x: Any) -> bool:
-  return isinstance(x, nn.Partitioned)
+  return isinstance(x, (nn.Partitioned, BoxedParam))
 
 
 def maybe_unbox_value(tree: Any) -> Any:
@@ -180,12 +212,12 @@ def unbox_meta(tree: Any) -> Any:
     hp = copy.deepcopy(getattr(x, "meta", None))
     if hp is None:
       hp = WeightHParams(shape=shape, dtype=getattr(value, "dtype", None))
-      if _is_box(x) and any(n is not None for n in x.names):
+      if _is_box(x) and any(n is not None for n in getattr(x, "names", ())):
         hp.logical_axes = tuple(x.names)
     extra = len(shape) - len(hp.shape)
     if extra > 0:  # a repeat prefix added by nn.scan (Repeat / StackedTransformerRepeated)
       hp.repeat_prefix = list(shape[:extra])
-      if _is_box(x):
+      if _is_box(x) and hasattr(x, "names"):
         hp.repeat_prefix_split_dims_mapping = tuple(x.names[:extra])
     return hp
 
@@ -193,29 +225,45 @@ def unbox_meta(tree: Any) -> Any:
 
 
 class Theta:
-  """`self.theta.w`: the layer's weight `w`, cast to its fprop_dtype (Pax's theta)."""
+  """`self.theta.w` / `self.theta['w']`: the layer's weight `w`, cast to its fprop_dtype.
+
+  As in Pax, the layer is the public attribute `module`, and `__getattr__` / `__getitem__` each
+  read the weight on their own, so a subclass can override either and call the base class's
+  (LoRA does: `super().__getattr__(k)` plus a low-rank update). Install a subclass on a layer
+  with a descriptor: `theta = MyThetaDescriptor()` whose `__get__` returns `MyTheta(obj)`.
+  """
 
   def __init__(self, module: BaseLayer):
-    self._module = module
+    self.module = module
 
-  def __getattr__(self, name: str) -> Any:
-    return self[name]
+  def __getattr__(self, k: str) -> Any:
+    if k == "module":  # not set yet (a subclass __init__ that skipped ours): no recursion
+      raise AttributeError(k)
+    return Theta._read(self.module, k, f"theta.{k}")
 
-  def __getitem__(self, name: str) -> Any:
-    module = self._module
+  def __getitem__(self, k: str) -> Any:
+    return Theta._read(self.module, k, f"theta[{k!r}]")
+
+  @staticmethod
+  def _read(module: BaseLayer, k: str, how: str) -> Any:
     module._try_setup()  # pylint: disable=protected-access
-    if not module.has_variable(PARAMS, name):
+    if not module.has_variable(PARAMS, k):
       raise ValueError(
-        f"{type(module).__name__} has no theta.{name}; create it with create_variable first."
+        f"Module {type(module).__name__} has no {how} defined; create it with "
+        "create_variable in setup first."
       )
-    value = module.get_variable(PARAMS, name)
-    hp = module._weight_hparams.get(name)  # pylint: disable=protected-access
-    if hp is not None and var_disallow_bfloat16_conversion(hp):
+    value = module.get_variable(PARAMS, k)
+    hp = module._weight_hparams.get(k)  # pylint: disable=protected-access
+    if (
+      hp is not None and module.fprop_dtype == jnp.bfloat16 and var_disallow_bfloat16_conversion(hp)
+    ):
       return value
     return module._cast_to_fprop_dtype(value)  # pylint: disable=protected-access
 
 
-class _ThetaDescriptor:
+class ThetaDescriptor:
+  """`theta = ThetaDescriptor()` on a layer class makes `self.theta` a Theta of the layer."""
+
   def __get__(self, obj, objtype=None):
     return Theta(obj)
 
@@ -234,7 +282,8 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
     contiguous_submeshes: passed to the mesh builder.
     mesh_axis_names: names of the mesh axes, e.g. ['replica', 'data', 'mdl']; with it, weights'
       tensor_split_dims_mapping and activations' maybe_shard mappings take effect.
-    shared_weight_layer_id: Pax's weight-sharing id (not supported: see docs/praxis.md).
+    shared_weight_layer_id: layers built with the same id (in one init / apply) are one layer, whose
+      variables sit at the root under the id (Pax's weight sharing; see instantiate_layer).
     weight_split_dims_mapping: the layer's WeightSharding (`.wt`, ...), Pax's mesh-axis mappings.
     activation_split_dims_mapping: the layer's ActivationSharding (`.out`, ...).
   """
@@ -267,12 +316,17 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
   # class attribute, not a field.
   hparams_inherited_by_children = ("dtype", "fprop_dtype")
 
-  theta = _ThetaDescriptor()
+  theta = ThetaDescriptor()
 
   @classmethod
   def __init_subclass__(cls, **kwargs: Any):
     # A subclass's own WeightSharding / ActivationSharding become dataclasses and the defaults
     # of its *_split_dims_mapping fields, before Flax turns the class into a dataclass.
+    if isinstance(cls.__dict__.get("HParams"), type):
+      raise ValueError(
+        f"For {cls}: PAX layers should no longer use nested HParams classes. Instead, add "
+        "fields directly to the layer class (`x: int = 0`)."
+      )
     if "__annotations__" not in cls.__dict__:
       cls.__annotations__ = {}
     for inner, field_name in (
@@ -294,11 +348,11 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
   def __post_init__(self):
     try:
       jnp.dtype(self.dtype)
-    except TypeError:
+    except (TypeError, ValueError):
       raise TypeError(
-        f"{type(self).__name__}: dtype must be a dtype, got {self.dtype!r}. Build layers from "
-        "their config (`base_layer.instantiate(cfg)` or `cfg.Instantiate()`), not "
-        f"`{type(self).__name__}(cfg)`."
+        f"{type(self).__name__}: dtype must be a dtype, got {self.dtype!r}. A layer is built "
+        f"from its config: Please use `layer_p.Instantiate()` instead of "
+        f"`{type(self).__name__}(layer_p)` (or `base_layer.instantiate(layer_p)`)."
       ) from None
     object.__setattr__(self, "_weight_hparams", {})
     object.__setattr__(self, "_private_children", {})
@@ -525,17 +579,17 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
     dtype: Any = None,
     fan_in_axes: Sequence[int] | None = None,
   ) -> JTensor:
-    """Creates the weight `name` (Pax: `create_variable(name, WeightHParams(...), trainable)`).
+    """Creates the weight `name`: Pax's `create_variable(name, WeightHParams(...), trainable)`.
 
     Trainable weights go to "params", others to "non_trainable". Unset `init` / `dtype` take the
-    layer's `params_init` / `dtype`. Returns the weight (cast to fprop_dtype for params).
+    layer's `params_init` / `dtype`. Returns the weight as `self.theta.<name>` gives it (cast to
+    fprop_dtype), or a non-trainable variable's value.
 
-    The seed's form `create_variable(name, shape, logical_axes, init=, dtype=, fan_in_axes=)`
-    still works: it builds the WeightHParams with `logical_axes`, fan-in over `fan_in_axes`
-    (default all but the last dim) and fan-out over the rest, and returns the raw weight.
+    The seed's shorthand `create_variable(name, shape, logical_axes, init=, dtype=,
+    fan_in_axes=)` is the same call: it only spells the WeightHParams (its `logical_axes`, fan-in
+    over `fan_in_axes`, default all but the last dim, fan-out over the rest).
     """
-    legacy = not isinstance(var_hparams, WeightHParams)
-    if legacy:
+    if not isinstance(var_hparams, WeightHParams):
       shape = tuple(int(d) for d in var_hparams)
       if axes is None or len(axes) != len(shape):
         raise ValueError(
@@ -579,9 +633,7 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
       return WeightBox(value, names, meta=hp)
 
     if trainable:
-      value = self.param(name, boxed)
-      if legacy:
-        return value
+      self.param(name, boxed)
       return getattr(self.theta, name)
     self.variable(NON_TRAINABLE, name, lambda: boxed(self.make_rng(PARAMS)))
     return self.get_var(name)
@@ -623,12 +675,12 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
   def create_child(
     self, name: Any, params: Any = None, *, skip_clone: bool = False, **overrides
   ) -> Any:
-    """Builds a child layer from a template, in `setup`.
+    """Builds a child layer from a template: Pax's `self.create_child('linear', self.linear_tpl)`.
 
-    Pax's form `self.create_child('linear', self.linear_tpl)` builds the child named 'linear' and
-    sets `self.linear`. The seed's form `self.ffn = self.create_child(self.ffn_tpl, **overrides)`
-    returns the child built from a copy of the template with `overrides` applied. Either way the
-    child inherits what it leaves at the default (dtype, fprop_dtype, params_init, mesh ...).
+    The child is named `name` and set as `self.<name>` (in setup); it inherits what it leaves at
+    the default (dtype, fprop_dtype, params_init, mesh ...). The seed's shorthand
+    `self.ffn = self.create_child(self.ffn_tpl, **overrides)` is the same call on a copy of the
+    template with `overrides` set, named by the attribute it is assigned to.
     """
     if isinstance(name, str):
       child = self._create_child(name, params, skip_clone=skip_clone, overrides=overrides)
@@ -658,10 +710,17 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
     self, name: str | None, params: Any, *, skip_clone: bool, overrides: dict[str, Any]
   ) -> Any:
     if not isinstance(params, base_hyperparams.fdl.Buildable):
-      raise ValueError(
-        f"{type(self).__name__}.create_child({name!r}): expected a config "
-        f"(pax_fiddle.Config), got {type(params).__name__}."
+      msg = (
+        f"{type(self).__name__}.create_child({name!r}): Expected templates for `create_child` "
+        f"to be Fiddle Configs (pax_fiddle.Config); got {type(params).__name__}."
       )
+      if isinstance(params, BaseLayer):
+        msg += (
+          " This may be caused by an incorrect type annotation on a field that contains a "
+          "Fiddle Config. Annotate it `pax_fiddle.Config[...]` (or declare it with "
+          "template_field) so building leaves it a Config."
+        )
+      raise ValueError(msg)
     cfg = params if skip_clone else params.clone()
     for key, value in overrides.items():
       setattr(cfg, key, value)
@@ -670,7 +729,10 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
       BaseLayer.copy_base_hparams(self, cfg)
       if name is not None:
         cfg.name = name
-    child = base_hyperparams.instantiate(cfg)
+    if getattr(cfg, "shared_weight_layer_id", None) and self.scope is not None:
+      child = instantiate_layer(cfg, self.scope.root)
+    else:
+      child = base_hyperparams.instantiate(cfg)
     if name is not None:
       self._private_children[name] = child
     return child
@@ -753,3 +815,42 @@ def assert_has_shape(t: JTensor, shape: Sequence[int]) -> None:
   """Raises unless `t`'s shape matches `shape` (-1 matches any size)."""
   if t.ndim != len(shape) or any(s not in (-1, d) for s, d in zip(shape, t.shape)):
     raise ValueError(f"Expected shape {tuple(shape)}, got {t.shape}.")
+
+
+def is_sublayer_template_or_instance(val: Any) -> bool:
+  """Whether `val` is a layer, a layer Config, or a list / tuple / str-keyed dict of them."""
+  return _parts.is_sublayer_template_or_instance(val, BaseLayer)
+
+
+# Per root scope (one init / apply), the shared layers built so far: {id: (config, layer)}.
+_SHARED_LAYERS: "weakref.WeakKeyDictionary[Any, dict[str, tuple[Any, Any]]]" = (
+  weakref.WeakKeyDictionary()
+)
+
+
+def instantiate_layer(layer_p: Any, scope: Any) -> BaseLayer:
+  """Builds layer config `layer_p`; with `shared_weight_layer_id`, builds it once per root
+  `scope` (under the root, named by the id) and returns that same layer to every later caller,
+  whose configs must then match it but for their names (Pax's weight sharing)."""
+  shared_id = getattr(layer_p, "shared_weight_layer_id", None)
+  if not shared_id:
+    return base_hyperparams.instantiate(layer_p)
+  built = _SHARED_LAYERS.setdefault(scope, {})
+  if shared_id in built:
+    first_p, layer = built[shared_id]
+    if not compatible_hparams(first_p, layer_p):
+      raise ValueError(
+        f"Layers sharing weights under shared_weight_layer_id={shared_id!r} must have the same "
+        f"config but for their names:\n{base_hyperparams.nested_struct_to_text(first_p)}\nvs\n"
+        f"{base_hyperparams.nested_struct_to_text(layer_p)}"
+      )
+    return layer
+  wrapped = layer_p.clone()
+  wrapped.shared_weight_layer_id = None
+  wrapped.name = shared_id
+  # Bound to the root's scope `<id>`, so its variables sit at the root under the id, whichever
+  # layer uses it (a module bound to a scope is not adopted by the layers it is assigned to).
+  wrapped.parent = scope.push(shared_id)
+  layer = base_hyperparams.instantiate(wrapped)
+  built[shared_id] = (layer_p.clone(), layer)
+  return layer

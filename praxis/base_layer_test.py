@@ -98,19 +98,19 @@ class BaseLayerTest(absltest.TestCase):
     # The template on the config is untouched by create_child's overrides.
     self.assertEqual(layer.proj_tpl.input_dims, 0)
 
-  def test_text_shows_the_dtypes_children_are_built_with(self):
+  def test_text_shows_configured_values_and_children_build_with_inherited_ones(self):
     cfg = Top.HParams(dims=3, fprop_dtype=jnp.bfloat16, settings=Settings.HParams())
     # As in Pax, a child that sets its own value keeps it; the others take the parent's.
     cfg.outer_tpl.proj_tpl.fprop_dtype = jnp.float16
     text = base_hyperparams.nested_struct_to_text(cfg).splitlines()
+    # As Pax's model_params.txt: the values as configured (a child's unset fprop_dtype is None).
     self.assertContainsSubset(
       [
-        "fprop_dtype : bfloat16",
-        "outer_tpl.fprop_dtype : bfloat16",
-        "outer_tpl.proj_tpl.fprop_dtype : float16",
-        "outer_tpl.proj_tpl.dtype : float32",
-        # Not a layer: nothing passes fprop_dtype down to it.
-        "settings.fprop_dtype : None",
+        "fprop_dtype : type/jax.numpy/bfloat16",
+        "outer_tpl.fprop_dtype : NoneType",
+        "outer_tpl.proj_tpl.fprop_dtype : type/jax.numpy/float16",
+        "outer_tpl.proj_tpl.dtype : type/jax.numpy/float32",
+        "settings.fprop_dtype : NoneType",
       ],
       text,
     )
@@ -118,21 +118,18 @@ class BaseLayerTest(absltest.TestCase):
     self.assertEqual(
       built, {"(root)": jnp.bfloat16, "outer": jnp.bfloat16, "outer.proj": jnp.float16}
     )
-    cfg.outer_tpl.proj_tpl.fprop_dtype = None
-    self.assertIn(
-      "outer_tpl.proj_tpl.fprop_dtype : bfloat16",
-      base_hyperparams.nested_struct_to_text(cfg).splitlines(),
-    )
 
-  def test_text_of_a_built_layer_passes_its_dtypes_down(self):
+  def test_text_of_a_built_layer_shows_its_templates_as_built(self):
     layer = Top.HParams(dims=3, fprop_dtype=jnp.bfloat16).Instantiate()  # As TaskConfig.model.
     text = base_hyperparams.nested_struct_to_text(layer, prefix="model").splitlines()
+    # Building passes the parent's fprop_dtype into its templates (Pax's build does too).
     self.assertContainsSubset(
-      ["model.fprop_dtype : bfloat16", "model.outer_tpl.proj_tpl.fprop_dtype : bfloat16"], text
+      [
+        "model.fprop_dtype : type/jax.numpy/bfloat16",
+        "model.outer_tpl.fprop_dtype : type/jax.numpy/bfloat16",
+      ],
+      text,
     )
-    # Without a parent setting, the children show the default (None: compute in `dtype`).
-    plain = base_hyperparams.nested_struct_to_text(Top.HParams(dims=3)).splitlines()
-    self.assertIn("outer_tpl.proj_tpl.fprop_dtype : None", plain)
     # As in Pax, a layer built with fprop_dtype None computes in its dtype and says so.
     self.assertEqual(
       _built_fprop_dtypes(Top.HParams(dims=3).Instantiate(), jnp.ones((2, 3)))["outer.proj"],
@@ -211,6 +208,16 @@ class BaseLayerTest(absltest.TestCase):
     self.assertEqual(configs["child"]["_hparams"].params_init.scale, 0.5)
     # Pax's default initialiser, recognisable by its scale.
     self.assertTrue(base_layer.is_default_param_init(Child().params_init))
+
+
+class PmapAxisTest(absltest.TestCase):
+  def test_is_running_under_pmap_sees_only_the_batch_axis(self):
+    self.assertFalse(base_layer.is_running_under_pmap())
+    x = jnp.ones((1,))
+    under = jax.pmap(lambda v: v * base_layer.is_running_under_pmap(), axis_name="batch")(x)
+    other = jax.pmap(lambda v: v * base_layer.is_running_under_pmap(), axis_name="other")(x)
+    self.assertEqual(float(under[0]), 1.0)
+    self.assertEqual(float(other[0]), 0.0)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ import dataclasses
 import threading
 from typing import Any
 
+import jax.numpy as jnp
+
 
 class _Stack(threading.local):
   def __init__(self):
@@ -50,7 +52,7 @@ class JaxContext:
 
   def __init__(self, hparams: JaxContext.HParams):
     self._hparams = hparams.clone()
-    self._summaries: dict[str, Any] = {}
+    self._summaries = SummaryDict()
 
   @property
   def hparams(self) -> JaxContext.HParams:
@@ -69,8 +71,8 @@ class JaxContext:
     return self._hparams.self_reflect_configs
 
   @property
-  def summary_dict(self) -> dict[str, Any]:
-    """Global summaries added with add_global_summary."""
+  def summary_dict(self) -> SummaryDict:
+    """Global summaries added with add_global_summary (`.dict`: {key: value})."""
     return self._summaries
 
   def __enter__(self) -> JaxContext:
@@ -108,18 +110,54 @@ def cur_jax_context() -> JaxContext:
   return current
 
 
+class SummaryDict:
+  """Summaries by key `<name><n>_<type>` (Pax's _SummaryDict): `add_summary` appends a number
+  to the name while the key is taken (`loss_scalar`, `loss1_scalar`, ...)."""
+
+  def __init__(self) -> None:
+    self.dict: dict[str, Any] = {}
+
+  def add_summary(self, name: str, tensor: Any, summary_type: Any) -> None:
+    suffix = "_" + summary_type.name.lower()
+    key, count = name + suffix, 0
+    while key in self.dict:
+      count += 1
+      key = f"{name}{count}{suffix}"
+    kind = summary_type.name
+    if kind in ("IMAGE", "AGGREGATE_IMAGE"):
+      if tensor.ndim == 3:  # [H, W, C] -> [1, H, W, C]
+        tensor = jnp.expand_dims(tensor, 0)
+      if tensor.ndim != 4:
+        raise ValueError(
+          f"Image summary {name!r} must be [B, H, W, C] or [H, W, C], got shape {tensor.shape}."
+        )
+    if kind == "AUDIO" and tensor.ndim == 2:  # [T, C] -> [1, T, C]
+      tensor = jnp.expand_dims(tensor, 0)
+    self.dict[key] = tensor
+
+  def clear(self) -> None:
+    self.dict = {}
+
+
 def add_global_summary(
   name: str, tensor: Any, summary_type: Any = None, verbosity: int = 2
 ) -> None:
-  """Adds a summary not tied to a layer to the current context."""
-  del summary_type
+  """Adds a summary not tied to a layer to the current context (key `<name>_<type>`; float
+  tensors in float32); skipped when `verbosity` exceeds the context's summary_verbosity."""
+  if summary_type is None:
+    from praxis.base_layer_parts import SummaryType  # pylint: disable=import-outside-toplevel
+
+    summary_type = SummaryType.SCALAR
   context = cur_jax_context()
-  if verbosity <= context.summary_verbosity:
-    context.summary_dict[name] = tensor
+  if verbosity > context.summary_verbosity:
+    return
+  if jnp.issubdtype(tensor.dtype, jnp.floating):
+    tensor = tensor.astype(jnp.float32)
+  context.summary_dict.add_summary(name, tensor, summary_type)
 
 
 def all_global_summaries() -> dict[str, Any]:
-  return dict(cur_jax_context().summary_dict)
+  return cur_jax_context().summary_dict.dict
 
 
 def clear_global_summary() -> None:

@@ -19,9 +19,10 @@ What building does, as in Pax:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Collection, TypeVar, Union
 
 import fiddle as fdl
+from fiddle import daglish
 from fiddle.experimental import auto_config as _fdl_auto_config
 
 from praxis import base_hyperparams
@@ -34,6 +35,19 @@ instantiate = base_hyperparams.instantiate
 build = base_hyperparams.instantiate
 template_field = base_hyperparams.template_field
 instance_field = base_hyperparams.instance_field
+field = base_hyperparams.field
+fdl_field = base_hyperparams.field  # Pax's older name
+FieldMetadata = base_hyperparams.FieldMetadata
+field_metadata = base_hyperparams.field_metadata
+field_has_tag = base_hyperparams.field_has_tag
+ArgFactory = base_hyperparams.ArgFactory
+PaxArgFactory = base_hyperparams.ArgFactory
+update_callable = base_hyperparams.update_callable
+CloneAndSetMixin = base_hyperparams.CloneAndSetMixin
+empty_flax_module_stack = base_hyperparams.empty_flax_module_stack
+TagOrTags = Union[type[fdl.Tag], Collection[type[fdl.Tag]]]
+_T = TypeVar("_T")
+TypeOrCallableProducingT = Union[Callable[..., _T], type[_T]]
 
 # Fiddle's own names, as Pax re-exports them.
 Buildable = fdl.Buildable
@@ -51,6 +65,13 @@ deepcopy_with = fdl.deepcopy_with
 assign = fdl.assign
 cast = fdl.cast
 NO_VALUE = fdl.NO_VALUE
+materialize_defaults = fdl.materialize_defaults
+set_tagged = fdl.set_tagged
+# Fiddle's traversals over config trees (Pax registers its HParams classes in its own registry;
+# configs here are Fiddle's own, which daglish's default registry already walks).
+BasicTraversal = daglish.BasicTraversal
+MemoizedTraversal = daglish.MemoizedTraversal
+iterate = daglish.iterate
 
 
 class DoNotBuild(fdl.Tag):

@@ -8,34 +8,13 @@ passes through `jax.jit`, `jax.tree.map` and `jax.device_put` unchanged in shape
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Callable
+import sys
+from typing import Any, Callable, TypeVar, Union
 
 import jax
+import numpy as np
 
 JTensor = jax.Array
-# Pax's other aliases (praxis.pytypes), for code written against Pax.
-PRNGKey = jax.Array
-NpTensor = Any  # numpy.ndarray
-JTensorOrPartitionSpec = Any
-Nested = Any
-NestedJTensor = Any
-NestedNpTensor = Any
-NestedBool = Any
-NestedInt = Any
-NestedShape = Any
-NestedShapeDtypeStruct = Any
-NestedPartitionSpec = Any
-NestedHParams = Any
-NestedJTensorOrPartitionSpec = Any
-PyTreeDef = Any
-# A tensor's sharding in Pax's notation: one entry per dim, a mesh axis name (or index, or a
-# tuple of them) or None / -1 for a replicated dim.
-SplitDimsMapping = tuple[Any, ...] | None
-DotGeneral = Callable[..., jax.Array]
-# A metric as Pax reports it: (value, weight), so that metrics from several batches or hosts can be
-# combined as sum(value * weight) / sum(weight).
-WeightedScalar = tuple[JTensor, JTensor]
-WeightedScalars = dict[str, WeightedScalar]
 
 
 class NestedMap(dict):
@@ -230,3 +209,65 @@ def _unflatten(keys, values) -> NestedMap:
 
 
 jax.tree_util.register_pytree_with_keys(NestedMap, _flatten_with_keys, _unflatten, _flatten)
+
+
+# Pax's other aliases (praxis.pytypes), for code written against Pax. `Nested[X]` is generic, as in
+# Pax: `Nested[JTensor]` is a JTensor or any dict / list / tuple / NestedMap nesting of them.
+PRNGKey = JTensor
+NpTensor = np.ndarray
+JTensorOrPartitionSpec = JTensor | jax.sharding.PartitionSpec
+PyTreeDef = jax.tree_util.PyTreeDef
+T = TypeVar("T")
+Nested = Union[T, tuple[Any, ...], list[Any], dict[str, Any], NestedMap]
+NestedJTensor = Nested[JTensor]
+NestedNpTensor = Nested[NpTensor]
+NestedBool = Nested[bool]
+NestedInt = Nested[int]
+NestedHParams = Nested[Any]  # Pax: nested lingvo-style HParams; here Fiddle configs
+NestedShape = Nested[Sequence[int]]
+NestedPartitionSpec = Nested[jax.sharding.PartitionSpec]
+NestedJTensorOrPartitionSpec = Nested[JTensorOrPartitionSpec]
+NestedShapeDtypeStruct = Nested[jax.ShapeDtypeStruct]
+NestedShapedArray = Nested[jax.core.ShapedArray]
+NestedShapeDtypeLike = Union[
+  NestedJTensor, NestedNpTensor, NestedShapeDtypeStruct, NestedShapedArray
+]
+# A tensor's sharding in Pax's notation: one entry per dim, a mesh axis name (or index, or a
+# tuple of them) or None / -1 for a replicated dim.
+DimShardingAnnotation = Union[Sequence[Union[int, str]], int, str, None]
+SplitDimsMapping = Union[Sequence[DimShardingAnnotation], None]
+DotGeneral = Callable[..., jax.Array]
+DotGeneralT = DotGeneral
+LogicalAxisRules = Sequence[tuple[str, Union[str, None]]]
+# A metric as Pax reports it: (value, weight), so that metrics from several batches or hosts can be
+# combined as sum(value * weight) / sum(weight).
+WeightedScalar = tuple[JTensor, JTensor]
+WeightedScalars = Union[dict[str, WeightedScalar], NestedMap]
+WeightedScalarsList = Union[dict[str, Sequence[WeightedScalar]], NestedMap]
+# Pax's `Metrics`: clu metric objects by name.
+Metrics = Union[NestedMap, dict[str, Any]]
+SummaryDict = Union[NestedMap, dict[str, JTensor]]
+
+
+def _register_lingvo_nested_map() -> None:
+  """Makes lingvo's NestedMap a pytree too, when lingvo is already loaded.
+
+  Pax's NestedMap *is* lingvo's class, so code written for Pax (Pax's own tests among it) hands
+  lingvo NestedMaps to jax.tree.map and to layers. Ours is a separate class; lingvo's (only if
+  the process already imported it: praxis never imports lingvo) flattens the same way.
+  """
+  lingvo_module = sys.modules.get("lingvo.core.nested_map")
+  cls = getattr(lingvo_module, "NestedMap", None)
+  if cls is None:
+    return
+
+  def unflatten(keys, values):
+    return cls(zip(keys, values))
+
+  try:
+    jax.tree_util.register_pytree_with_keys(cls, _flatten_with_keys, unflatten, _flatten)
+  except ValueError:
+    pass  # registered already (e.g. by lingvo-on-JAX code)
+
+
+_register_lingvo_nested_map()

@@ -10,7 +10,8 @@ TensorFlow is imported only by `to_tf_nmap` (Pax's tests compare against lingvo'
 from __future__ import annotations
 
 import math
-from typing import Any
+import os
+from typing import Any, Mapping
 import zlib
 
 from absl.testing import parameterized
@@ -186,3 +187,92 @@ __all__ = [
   "replace_jax_single_shard_full_softmax_vars_to_tf",
   "replace_jax_simple_full_softmax_vars_to_tf",
 ]
+
+
+def _tfevent_files(root: str) -> dict[str, list[str]]:
+  """{leaf directory under root: its events.out.tfevents* files} (directories without subdirs)."""
+  found = {}
+  for dirname, subdirs, fnames in os.walk(root):
+    if subdirs:
+      continue
+    events = sorted(f for f in fnames if f.startswith("events.out.tfevents"))
+    if events:
+      found[dirname] = [os.path.join(dirname, f) for f in events]
+  return found
+
+
+def get_tfevent_log_dirs(root: Any) -> list[str]:
+  """The directories below `root` (relative to it) whose files include TensorBoard event files."""
+  return [os.path.relpath(os.path.normpath(d), root) for d in _tfevent_files(os.fspath(root))]
+
+
+def get_tfevent_scalars(root: str) -> Mapping[str, float]:
+  """{tag: value} of every scalar summary in the event files below `root` (the last value of a
+  tag wins): tensors of the 'scalars' plugin, and plain `simple_value`s."""
+  from tensorboard.backend.event_processing import event_file_loader  # pylint: disable=import-outside-toplevel
+  from tensorboard.util import tensor_util  # pylint: disable=import-outside-toplevel
+
+  scalars = {}
+  for files in _tfevent_files(root).values():
+    for path in files:
+      for event in event_file_loader.LegacyEventFileLoader(path).Load():
+        for value in event.summary.value:
+          if value.HasField("tensor"):
+            if value.metadata.plugin_data.plugin_name == "scalars":
+              scalars[value.tag] = tensor_util.make_ndarray(value.tensor).item()
+          elif value.HasField("simple_value"):
+            scalars[value.tag] = float(value.simple_value)
+  return scalars
+
+
+def replace_jax_light_conv_vars_to_tf(
+  jax_initial_vars: NestedMap, jax_initial_non_trainable_vars: NestedMap
+) -> NestedMap:
+  """A LightConv1D's variables as lingvo's LConvLayer names them (TF constants).
+
+  lingvo keeps the two GLU halves in one `linear_start` [D, 2D] (gate first), the conv kernel
+  as [k, 1, D, 1], and the BatchNorm's moving statistics beside its weights in `norm`.
+  """
+  v, nt = jax_initial_vars, jax_initial_non_trainable_vars
+  gated, act = v.linear_start_gated, v.linear_start_act
+  out = NestedMap(
+    ln=NestedMap(bias=v.ln.bias, scale=v.ln.scale),
+    norm=NestedMap(
+      beta=v.conv_norm.beta,
+      gamma=v.conv_norm.gamma,
+      moving_mean=nt.conv_norm.moving_mean,
+      moving_variance=nt.conv_norm.moving_variance,
+    ),
+    dropout=[NestedMap(), NestedMap()],
+    depthwise_conv1d=NestedMap(w=np.expand_dims(v.depthwise_conv1d.w, axis=-1)),
+    linear_end=NestedMap(w=v.linear_end.linear.w, b=v.linear_end.bias.b),
+    linear_start=NestedMap(
+      w=np.concatenate([gated.linear.w, act.linear.w], axis=-1),
+      b=np.concatenate([gated.bias.b, act.bias.b], axis=-1),
+    ),
+  )
+  return to_tf_nmap(out)
+
+
+def _lingvo_conformer_ffn(block: NestedMap) -> NestedMap:
+  ff = _lingvo_fflayer(block)
+  return NestedMap(layer_norm=block.layer_norm, residual_dropout=NestedMap(), fflayer=ff)
+
+
+def replace_jax_conformer_layer_vars_to_tf(
+  jax_initial_vars: NestedMap, jax_initial_non_trainable_vars: NestedMap
+) -> NestedMap:
+  """A Conformer's variables as lingvo's ConformerLayer names them (TF constants)."""
+  v = jax_initial_vars
+  out = NestedMap(
+    lconv=replace_jax_light_conv_vars_to_tf(v.lconv, jax_initial_non_trainable_vars.lconv),
+    final_ln=NestedMap(bias=v.final_ln.bias, scale=v.final_ln.scale),
+    fflayer_start=_lingvo_conformer_ffn(v.fflayer_start),
+    fflayer_end=_lingvo_conformer_ffn(v.fflayer_end),
+    trans_atten=NestedMap(
+      layer_norm=v.trans_atten.norm,
+      residual_dropout=NestedMap(),
+      atten=NestedMap(v.trans_atten.self_atten, atten_dropout=NestedMap()),
+    ),
+  )
+  return to_tf_nmap(out)

@@ -123,8 +123,20 @@ class WeightInit:
 _DEFAULT_XAVIER_INIT = 1.000001
 
 
-def default_param_init() -> WeightInit:
-  return WeightInit.Xavier(_DEFAULT_XAVIER_INIT)
+def _default_param_init() -> WeightInit:
+  """Pax's default initialiser: WeightInit.Xavier(1.000001)."""
+  return WeightInit("xavier", _DEFAULT_XAVIER_INIT)
+
+
+def _auto_configured(fn):
+  """fn, auto_config'd as Pax's: called, it returns the object; inside a config it gives the
+  Config that builds it (`Config(WeightInit, 'xavier', 1.000001)`)."""
+  from praxis import pax_fiddle  # pylint: disable=import-outside-toplevel
+
+  return pax_fiddle.auto_config(fn)
+
+
+default_param_init = _auto_configured(_default_param_init)
 
 
 def is_default_param_init(p: Any) -> bool:

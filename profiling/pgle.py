@@ -6,7 +6,6 @@ import argparse
 import os
 import sys
 
-from paxml import user_paths
 from profiling import conversion as convert_lib
 from profiling import flags as flags_lib
 from profiling import reporting as report_lib
@@ -45,8 +44,13 @@ _AGGREGATIONS = {
 
 
 def _path(path: str) -> str:
-  """Paths as the user typed them: `bazel run` runs us in the runfiles, not the user's directory."""
-  return user_paths.resolve(path)
+  """Paths as the user typed them: `bazel run` runs us in the runfiles, not the user's directory.
+
+  The rule of paxml.user_paths.resolve, restated: profiling imports nothing of paxml, so that its
+  wheel installs without paxml's (paxml requires profiling, not the other way round).
+  """
+  start = os.environ.get("BUILD_WORKING_DIRECTORY") or os.getcwd()
+  return os.path.join(start, os.path.expanduser(path))
 
 
 def _convert(args: argparse.Namespace) -> int:

@@ -99,6 +99,12 @@ class ToolsTest(absltest.TestCase):
 
   def test_model_analysis(self):
     self.assertRegex(self._tool("model_analysis"), r"(?i)param")
+    # The trainer's preflight line, from the step compiled for TinyLm's mesh (one device here).
+    self.assertRegex(
+      self._tool("model_analysis", "--memory_plan", "--device_memory_gib=1"),
+      r"memory plan +the train step needs [\d.]+ [KM]iB per device \(parameters .* of 1.00 GiB "
+      r"\(--device_memory_gib\)",
+    )
 
   def test_validate_config(self):
     self._tool("validate_config")
@@ -175,10 +181,13 @@ class BenchmarksTest(absltest.TestCase):
       cwd=self.create_tempdir().full_path,
     )
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
-    # One row: seq 32, fp32, unrolled; both models start from the same weights, so same loss.
-    [row] = [line for line in result.stdout.splitlines() if line.startswith("32   float32")]
-    ours, minimal = row.split()[-1].split("/")
-    self.assertAlmostEqual(float(ours), float(minimal), places=4)
+    # Two rows: seq 32, fp32, unrolled, without and with the logit caps; both models start
+    # from the same weights, so each row's two losses agree.
+    rows = [line for line in result.stdout.splitlines() if line.startswith("32   float32")]
+    self.assertEqual([row.split()[3] for row in rows], ["off", "on"])
+    for row in rows:
+      ours, minimal = row.split()[-1].split("/")
+      self.assertAlmostEqual(float(ours), float(minimal), places=4)
 
   def test_mfu_tiny(self):
     result = binaries.run(

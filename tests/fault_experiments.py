@@ -37,3 +37,21 @@ class TypoLm(FaultsLm):
 
   NUM_TRIAN_STEPS = 3
   ICI_MESH_SHAPE = (1, 64, 2)
+
+
+@experiment_registry.register
+class SlowStepLm(FaultsLm):
+  """A step of about a second on two CPU cores (~160 GFLOP: 2 layers x 512, 32 x 128 tokens);
+  long enough a run that a SIGTERM lands mid-run, with summaries and saves far apart (before
+  the run-ahead bound the loop queued every step up to the next summary)."""
+
+  VOCAB_SIZE = 64
+  SEQ_LEN = 128
+  BATCH_SIZE = 32
+  MODEL_DIMS = 512
+  NUM_LAYERS = 2
+  NUM_HEADS = 8
+  HIDDEN_DIMS = 2048
+  NUM_TRAIN_STEPS = 200
+  SAVE_INTERVAL_STEPS = 200
+  SUMMARY_INTERVAL_STEPS = 200

@@ -1,12 +1,14 @@
-"""The layer library's LM train step against a minimal plain-Flax GPT of the same shape.
+"""The layer library's LM train step against an independent minimal GPT of the same shape.
 
     ./bazelw run //paxml/benchmarks:lm_step -- --seq_lens=512 --dtypes=float32 --modes=unrolled
     ./bazelw run //paxml/benchmarks:lm_step -- --ci     # seconds: a 2 x 64 model
 
 "ours" is the model of `exp.task()` for a `TransformerLmSpmdAdam` with the shape below
 (unpacked input, no dropout), applied through `LanguageModel.__call__`; "minimal" is
-`minimal_gpt.MinimalGpt` with ours's initial weights copied in, so both start from the same loss.
-Each side is the same `optax.adam` step, jitted with the train state donated.
+`minimal_gpt.MinimalGpt`, a conventional GPT in its own layout (one `wte[V, D]` table, `c_attn`,
+a gathered label logit), with ours's initial weights mapped in, so both start from the same loss.
+Each side is the same `optax.adam` step, jitted with the train state donated. `--caps` gives
+rows with the attention and output logit caps of the experiment ("on") and without ("off").
 
 What is measured, per (seq len, dtype, mode):
 - step time: the sides take turns (`--repeats` rounds of `--steps` steps each); the minimum
@@ -50,6 +52,7 @@ _POLICY = flags.DEFINE_string("policy", "SAVE_NOTHING", "Remat policy of the sca
 _TOKENS = flags.DEFINE_integer("tokens", 2048, "Tokens per step (batch = tokens / seq len).")
 _REPEATS = flags.DEFINE_integer("repeats", 3, "Alternating rounds; 0: static costs only.")
 _STEPS = flags.DEFINE_integer("steps", 2, "Steps per side per round.")
+_CAPS = flags.DEFINE_list("caps", ["off", "on"], "Rows without and/or with the logit caps.")
 _CI = flags.DEFINE_bool("ci", False, "A 2 x 64 model at seq 32 in fp32 (the smoke test's size).")
 
 FULL_SHAPE = minimal_gpt.GptShape(
@@ -71,6 +74,13 @@ class Side:
   costs: dict[str, float]
   best_s: float = math.inf
   best_cpu_s: float = math.inf
+
+
+def with_caps(shape: minimal_gpt.GptShape, caps: bool) -> minimal_gpt.GptShape:
+  """`shape` with the experiment's logit caps (GptShape's defaults), or with both turned off."""
+  if caps:
+    return shape
+  return dataclasses.replace(shape, atten_logit_cap=0.0, softmax_cap_logits=0.0)
 
 
 def experiment(shape: minimal_gpt.GptShape, mode: str, policy: str, unroll: int = 1) -> Any:
@@ -218,19 +228,21 @@ def main(argv: list[str]) -> None:
     )
   print(f"shape {shape}; {tokens} tokens/step; load average {np.round(np.array(_loadavg()), 2)}")
   print(
-    "seq  dtype     mode      time  cpu   ms ours/min (wall)  flops  bytes  temp  loss0 ours/min"
+    "seq  dtype     mode      caps time  cpu   ms ours/min (wall)  flops  bytes  temp  "
+    "loss0 ours/min"
   )
   for seq in seqs:
     for dtype in dtypes:
       for mode in _MODES.value:
-        s = dataclasses.replace(shape, dtype=dtype)
-        r = compare(s, seq, mode, _POLICY.value, tokens, _REPEATS.value, _STEPS.value)
-        print(
-          f"{seq:<5}{dtype:<10}{mode:<10}{r['time']:5.3f} {r['cpu_time']:5.3f} "
-          f"{r['ours_s'] * 1e3:9.1f}/{r['minimal_s'] * 1e3:<9.1f} {r['flops']:6.3f} "
-          f"{r['bytes']:6.3f} {r['temp']:6.3f}  {r['ours_loss0']:.5f}/{r['minimal_loss0']:.5f}",
-          flush=True,
-        )
+        for caps in _CAPS.value:
+          s = with_caps(dataclasses.replace(shape, dtype=dtype), caps == "on")
+          r = compare(s, seq, mode, _POLICY.value, tokens, _REPEATS.value, _STEPS.value)
+          print(
+            f"{seq:<5}{dtype:<10}{mode:<10}{caps:<5}{r['time']:5.3f} {r['cpu_time']:5.3f} "
+            f"{r['ours_s'] * 1e3:9.1f}/{r['minimal_s'] * 1e3:<9.1f} {r['flops']:6.3f} "
+            f"{r['bytes']:6.3f} {r['temp']:6.3f}  {r['ours_loss0']:.5f}/{r['minimal_loss0']:.5f}",
+            flush=True,
+          )
   print(f"load average after {np.round(np.array(_loadavg()), 2)}")
 
 

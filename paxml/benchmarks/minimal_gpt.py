@@ -1,18 +1,22 @@
-"""A minimal plain-Flax GPT: the yardstick the layer library's LM is timed against.
+"""A conventional minimal GPT in plain Flax: the yardstick the layer library's LM is timed against.
 
-It computes what the model of a `paxml.tasks.lm.model_params.TransformerLmSpmdAdam` experiment's
-`task()` computes (unpacked input, no dropout), written the short way one would
-write it by hand, with no praxis import:
+It is written the way one writes a GPT by hand (nanoGPT's layout), not in praxis's: one token
+table `wte[V, D]` that embeds ids by row and, tied, projects to the logits; one `c_attn[D, 3D]`
+matrix for queries, keys and values; queries scaled by the constant 1 / sqrt(H); the label's
+logit gathered with `take_along_axis`. No praxis import. It computes the same function as the
+model of a `paxml.tasks.lm.model_params.TransformerLmSpmdAdam` experiment's `task()` (unpacked
+input, no dropout) at that model's initial weights:
 
-    x = emb[ids] * sqrt(D) + sinusoid(pos)                                 # [B, T, D]
-    per layer:  x += post(attend(ln(x)));  x += ffn(ln(x))                 # pre-LayerNorm
-    attend:     q, k, v = x @ qkv;  q *= per_dim_scale;  logits capped at atten_logit_cap
-    logits = cap * tanh((ln(x) @ w + b) / cap)                             # tied: emb = w.T
+    x = wte[ids] * sqrt(D) + sinusoid(pos)                                 # [B, T, D]
+    per layer:  x += c_proj(attend(ln_1(x)));  x += mlp(ln_2(x))           # pre-LayerNorm
+    logits = ln_f(x) @ wte.T + b                                           # [B, T, V]
+    optional caps: attention logits and output logits, cap * tanh(logits / cap)
     loss = mean over weighted positions of logsumexp(logits) - logits[label]
 
-`from_praxis(variables)` maps praxis's variable tree onto this one (same numbers, so both
-models give the same loss and gradients at init). The parameters live in float32 and the
-activations in `dtype`.
+`from_praxis(variables)` maps praxis's initial variables onto this tree (praxis's per-dim query
+scale starts at exactly 1 / sqrt(H) and its LayerNorm scale at 1 + 0), so both models give the
+same loss at the shared starting point; praxis's extra parameter (the per-dim scale) is what
+the two models differ in afterwards. Parameters live in float32, activations in `dtype`.
 
 Einsum letters: B batch, T query positions, S key positions, D model dims, N heads, H dims per
 head, F hidden dims, V vocabulary.
@@ -26,11 +30,15 @@ import math
 from flax import linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 @dataclasses.dataclass(frozen=True)
 class GptShape:
-  """The architecture (the fields of a TransformerLmSpmdAdam experiment that matter here)."""
+  """The architecture (the fields of a TransformerLmSpmdAdam experiment that matter here).
+
+  A cap of 0 turns that soft cap off (on both sides of a comparison).
+  """
 
   num_layers: int
   model_dims: int
@@ -46,19 +54,62 @@ class GptShape:
     return self.model_dims // self.num_heads
 
 
-def _layer_norm(x, p):
-  x32 = x.astype(jnp.float32)
-  mean = x32.mean(-1, keepdims=True)
-  var = jnp.square(x32 - mean).mean(-1, keepdims=True)
-  y = ((x32 - mean) * jax.lax.rsqrt(var + 1e-6)).astype(x.dtype)
-  return y * (1 + p["scale"]).astype(x.dtype) + p["bias"].astype(x.dtype)
+def _cap(logits: jax.Array, cap: float) -> jax.Array:
+  return cap * jnp.tanh(logits / cap) if cap else logits
 
 
-def _sinusoid(length: int, dims: int) -> jax.Array:
+class LayerNorm(nn.Module):
+  """y = (x - mean) / sqrt(var + eps) * gamma + beta, statistics in float32."""
+
+  @nn.compact
+  def __call__(self, x: jax.Array) -> jax.Array:
+    d = x.shape[-1]
+    gamma = self.param("gamma", nn.initializers.ones, (d,))
+    beta = self.param("beta", nn.initializers.zeros, (d,))
+    x32 = x.astype(jnp.float32)
+    mean = x32.mean(-1, keepdims=True)
+    var = jnp.square(x32 - mean).mean(-1, keepdims=True)
+    y = ((x32 - mean) * jax.lax.rsqrt(var + 1e-6)).astype(x.dtype)
+    return y * gamma.astype(x.dtype) + beta.astype(x.dtype)
+
+
+class Block(nn.Module):
+  """One pre-LayerNorm transformer block: causal self-attention, then a ReLU MLP."""
+
+  shape: GptShape
+
+  @nn.compact
+  def __call__(self, x: jax.Array) -> jax.Array:
+    s = self.shape
+    d, n, h, f = s.model_dims, s.num_heads, s.dims_per_head, s.hidden_dims
+    dt = x.dtype
+    b, t, _ = x.shape
+    init = nn.initializers.normal(0.02)
+    c_attn = self.param("c_attn", init, (d, 3 * d)).astype(dt)
+    c_proj = self.param("c_proj", init, (d, d)).astype(dt)
+    qkv = LayerNorm(name="ln_1")(x) @ c_attn  # [B, T, 3D]
+    q, k, v = (a.reshape(b, t, n, h) for a in jnp.split(qkv, 3, axis=-1))  # [B, T, N, H]
+    q = q * jnp.asarray(h**-0.5, dt)
+    logits = jnp.einsum("BTNH,BSNH->BNTS", q, k, preferred_element_type=jnp.float32)
+    logits = _cap(logits, s.atten_logit_cap)
+    causal = jnp.tril(jnp.ones((t, t), bool))  # [T, S]
+    logits = jnp.where(causal, logits, jnp.finfo(jnp.float32).min)
+    probs = jax.nn.softmax(logits, axis=-1).astype(dt)  # [B, N, T, S]
+    ctx = jnp.einsum("BNTS,BSNH->BTNH", probs, v).reshape(b, t, d)
+    x = x + ctx @ c_proj
+    w_fc = self.param("c_fc", init, (d, f)).astype(dt)
+    b_fc = self.param("c_fc_bias", nn.initializers.zeros, (f,)).astype(dt)
+    w_out = self.param("c_out", init, (f, d)).astype(dt)
+    b_out = self.param("c_out_bias", nn.initializers.zeros, (d,)).astype(dt)
+    return x + jax.nn.relu(LayerNorm(name="ln_2")(x) @ w_fc + b_fc) @ w_out + b_out
+
+
+def _sinusoid(length: int, dims: int) -> np.ndarray:
+  """Fixed positions [T, D]: sin of the first D/2 frequencies, then cos (log-spaced 1 .. 1e-4)."""
   half = dims // 2
-  inv = jnp.exp(jnp.arange(half, dtype=jnp.float32) * -(math.log(1e4) / max(half - 1, 1)))
-  t = jnp.arange(length, dtype=jnp.float32)[:, None] * inv[None, :]  # [T, D/2]
-  return jnp.concatenate([jnp.sin(t), jnp.cos(t)], axis=1)  # [T, D]
+  inv = np.exp(np.arange(half) * -(math.log(1e4) / max(half - 1, 1)))
+  angles = np.arange(length)[:, None] * inv[None, :]  # [T, D/2]
+  return np.concatenate([np.sin(angles), np.cos(angles)], axis=1).astype(np.float32)
 
 
 class MinimalGpt(nn.Module):
@@ -69,75 +120,54 @@ class MinimalGpt(nn.Module):
   @nn.compact
   def __call__(self, ids: jax.Array, labels: jax.Array, weights: jax.Array) -> jax.Array:
     s = self.shape
-    d, n, h, f, v = s.model_dims, s.num_heads, s.dims_per_head, s.hidden_dims, s.vocab_size
+    d, v = s.model_dims, s.vocab_size
     dt = jnp.dtype(s.dtype)
-    normal = nn.initializers.normal(d**-0.5)
-    glorot = nn.initializers.glorot_uniform()
-    ln = {"scale": nn.initializers.zeros, "bias": nn.initializers.zeros}
-
-    def ln_params(name):
-      return {k: self.param(f"{name}_{k}", init, (d,)) for k, init in ln.items()}
-
-    w_out = self.param("softmax_w", normal, (d, v))  # tied: the embedding is its transpose
-    b_out = self.param("softmax_b", nn.initializers.zeros, (v,))
-    t = ids.shape[1]
-    x = jnp.take(w_out.T, ids, axis=0).astype(dt) * jnp.asarray(d**0.5, dt)  # [B, T, D]
-    x = x + _sinusoid(t, d).astype(dt)
-    causal = jnp.tril(jnp.ones((t, t), bool))  # [T, S]
+    wte = self.param("wte", nn.initializers.normal(d**-0.5), (v, d))  # [V, D]
+    lm_bias = self.param("lm_head_bias", nn.initializers.zeros, (v,))
+    x = wte.astype(dt)[ids] * jnp.asarray(d**0.5, dt)  # [B, T, D]
+    x = x + jnp.asarray(_sinusoid(ids.shape[1], d), dt)
     for i in range(s.num_layers):
-      y = _layer_norm(x, ln_params(f"l{i}_ln1"))
-      qkv = self.param(f"l{i}_qkv", glorot, (3, d, n, h)).astype(dt)
-      q, k, val = (jnp.einsum("BTD,DNH->BTNH", y, qkv[j]) for j in range(3))
-      pds = self.param(f"l{i}_per_dim_scale", nn.initializers.zeros, (h,))
-      q = q * (jax.nn.softplus(pds) / (math.log(2.0) * math.sqrt(h))).astype(dt)
-      logits = jnp.einsum("BTNH,BSNH->BNTS", q, k, preferred_element_type=jnp.float32)
-      if s.atten_logit_cap:
-        logits = s.atten_logit_cap * jnp.tanh(logits / s.atten_logit_cap)
-      logits = jnp.where(causal, logits, -0.7 * jnp.finfo(jnp.float32).max)
-      probs = jax.nn.softmax(logits, axis=-1).astype(dt)  # [B, N, T, S]
-      ctx = jnp.einsum("BNTS,BSNH->BTNH", probs, val)
-      post = self.param(f"l{i}_post", glorot, (d, n, h)).astype(dt)
-      x = x + jnp.einsum("BTNH,DNH->BTD", ctx, post)
-      y = _layer_norm(x, ln_params(f"l{i}_ln2"))
-      w1 = self.param(f"l{i}_w1", glorot, (d, f)).astype(dt)
-      b1 = self.param(f"l{i}_b1", nn.initializers.zeros, (f,)).astype(dt)
-      w2 = self.param(f"l{i}_w2", glorot, (f, d)).astype(dt)
-      b2 = self.param(f"l{i}_b2", nn.initializers.zeros, (d,)).astype(dt)
-      x = x + (jax.nn.relu(y @ w1 + b1) @ w2 + b2)
-    y = _layer_norm(x, ln_params("final_ln"))
-    logits = y @ w_out.astype(dt) + b_out.astype(dt)  # [B, T, V] in dt
-    if s.softmax_cap_logits:
-      logits = s.softmax_cap_logits * jnp.tanh(logits / s.softmax_cap_logits)
+      x = Block(s, name=f"h_{i}")(x)
+    y = LayerNorm(name="ln_f")(x)
+    logits = jnp.einsum("BTD,VD->BTV", y, wte.astype(dt)) + lm_bias.astype(dt)  # [B, T, V]
+    logits = _cap(logits, s.softmax_cap_logits)
     lse = jax.nn.logsumexp(logits.astype(jnp.float32), axis=-1)  # [B, T]
     label = jnp.take_along_axis(logits, labels[..., None], axis=-1)[..., 0].astype(jnp.float32)
     return jnp.sum((lse - label) * weights) / (jnp.sum(weights) + 1e-6)
 
 
 def from_praxis(variables: dict, num_layers: int) -> dict:
-  """praxis's unrolled TransformerLm variables (LanguageModel.init) -> MinimalGpt's params."""
+  """praxis's unrolled TransformerLm variables (LanguageModel.init) -> MinimalGpt's params.
+
+  Exact at praxis's initial per-dim query scale (0: a factor of 1 / sqrt(H)); a trained one is
+  not representable here (this GPT has no such parameter).
+  """
   lm = variables["params"]["lm"]
+
+  def ln(p):
+    return {"gamma": 1.0 + p["scale"], "beta": p["bias"]}
+
   out = {
-    "softmax_w": lm["softmax"]["logits_ffn"]["linear"]["w"],
-    "softmax_b": lm["softmax"]["logits_ffn"]["bias"]["b"],
-    "final_ln_scale": lm["final_ln"]["scale"],
-    "final_ln_bias": lm["final_ln"]["bias"],
+    "wte": jnp.transpose(lm["softmax"]["logits_ffn"]["linear"]["w"]),  # [D, V] -> [V, D]
+    "lm_head_bias": lm["softmax"]["logits_ffn"]["bias"]["b"],
+    "ln_f": ln(lm["final_ln"]),
   }
   for i in range(num_layers):
     layer = lm["transformer"][f"x_layers_{i}"]
     atten, ff = layer["self_attention"], layer["ff_layer"]
-    out.update(
-      {
-        f"l{i}_ln1_scale": layer["layer_norm"]["scale"],
-        f"l{i}_ln1_bias": layer["layer_norm"]["bias"],
-        f"l{i}_qkv": atten["combined_qkv"]["w"],
-        f"l{i}_per_dim_scale": atten["per_dim_scale"]["per_dim_scale"],
-        f"l{i}_post": atten["post"]["w"],
-        f"l{i}_ln2_scale": ff["layer_norm"]["scale"],
-        f"l{i}_ln2_bias": ff["layer_norm"]["bias"],
-        f"l{i}_w1": ff["ffn_layer1"]["linear"]["w"],
-        f"l{i}_b1": ff["ffn_layer1"]["bias"]["b"],
-        f"l{i}_w2": ff["ffn_layer2"]["linear"]["w"],
-        f"l{i}_b2": ff["ffn_layer2"]["bias"]["b"],
-      }
-    )
+    if np.any(np.asarray(atten["per_dim_scale"]["per_dim_scale"])):
+      raise ValueError("from_praxis maps only praxis's initial (zero) per_dim_scale.")
+    qkv = atten["combined_qkv"]["w"]  # [3, D, N, H]
+    post = atten["post"]["w"]  # [D, N, H]
+    d = qkv.shape[1]
+    out[f"h_{i}"] = {
+      "ln_1": ln(layer["layer_norm"]),
+      "c_attn": jnp.transpose(qkv, (1, 0, 2, 3)).reshape(d, -1),  # [D, 3 * N * H]
+      "c_proj": jnp.transpose(post, (1, 2, 0)).reshape(-1, d),  # [N * H, D]
+      "ln_2": ln(ff["layer_norm"]),
+      "c_fc": ff["ffn_layer1"]["linear"]["w"],
+      "c_fc_bias": ff["ffn_layer1"]["bias"]["b"],
+      "c_out": ff["ffn_layer2"]["linear"]["w"],
+      "c_out_bias": ff["ffn_layer2"]["bias"]["b"],
+    }
   return {"params": out}

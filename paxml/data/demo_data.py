@@ -53,7 +53,11 @@ def find_corpus() -> str:
     f"The KJV corpus (@corpus//:kjv) is not in this program's runfiles (looked for "
     f"{candidates}). Run through Bazel (`./bazelw run //paxml:main -- ...`), whose :main target "
     "has the corpus as a data dependency, or give the experiment a CORPUS_PATH (a KJV text "
-    "file) or a DATA_DIR written by `./bazelw run //paxml/data:prepare`."
+    "file) or a DATA_DIR written by `./bazelw run //paxml/data:prepare`. Outside Bazel (the "
+    "installed wheels): `--fdl.CORPUS_PATH=/path/kjv.txt` (in a checkout, `./bazelw build "
+    "@corpus//:kjv` puts it at `$(./bazelw info output_base)/external/corpus/kjv.txt`), or "
+    "prepare any text file with `python -m paxml.data.prepare --input=FILE --format=paragraphs "
+    "--vocab_size=1024 --output_dir=DIR` and pass `--fdl.DATA_DIR=DIR`."
   )
 
 

@@ -172,6 +172,14 @@ def pack_all(
   yield from packer.flush()
 
 
+def row_of_segments(seq_len: int, segments: list[tuple[np.ndarray, np.ndarray]]):
+  """One row holding these (ids, labels) pieces, each its own segment, then padding."""
+  row = _Row(seq_len)
+  for ids, labels in segments:
+    row.add(ids, labels)
+  return row.finish()
+
+
 def stack_rows(rows: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
   """A batch [B, T] per field from B rows."""
   return {key: np.stack([row[key] for row in rows]) for key in rows[0]}

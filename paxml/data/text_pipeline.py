@@ -1,12 +1,13 @@
 """`TextInput`: LM batches from text files through tf.data and a SentencePiece tokenizer.
 
-Stages (one epoch; a repeating input runs epoch 0, 1, 2, ... with a seed per epoch):
+Stages:
 
-  file list (globs, sorted) --shuffle files (seeded)--> tf.data interleave of readers
-    --shard over hosts--> shuffle documents (seeded buffer) --batch of raw records-->
-  Python: parse records (TFRecord tf.train.Example / JSONL / text lines), checking the text
-    field's type and naming the file of a bad record --> SentencePiece encode (C++, whole batch)
-    --> packing.Packer (concat / pack / pad, BOS/EOS) --> batches of `batch_size` rows.
+  file list (globs, sorted) --tf.data, file after file--> this host's records
+    --Python: parse (TFRecord tf.train.Example / JSONL / text lines), checking the text field's
+    type and naming the file of a bad record--> SentencePiece encode (C++, whole batches)
+    --> a table of this host's tokenized documents (read once, on first use)
+  then, per batch: its rows by number (paxml/data/text_index.py: epoch e visits the documents in a
+  permutation seeded by (seed, e); concat / pack / pad with BOS/EOS as paxml/data/packing.py).
 
 Hosts. With at least as many files as hosts, host h reads files h, h+H, ...; otherwise every host
 reads all files and keeps documents h, h+H, ... . Either way no document reaches two hosts.
@@ -14,11 +15,12 @@ For `reset_for_eval` every host packs the whole (unshuffled) set and keeps rows 
 then pads with zero-weight rows to ceil(ceil(R / H) / batch_size) batches, R the total row count,
 so all hosts yield the same number of batches.
 
-Determinism and checkpointing. With `deterministic=True` (the default) the stream is a pure
-function of (files, seed, config), so the state is {"seed", "num_batches"} and `set_state`
-rebuilds the stream and skips `num_batches` batches (reading and tokenizing what it skips: about
-a second per 10^6 tokens here). `deterministic=False` lets tf.data interleave files in whatever
-order they arrive: faster with many files, but a restore then continues from a different order.
+Checkpointing. The stream is a pure function of (files, seed, config) and batch i is computed
+from i, so the state is {"seed", "num_batches"} (with "pack", also the epoch of the position and
+its first row) and `set_state` costs the same at batch 10 as at batch 10^6: no batch is replayed.
+Reading the table costs time proportional to the data (once per process: ~2 s for DemoLm's 1.3 M
+tokens here), not to the position. `deterministic` is kept for configs that set it: the table is
+always read in a fixed order.
 """
 
 from __future__ import annotations
@@ -28,11 +30,11 @@ import os
 import struct
 from typing import Any, Iterator
 
-import numpy as np
 
 from praxis import base_input
 from paxml import quiet_tensorflow
 from paxml.data import packing
+from paxml.data import text_index
 from paxml.data.input_error import InputDataError
 from paxml.data import tokenizer as tokenizer_lib
 
@@ -57,7 +59,8 @@ class TextInput(base_input.BaseInput):
     add_eos: end each document with EOS.
     shuffle: shuffle files and documents (seeded); None means `is_training`.
     shuffle_buffer_size: documents in tf.data's shuffle buffer.
-    deterministic: keep a reproducible order (needed for exact input checkpointing).
+    deterministic: accepted for compatibility; the order is always reproducible (the documents
+      are read once, in file order).
     read_batch_size: raw records handed from tf.data to Python (and to SentencePiece) at once.
     replace_invalid_utf8: text that is not valid UTF-8 is an InputDataError naming the file,
       the record and the byte offset; True replaces the bad bytes with U+FFFD instead.
@@ -92,127 +95,119 @@ class TextInput(base_input.BaseInput):
     self.files = resolve_files(self.file_pattern)
     self.tokenizer = tokenizer_lib.Tokenizer(self.tokenizer_path)
     self._num_batches = 0
-    self._iterator: Iterator[NestedMap] | None = None
+    self._doc_table: text_index.DocTable | None = None  # read on first use
+    self._row_index: text_index.RowIndex | None = None
+    self._eval_cache: list[NestedMap] | None = None
 
   # --- BaseInput.
 
   def get_next(self) -> NestedMap:
-    if self._iterator is None:
-      self._iterator = self._batches()
-    batch = next(self._iterator)  # StopIteration ends a one-pass input
+    if self.reset_for_eval:
+      batches = self._eval_batches()
+      if self._num_batches >= len(batches):
+        raise StopIteration
+      batch = batches[self._num_batches]
+    else:
+      index = self._index()
+      if not self.repeat and self._num_batches >= index.rows_per_epoch(0) // self.batch_size:
+        raise StopIteration  # one pass: the rows left over fill no whole batch and are dropped
+      rows = index.rows(self._num_batches * self.batch_size, self.batch_size)
+      batch = NestedMap(packing.stack_rows(rows))
     self._num_batches += 1
     return batch
 
   def get_state(self) -> dict[str, Any]:
-    return {"seed": int(self.input_random_seed), "num_batches": int(self._num_batches)}
+    state = {"seed": int(self.input_random_seed), "num_batches": int(self._num_batches)}
+    if self.packing == "pack" and self._row_index is not None:
+      # Where an epoch starts: a restore plans only that epoch (text_index.py).
+      epoch, first_row = self._row_index.pack_position()
+      state.update(pack_epoch=epoch, pack_epoch_first_row=first_row)
+    return state
 
   def set_state(self, state: dict[str, Any]) -> None:
     self.input_random_seed = int(state["seed"])
-    self._num_batches = 0
-    self._iterator = self._batches()
-    for _ in range(int(state["num_batches"])):
-      next(self._iterator)
-      self._num_batches += 1
+    self._num_batches = int(state["num_batches"])
+    if "pack_epoch" in state and not self.reset_for_eval:
+      self._index().set_pack_position(state["pack_epoch"], state["pack_epoch_first_row"])
 
   def ids_to_strings(self, ids, lengths) -> list[str]:
     return self.tokenizer.ids_to_strings(ids, lengths)
 
-  # --- The stream.
+  # --- The stream: rows by number (paxml/data/text_index.py).
 
-  def _batches(self) -> Iterator[NestedMap]:
-    if self.reset_for_eval:
-      yield from self._eval_pass()
-      return
-    packer = self._packer()
-    rows: list[dict[str, np.ndarray]] = []
-    epoch = 0
-    while True:
-      shard = self._host_shard(epoch)
-      for docs in self._documents(epoch, **shard):
-        for doc in self.tokenizer.encode(docs):
-          rows.extend(packer.add(doc))
-        while len(rows) >= self.batch_size:
-          yield NestedMap(packing.stack_rows(rows[: self.batch_size]))
-          del rows[: self.batch_size]
-      if not self.repeat:
-        return  # one pass: the rows left over fill no whole batch and are dropped
-      epoch += 1
+  def _index(self) -> text_index.RowIndex:
+    """The row index of this host's documents for the current seed."""
+    if self._row_index is None or self._row_index.seed != self.input_random_seed:
+      self._row_index = text_index.RowIndex(
+        self._table(),
+        self.seq_len,
+        self.packing,
+        bos_id=self.tokenizer.bos_id if self.add_bos else None,
+        eos_id=self.tokenizer.eos_id if self.add_eos else None,
+        seed=int(self.input_random_seed),
+        shuffle=bool(self.shuffle),
+      )
+    return self._row_index
 
-  def _eval_pass(self) -> Iterator[NestedMap]:
-    h, num_hosts = self.infeed_host_index, self.num_infeed_hosts
-    mine: list[dict[str, np.ndarray]] = []
-    total_rows = 0
-    num_yielded = 0
+  def _table(self) -> text_index.DocTable:
+    """This host's documents, read and tokenized once (all of them for an eval pass)."""
+    if self._doc_table is None:
+      shard = {"file_shard": None, "doc_shard": None}
+      if not self.reset_for_eval:
+        shard = self._host_shard()
+      docs = []
+      for texts in self._documents(**shard):
+        docs.extend(self.tokenizer.encode(texts))
+      self._doc_table = text_index.DocTable.from_docs(docs)
+      if len(self._doc_table) == 0:
+        raise InputDataError(f"{self.files}: no documents (every record is empty).")
+    return self._doc_table
 
-    def take(new_rows):
-      nonlocal total_rows
-      for row in new_rows:
-        if total_rows % num_hosts == h:
-          mine.append(row)
-        total_rows += 1
+  def _eval_batches(self) -> list[NestedMap]:
+    """The whole eval pass, packed once: every host packs every document in file order and
+    keeps rows h, h+H, ...; short hosts are padded to ceil(ceil(R / H) / batch_size) batches."""
+    if self._eval_cache is None:
+      table, h, num_hosts = self._table(), self.infeed_host_index, self.num_infeed_hosts
+      rows = list(
+        packing.pack_all(
+          (table.doc(i) for i in range(len(table))),
+          self.seq_len,
+          self.packing,
+          bos_id=self.tokenizer.bos_id if self.add_bos else None,
+          eos_id=self.tokenizer.eos_id if self.add_eos else None,
+        )
+      )
+      mine = rows[h::num_hosts]
+      want = -(-(-(-len(rows) // num_hosts)) // self.batch_size)
+      mine += [packing.padding_row(self.seq_len)] * (want * self.batch_size - len(mine))
+      self._eval_cache = [
+        NestedMap(packing.stack_rows(mine[i * self.batch_size : (i + 1) * self.batch_size]))
+        for i in range(want)
+      ]
+    return self._eval_cache
 
-    packer = self._packer()
-    for docs in self._documents(0, file_shard=None, doc_shard=None):
-      for doc in self.tokenizer.encode(docs):
-        take(packer.add(doc))
-      while len(mine) >= self.batch_size:
-        yield NestedMap(packing.stack_rows(mine[: self.batch_size]))
-        del mine[: self.batch_size]
-        num_yielded += 1
-    take(packer.flush())
-    # Equal counts on every host: ceil(ceil(R / H) / B) batches, short ones padded.
-    want = -(-(-(-total_rows // num_hosts)) // self.batch_size)
-    while num_yielded < want:
-      rows = mine[: self.batch_size]
-      del mine[: self.batch_size]
-      rows += [packing.padding_row(self.seq_len)] * (self.batch_size - len(rows))
-      yield NestedMap(packing.stack_rows(rows))
-      num_yielded += 1
-
-  def _packer(self) -> packing.Packer:
-    return packing.Packer(
-      self.seq_len,
-      self.packing,
-      bos_id=self.tokenizer.bos_id if self.add_bos else None,
-      eos_id=self.tokenizer.eos_id if self.add_eos else None,
-    )
-
-  def _host_shard(self, epoch: int) -> dict[str, int | None]:
-    del epoch  # the split is the same every epoch; only the order changes
+  def _host_shard(self) -> dict[str, int | None]:
     if self.num_infeed_hosts == 1:
       return {"file_shard": None, "doc_shard": None}
     if len(self.files) >= self.num_infeed_hosts:
       return {"file_shard": self.infeed_host_index, "doc_shard": None}
     return {"file_shard": None, "doc_shard": self.infeed_host_index}
 
-  def _documents(
-    self, epoch: int, file_shard: int | None, doc_shard: int | None
-  ) -> Iterator[list[str]]:
-    """Lists of document texts, `read_batch_size` at a time, for this host and epoch."""
-    # Host h's files are fixed (positions h, h+H, ... of the sorted list); only their order and
-    # the order of their documents change from epoch to epoch.
+  def _documents(self, file_shard: int | None, doc_shard: int | None) -> Iterator[list[str]]:
+    """Lists of document texts, `read_batch_size` at a time, of this host's files in a fixed
+    order (sorted files, records in file order)."""
+    # Host h's files are positions h, h+H, ... of the sorted list.
     files = self.files if file_shard is None else self.files[file_shard :: self.num_infeed_hosts]
-    seed = None
-    if self.shuffle:
-      seed = int(np.random.default_rng([self.input_random_seed, epoch]).integers(2**31))
-      files = [files[i] for i in np.random.default_rng(seed).permutation(len(files))]
     ds = tf.data.Dataset.from_tensor_slices(files)
-    reader = self._reader()
     ds = ds.interleave(
-      reader,
-      cycle_length=min(4, len(files)),
-      block_length=16,
+      self._reader(),
+      cycle_length=1,  # File after file: the table's order must not depend on timing.
       num_parallel_calls=tf.data.AUTOTUNE,
-      deterministic=self.deterministic,
+      deterministic=True,
     )
     if doc_shard is not None:
       ds = ds.shard(self.num_infeed_hosts, doc_shard)
-    if self.shuffle:
-      ds = ds.shuffle(self.shuffle_buffer_size, seed=seed, reshuffle_each_iteration=False)
     ds = ds.batch(self.read_batch_size).prefetch(2)
-    options = tf.data.Options()
-    options.deterministic = self.deterministic
-    ds = ds.with_options(options)
     iterator = ds.as_numpy_iterator()
     while True:
       try:

@@ -183,6 +183,26 @@ class TextInputTest(absltest.TestCase):
       np.testing.assert_array_equal(resumed.get_next().ids, want)
     self.assertEqual(resumed.get_state()["num_batches"], 8)
 
+  def test_resumed_batches_equal_the_uninterrupted_stream_in_every_mode(self):
+    for mode in ("concat", "pack", "pad"):
+      with self.subTest(mode):
+        make = lambda: self._input(packing=mode, seq_len=32, batch_size=8, input_random_seed=5)
+        straight = make()
+        stream = [straight.get_next() for _ in range(40)]  # Several epochs of 120 documents.
+        for n in (0, 7, 23, 39):
+          reader = make()
+          for _ in range(n):
+            reader.get_next()
+          saved = json.loads(json.dumps(reader.get_state()))
+          bare = {"seed": saved["seed"], "num_batches": n}  # A position set directly.
+          for state in (saved, bare):
+            resumed = make()
+            resumed.set_state(state)
+            for want in stream[n : n + 1]:
+              got = resumed.get_next()
+              for key in want:
+                np.testing.assert_array_equal(got[key], want[key], err_msg=f"{mode} {n} {key}")
+
   def test_ids_to_strings(self):
     inp = self._input(
       "jsonl",

@@ -186,27 +186,44 @@ def build(experiment: base_experiment.BaseExperiment, seed: int = 0) -> Built:
   )
 
 
-def compile_train_step(built: Built) -> tuple[Any, partitioning.Partitioner]:
+def abstract_train_state(built: Built, partitioner: partitioning.Partitioner) -> Any:
+  """The unboxed abstract train state: ShapeDtypeStructs with the trainer's shardings."""
+  return jax.tree.map(
+    lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+    nn.unbox(built.boxed_state),
+    partitioner.state_shardings(built.boxed_state),
+  )
+
+
+def compile_train_step(
+  built: Built, partitioner: partitioning.Partitioner | None = None
+) -> tuple[Any, partitioning.Partitioner]:
   """Compiles the experiment's train step ahead of time for its declared mesh.
 
   `jax.jit(train_step, shardings).lower(abstract state, batch).compile()` with the trainer's
-  shardings, so a sharding rule, mesh or shape error shows up without the accelerators and
-  without allocating the weights. Needs the mesh's number of devices (fake CPU devices do:
-  XLA_FLAGS=--xla_force_host_platform_device_count=N). Returns (compiled, partitioner).
+  shardings and microbatches, so a sharding rule, mesh or shape error shows up without the
+  accelerators and without allocating the weights. Needs the mesh's number of devices (fake CPU
+  devices do: XLA_FLAGS=--xla_force_host_platform_device_count=N); `partitioner` places the mesh
+  on chosen devices (default: the experiment's, on all devices). Returns (compiled,
+  partitioner).
   """
-  partitioner = partitioning.for_experiment(built.experiment, built.task)
+  if partitioner is None:
+    partitioner = partitioning.for_experiment(built.experiment, built.task)
   state_shardings = partitioner.state_shardings(built.boxed_state)
   step = jax.jit(
-    functools.partial(trainer.train_step, model=built.task.model, optimizer=built.optimizer),
+    functools.partial(
+      trainer.train_step,
+      model=built.task.model,
+      optimizer=built.optimizer,
+      num_microbatches=built.task.num_microbatches,
+    ),
     in_shardings=(state_shardings, partitioner.batch_sharding(), partitioner.replicated()),
     out_shardings=(state_shardings, partitioner.replicated()),
     donate_argnums=0,
   )
-  abstract_state = jax.tree.map(
-    lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-    nn.unbox(built.boxed_state),
-    state_shardings,
-  )
+  # Outside the rules context: unboxing there would apply the weights' sharding constraints to
+  # the ShapeDtypeStructs themselves.
+  abstract_state = abstract_train_state(built, partitioner)
   # As in the trainer: the layers' sharding constraints apply while the step is traced.
   with partitioner.rules_context():
     compiled = step.lower(abstract_state, built.batch, jax.random.PRNGKey(0)).compile()

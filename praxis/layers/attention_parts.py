@@ -84,11 +84,15 @@ class PerDimScale(base_layer.BaseLayer):
       "per_dim_scale", weight_hparams(self, [self.dim], ("kv",), init=WeightInit.Constant(0.0))
     )
 
+  def factor(self, dtype) -> jax.Array:
+    """The factor [H] the layer multiplies its inputs by."""
+    scale = jnp.asarray(_R_SOFTPLUS_0 / np.sqrt(self.dim), dtype)
+    return scale * jax.nn.softplus(self.theta.per_dim_scale)
+
   def __call__(self, inputs: jax.Array) -> jax.Array:
     if inputs.shape[-1] != self.dim:
       raise ValueError(f"PerDimScale expects inputs [..., {self.dim}], got {inputs.shape}.")
-    scale = jnp.asarray(_R_SOFTPLUS_0 / np.sqrt(self.dim), inputs.dtype)
-    return inputs * (scale * jax.nn.softplus(self.theta.per_dim_scale))
+    return inputs * self.factor(inputs.dtype)
 
 
 class RelativeBias(base_layer.BaseLayer):
@@ -261,9 +265,19 @@ class AttentionProjection(base_layer.BaseLayer):
         )
     self.create_child("einsum", self.einsum_tpl.clone())
 
-  def __call__(self, inputs: jax.Array) -> jax.Array:
+  def __call__(self, inputs: jax.Array, *, query_scale: jax.Array | None = None) -> jax.Array:
+    """inputs [..., D] -> [..., N, H] (an output projection: [..., N, H] -> [..., D]).
+
+    query_scale: (ours) a factor [H] to multiply the projection by, applied to the weight and
+    bias (DotProductAttention folds its per-dim query scale in here: see its `_project`).
+    """
     inputs = self._cast_to_fprop_dtype(inputs)
     w = self.theta.w
+    b = self.theta.b if self.use_bias else None
+    if query_scale is not None:
+      if self.is_output_projection or self.attention_combine_dims:
+        raise ValueError("query_scale is for a [D, N, H] input projection.")
+      w, b = w * query_scale, None if b is None else b * query_scale
     if self.attention_combine_dims:
       if self.is_output_projection and self.use_nhd_shape:
         w = jnp.reshape(w, [self.num_heads, self.dim_per_head, self.input_dim])
@@ -286,7 +300,7 @@ class AttentionProjection(base_layer.BaseLayer):
       eqn = f"{lead}D,DNH->{lead}NH"
     out = self.einsum(eqn, inputs, w)
     if self.use_bias:
-      out = out + self.theta.b
+      out = out + b
     return out
 
   def extend_step(self, inputs: jax.Array, *, time_step: jax.Array) -> jax.Array:
@@ -352,20 +366,38 @@ class CombinedQKVProjectionLayer(base_layer.BaseLayer):
       )
     self.create_child("einsum", self.einsum_tpl.clone())
 
-  def __call__(self, inputs: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """inputs [..., D] -> (query, key, value), each [..., N, H]."""
+  def __call__(
+    self, inputs: jax.Array, *, query_scale: jax.Array | None = None
+  ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """inputs [..., D] -> (query, key, value), each [..., N, H].
+
+    query_scale: (ours) a factor [H] for the query slot, applied to its weight and bias (see
+    AttentionProjection).
+    """
     if inputs.shape[-1] != self.input_dim:
       raise ValueError(
         f"CombinedQKVProjectionLayer expects [..., {self.input_dim}], got {inputs.shape}."
       )
     lead = _batch_letters(inputs.ndim - 1, "KDHN")
+    # [3, 1, 1, H]: the query slot scaled, key and value by 1.
+    slots = (
+      None
+      if query_scale is None
+      else jnp.stack([query_scale, jnp.ones_like(query_scale), jnp.ones_like(query_scale)])
+    )
     w = jnp.reshape(self.theta.w, [3, self.input_dim, self.num_heads, self.dim_per_head])
+    if slots is not None:
+      w = w * slots[:, None, None, :]
     out = self.einsum(f"{lead}D,KDNH->K{lead}NH", inputs, w)  # [3, ..., N, H]
     out = checkpoint_name(out, "combined_qkv_proj")
     if self.use_bias:
       b = jnp.reshape(self.theta.b, [3, self.num_heads, self.dim_per_head])
+      if slots is not None:
+        b = b * slots[:, None, :]
       out = out + jnp.expand_dims(b, tuple(range(1, inputs.ndim)))
-    query, key, value = out[0], out[1], out[2]
+    # lax.split, whose gradient is one concatenation into [3, ..., N, H]; indexing out[0],
+    # out[1], out[2] would give three zero-padded [3, ..., N, H] gradients to add up.
+    query, key, value = (jnp.squeeze(x, 0) for x in jax.lax.split(out, (1, 1, 1), axis=0))
     return (
       checkpoint_name(query, "query_proj"),
       checkpoint_name(key, "key_proj"),

@@ -356,6 +356,38 @@ class DotProductAttentionTest(parameterized.TestCase):
     other, _ = default.apply({"params": params}, x, x, x, mask)
     self.assertGreater(float(jnp.max(jnp.abs(other - want))), 1e-3)
 
+  @parameterized.parameters(False, True)
+  def test_per_dim_scale_folded_into_the_query_weight(self, combine_qkv):
+    # __call__ multiplies the query weight by the per-dim scale (no [B, T, N, H] unscaled query
+    # kept for the backward pass); outputs and every gradient, the scale's included, must equal
+    # scaling the projected query, which is what extend_step and the subclasses do.
+    class Unfolded(attentions.DotProductAttention):
+      def _folds_query_scale(self):
+        return False
+
+    kw = dict(input_dim=D, hidden_dim=2 * H, num_heads=2, combine_qkv=combine_qkv, use_bias=True)
+    folded, unfolded = build(attentions.DotProductAttention, **kw), build(Unfolded, **kw)
+    rng = np.random.default_rng(6)
+    x = jnp.asarray(rng.normal(size=(B, T, D)), jnp.float32)
+    mask = attentions.causal_mask(x)
+    params = folded.init(jax.random.key(0), x, x, x, mask)["params"]
+    self.assertTrue(folded.bind({"params": params})._folds_query_scale())
+    params = jax.tree.map(lambda a: jnp.asarray(rng.normal(size=a.shape) * 0.3, a.dtype), params)
+    cot = jnp.asarray(rng.normal(size=(B, T, D)), jnp.float32)
+
+    def run(layer):
+      def loss(p, x):
+        return jnp.sum(layer.apply({"params": p}, x, x, x, mask)[0] * cot)
+
+      return loss(params, x), jax.grad(loss, argnums=(0, 1))(params, x)
+
+    (want, want_grads), (got, got_grads) = run(unfolded), run(folded)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    jax.tree.map(
+      lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5), got_grads, want_grads
+    )
+    self.assertGreater(float(jnp.max(jnp.abs(got_grads[0]["per_dim_scale"]["per_dim_scale"]))), 0)
+
   def test_combined_qkv_equals_separate_projections(self):
     rng = np.random.default_rng(1)
     common = dict(input_dim=D, hidden_dim=3 * H, num_heads=3, internal_enable_per_dim_scale=False)
@@ -377,6 +409,18 @@ class DotProductAttentionTest(parameterized.TestCase):
     want, _ = separate.apply({"params": params}, x, x, x, mask)
     got, _ = combined.apply({"params": combined_params}, x, x, x, mask)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    # The gradients too: the combined weight's is the three separate ones stacked.
+    cot = jnp.asarray(rng.normal(size=want.shape), jnp.float32)
+
+    def grads(layer, params):
+      return jax.grad(lambda p: jnp.sum(layer.apply({"params": p}, x, x, x, mask)[0] * cot))(params)
+
+    g_sep, g_comb = grads(separate, params), grads(combined, combined_params)
+    for slot, name in enumerate(("query", "key", "value")):
+      for var in ("w", "b"):
+        np.testing.assert_allclose(
+          g_comb["combined_qkv"][var][slot], g_sep[name][var], rtol=1e-4, atol=1e-5
+        )
     # A swapped key/value slot must change the result (the test can tell the slots apart).
     swapped = dict(
       combined_params,

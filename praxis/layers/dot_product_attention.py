@@ -467,12 +467,13 @@ class DotProductAttention(base_layer.BaseLayer):
   def _fused_atten(
     self, query: jax.Array, key: jax.Array, value: jax.Array, keep: jax.Array, impl: str
   ) -> jax.Array:
-    """jax.nn.dot_product_attention: query [B, T, N, H], key/value [B, S, K, H] -> [B, T, N, H]."""
+    """jax.nn.dot_product_attention: query [B, T, N, H] (scaled), key/value [B, S, K, H] ->
+    [B, T, N, H]."""
     b, t, _, h = query.shape
     if impl == "cudnn":  # cuDNN takes the mask as a bias of [B|1, 1, T, S]
       keep = jnp.broadcast_to(keep, (keep.shape[0], 1, t, keep.shape[3]))
     return jax.nn.dot_product_attention(
-      self._scale_query(query).astype(key.dtype),
+      query.astype(key.dtype),
       key,
       value,
       mask=keep,
@@ -488,10 +489,12 @@ class DotProductAttention(base_layer.BaseLayer):
     atten_mask: jax.Array,
     relative_bias: jax.Array | None = None,
     deterministic: bool | None = None,
+    query_scaled: bool = False,
   ) -> tuple[jax.Array, jax.Array | None]:
     """query [B, T, N, H], key/value [B, S, K, H] -> (encoded [B, T, N, H], probs [B, N, T, S]).
 
-    probs is None on the fused paths (attention_impl, module docstring).
+    probs is None on the fused paths (attention_impl, module docstring). query_scaled: the
+    query already carries its scale (`_folds_query_scale`).
     """
     query, key, value = self._shard_blnh(query), self._shard_blnh(key), self._shard_blnh(value)
     b, s, _, h = key.shape
@@ -509,10 +512,12 @@ class DotProductAttention(base_layer.BaseLayer):
     # iteration) keeps the broadcasts inside the fused masking op; the barrier computes nothing.
     query, keep, fill = jax.lax.optimization_barrier((query, keep, fill))
     impl = self._attention_impl(query, relative_bias, deterministic)
+    if not query_scaled:
+      query = self._scale_query(query)
     if impl != "einsum":
       encoded, probs = self._fused_atten(query, key, value, keep, impl), None
     else:
-      logits = self._atten_logits(self._scale_query(query), key)  # [B, N, T, S]
+      logits = self._atten_logits(query, key)  # [B, N, T, S]
       if relative_bias is not None:
         logits = logits + relative_bias
       logits = checkpoint_name(logits, "logits")
@@ -530,16 +535,45 @@ class DotProductAttention(base_layer.BaseLayer):
     encoded = checkpoint_name(encoded, "context")
     return self._shard_blnh(encoded), probs
 
-  def _project(self, query_vec, key_vec, value_vec):
+  def _folds_query_scale(self) -> bool:
+    """Whether __call__ applies the per-dim query scale to the query projection's weight.
+
+    q = (x @ W) * s equals x @ (W * s): scaling the [D, N, H] weight instead of the [B, T, N, H]
+    query leaves nothing of B x T size for the scale's gradient (s's gradient is
+    sum(W * dW') over the weight), so autodiff keeps no unscaled query alive through the
+    backward pass. Only when nothing sits between the projection and the scale (no dconv,
+    rotary embedding or query LayerNorm) and the pieces are this module's own.
+    """
+    if not (self.internal_enable_query_scale and self.internal_enable_per_dim_scale):
+      return False
+    if self.dconv_qkv or self.use_rotary_position_emb or self.ln_tpl is not None:
+      return False
+    cls = type(self)
+    for method in ("_project", "_dot_atten", "_scale_query"):
+      if getattr(cls, method) is not getattr(DotProductAttention, method):
+        return False
+    proj = self.combined_qkv if self.combine_qkv else self.query
+    own = (attention_parts.AttentionProjection, attention_parts.CombinedQKVProjectionLayer)
+    return type(self.per_dim_scale) is attention_parts.PerDimScale and type(proj) in own
+
+  def _project(self, query_vec, key_vec, value_vec, query_scale=None):
+    """(query, key, value) [B, T|S, N|K, H]; query_scale [H] is folded into the query weight."""
     if self.combine_qkv:
       if not (query_vec is key_vec and query_vec is value_vec):
         raise ValueError(
           "combine_qkv is for self-attention: pass the same array as query_vec, "
           "key_vec and value_vec."
         )
-      return self.combined_qkv(query_vec)
+      if query_scale is None:
+        return self.combined_qkv(query_vec)
+      return self.combined_qkv(query_vec, query_scale=query_scale)
+    query = (
+      self.query(query_vec)
+      if query_scale is None
+      else self.query(query_vec, query_scale=query_scale)
+    )
     return (
-      checkpoint_name(self.query(query_vec), "query_proj"),
+      checkpoint_name(query, "query_proj"),
       checkpoint_name(self.key(key_vec), "key_proj"),
       checkpoint_name(self.value(value_vec), "value_proj"),
     )
@@ -570,7 +604,11 @@ class DotProductAttention(base_layer.BaseLayer):
     Returns:
       (encoded [B, T, D], atten_probs [B, N, T, S]).
     """
-    query_proj, key_proj, value_proj = self._project(query_vec, key_vec, value_vec)
+    fold = self._folds_query_scale()
+    query_scale = self.per_dim_scale.factor(self.fprop_dtype) if fold else None
+    # A subclass's own _project takes no query_scale (then fold is False).
+    scale_arg = (query_scale,) if fold else ()
+    query_proj, key_proj, value_proj = self._project(query_vec, key_vec, value_vec, *scale_arg)
     if not self.consolidate_rope_key_state:
       self._fprop_update_decode_state("key_state", key_proj)
     self._fprop_update_decode_state("value_state", value_proj)
@@ -602,8 +640,15 @@ class DotProductAttention(base_layer.BaseLayer):
     if self.ln_tpl is not None:
       query_proj = self.layer_norm_q(query_proj)
       key_proj = self.layer_norm_k(key_proj)
+    dot_atten_kwargs = {"query_scaled": True} if fold else {}
     encoded, atten_probs = self._dot_atten(
-      query_proj, key_proj, value_proj, atten_mask, relative_bias, deterministic=deterministic
+      query_proj,
+      key_proj,
+      value_proj,
+      atten_mask,
+      relative_bias,
+      deterministic=deterministic,
+      **dot_atten_kwargs,
     )
     if self.ngrammer_tpl is not None:
       encoded = self._post_attention_ngrammer(encoded, atten_probs, key_segment_pos)

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 
 from praxis import base_hyperparams
 from praxis import base_layer
+from praxis import base_model
 from praxis import pytypes
 from praxis.layers import embedding_softmax
 from praxis.layers import encoder_decoder
@@ -201,7 +202,7 @@ def _with_weights(out: NestedMap, labels: Any) -> NestedMap:
   return out
 
 
-class LanguageModelDPO(base_layer.BaseLayer):
+class LanguageModelDPO(base_model.BaseModel):
   """Pax's DPO over a pair of TransformerLms (module docstring for the loss and the batch).
 
   Attributes (Pax's):
@@ -258,7 +259,7 @@ class LanguageModelDPO(base_layer.BaseLayer):
     return self.compute_loss(self.compute_predictions(input_batch), input_batch)
 
 
-class SequenceModelDPO(base_layer.BaseLayer):
+class SequenceModelDPO(base_model.BaseModel):
   """Pax's DPO for an encoder-decoder: children `model` (trained) and `ref_model` (frozen).
 
   A batch with `src` (eval during training) gets SequenceModel's cross-entropy metrics from

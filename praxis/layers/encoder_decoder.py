@@ -13,6 +13,12 @@ default, which also embeds the source and target ids), `position_emb` (shared; o
 cross-attention: set `use_cross_attention=True` on `decoder_stacked_transformer_tpl` for a decoder
 that reads the encoder.
 
+`encoder_post_attention_ngrammer_tpls` / `decoder_post_attention_ngrammer_tpls` are checked (one
+per layer) and otherwise have no effect, as in Pax: Pax sets them on the stack's template after
+the stack has been built from a copy of it, so Pax's encoder-decoder never runs them and its
+variable tree (and so its checkpoints) has no post-attention ngrammer. Use TransformerLm's
+`post_attention_ngrammer_tpls` for a working post-attention VQNgrammer.
+
 Decoding (Pax's protocol): `__call__` with mutable=[DECODE_CACHE] is the prefill. It caches the
 decoder self-attention keys/values of the given targets, the encoder's keys/values in every
 cross-attention, `input_paddings` and the decode counter `time_step` (= start_time_step).
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from absl import logging
 import jax
 import jax.numpy as jnp
 
@@ -77,12 +84,14 @@ class TransformerEncoderDecoder(base_layer.BaseLayer):
     encoder_position_emb_tpl: the encoder's own position embedding (position_emb_tpl None).
     encoder_stacked_transformer_tpl: the encoder stack; must be unmasked (bidirectional).
     encoder_ngrammer_tpl: Ngrammer / VQNgrammer on the source embeddings.
-    encoder_post_attention_ngrammer_tpls: per-layer VQNgrammer in the encoder's attentions.
+    encoder_post_attention_ngrammer_tpls: one ngrammer per encoder layer; checked, then unused
+      (Pax's behaviour; module docstring).
     encoder_embedding_tpl: the source ids' own embedding; None shares the target embedding.
     decoder_position_emb_tpl: the decoder's own position embedding (position_emb_tpl None).
     decoder_stacked_transformer_tpl: the decoder stack; must be masked (causal).
     decoder_ngrammer_tpl: Ngrammer / VQNgrammer on the target embeddings.
-    decoder_post_attention_ngrammer_tpls: per-layer VQNgrammer in the decoder's attentions.
+    decoder_post_attention_ngrammer_tpls: one ngrammer per decoder layer; checked, then unused
+      (Pax's behaviour; module docstring).
     decoder_embedding_tpl: the target ids' own embedding; None embeds with the softmax weight.
     model_dims: D, set on the stacks, norms, position embeddings and softmax.
     softmax_tpl: output layer (SharedEmbeddingSoftmax ties it to the embeddings).
@@ -188,7 +197,13 @@ class TransformerEncoderDecoder(base_layer.BaseLayer):
           f"The length of {name}_post_attention_ngrammer_tpls ({len(ngrammer_tpls)}) must match "
           f"the number of {name} layers ({inner.num_layers})."
         )
-      inner.ngrammer_tpls = list(ngrammer_tpls)
+      # Pax assigns them to the stack template only after building the stack, so they never
+      # take effect; keeping that keeps Pax's variable tree (module docstring).
+      logging.warning(
+        "TransformerEncoderDecoder.%s_post_attention_ngrammer_tpls has no effect (as in Pax); "
+        "use TransformerLm.post_attention_ngrammer_tpls for a post-attention ngrammer.",
+        name,
+      )
     self.create_child(name, params)
 
   def _embedding_child(self, name: str, tpl: Config) -> None:

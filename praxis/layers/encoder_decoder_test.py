@@ -10,6 +10,7 @@ from praxis import decoder_utils
 from praxis import pax_fiddle
 from praxis import pytypes
 from praxis.layers import embedding_softmax
+from praxis.layers import ngrammer
 from praxis.layers import transformer_models
 from praxis.layers import transformers
 
@@ -68,6 +69,31 @@ class EncoderDecoderTest(absltest.TestCase):
     self.assertIn("cross_layer_norm", decoder_layer)
     self.assertEqual(decoder_layer["cross_attention"]["query"]["w"].shape, (D, N, D // N))
     self.assertEqual(params["encoder_ln"]["scale"].shape, (D,))
+
+  def test_post_attention_ngrammers_are_checked_then_unused_as_in_pax(self):
+    cfg = encdec()
+    ngram = pax_fiddle.Config(
+      ngrammer.VQNgrammer,
+      ngram_vocab_size=8,
+      ngram_emb_dim=2,
+      num_heads=N,
+      dim_per_head=D // N,
+      num_clusters=2,
+      concat_ngrams=True,
+    )
+    cfg.encoder_post_attention_ngrammer_tpls = [ngram, ngram]
+    cfg.decoder_post_attention_ngrammer_tpls = [ngram, ngram]
+    model = base_layer.instantiate(cfg)
+    args = (self.inputs, self.input_paddings, self.targets, jnp.zeros((2, 4)))
+    variables = model.init(jax.random.key(0), *args)
+    same_tree = jax.tree.map(lambda a, b: a.shape == b.shape, variables, self.variables)
+    self.assertTrue(all(jax.tree.leaves(same_tree)))  # no ngrammer weights anywhere
+    np.testing.assert_array_equal(
+      model.apply(variables, *args).logits, self.model.apply(self.variables, *args).logits
+    )
+    cfg.decoder_post_attention_ngrammer_tpls = [ngram]
+    with self.assertRaisesRegex(ValueError, "must match the number of decoder layers"):
+      base_layer.instantiate(cfg).init(jax.random.key(0), *args)
 
   def test_masks_are_validated(self):
     bad = encdec()

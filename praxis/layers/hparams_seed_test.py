@@ -94,18 +94,19 @@ class HParamsSeedTest(absltest.TestCase):
     )
     text = base_hyperparams.nested_struct_to_text(cfg)
     lines = text.splitlines()
+    # Pax's text format (model_params.txt): `cls : type/<module>/<Class>` per config.
     for line in (
-      "(root) : cls/praxis.layers.linears.MLPBlock",
+      "cls : type/praxis.layers.linears/MLPBlock",
       "ff_tpl.input_dims : 8",
       "hidden_dims : 16",
       "num_layers : 2",
-      "ff_tpl : cls/praxis.layers.linears.FeedForward",
-      "ff_tpl.activation_tpl : cls/praxis.layers.activations.GELU",
+      "ff_tpl.cls : type/praxis.layers.linears/FeedForward",
+      "ff_tpl.activation_tpl.cls : type/praxis.layers.activations/GELU",
       "ff_tpl.activation_tpl.approximate : False",
-      "ff_tpl.linear_tpl : cls/praxis.layers.linears.Linear",
+      "ff_tpl.linear_tpl.cls : type/praxis.layers.linears/Linear",
       "ff_tpl.linear_tpl.weight_axes : ('embed', 'mlp')",
       "ff_tpl.has_bias : True",
-      "dtype : float32",
+      "dtype : type/jax.numpy/float32",
     ):
       self.assertIn(line, lines)
     # One "path : value" line each, no object reprs.

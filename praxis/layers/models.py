@@ -35,6 +35,7 @@ import jax.numpy as jnp
 
 from praxis import base_hyperparams
 from praxis import base_layer
+from praxis import base_model
 from praxis import decoder_hparams
 from praxis import metric_utils
 from praxis import pytypes
@@ -117,7 +118,7 @@ def _with_new_aux_losses(layer: base_layer.BaseLayer, compute: Any) -> tuple[Any
   return out, _sum_new_aux_losses(before, _sown_aux_losses(layer.variables))
 
 
-class LanguageModel(base_layer.BaseLayer):
+class LanguageModel(base_model.BaseModel):
   """A TransformerLm with Pax's LM loss, metrics and decoding.
 
   Children: `lm` (and `token_counter` with count_tokens).
@@ -284,7 +285,7 @@ class LanguageModel(base_layer.BaseLayer):
     )
 
 
-class ClassificationModel(base_layer.BaseLayer):
+class ClassificationModel(base_model.BaseModel):
   """Pax's image classifier: a network (ResNet-50 by default) and a softmax over its features.
 
   The batch (Pax's): NestedMap(image [B, H, W, C] (the `input_field`), label_probs [B, K] (the

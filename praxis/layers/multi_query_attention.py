@@ -4,6 +4,7 @@
                               hidden_dim=64, num_heads=8)       # num_kv_heads=1
     variables = layer.init(key, x, x, x, mask)
     encoded, probs = layer.apply(variables, x, x, x, mask)     # [B, T, D], [B, N, T, S]
+                                                               # ([B, T, N, S] with K > 1, Pax's)
 
 Variables (Pax's): `query` (w [D, N, H]), `key` and `value` — with one key/value head
 OneHeadedAttentionProjection (w [D, H], b [H]), with K > 1 heads AttentionProjection
@@ -28,6 +29,7 @@ from praxis import pytypes
 from praxis.layers import attention_masks
 from praxis.layers import base_ops
 from praxis.layers import dot_product_attention
+from praxis.layers import lpb_attention
 
 template_field = base_layer.template_field
 LayerTpl = pax_fiddle.Config
@@ -98,7 +100,9 @@ class MultiQueryDotProductAttention(dot_product_attention.DotProductAttention):
   Attributes (beyond DotProductAttention's, whose defaults differ as Pax's MQA):
     num_kv_heads: key/value heads K (1 = multi-query); num_heads must be a multiple.
     headless_proj_tpl: template of the key/value projections when K == 1.
-    chunked_attn_num_seq_split: Pax's query chunking; only 1 (no chunking) here.
+    chunked_attn_num_seq_split: > 1 splits the queries into this many chunks along T, attended
+      one after another (a [B, N, T/n, S] logits tensor at a time); as Pax's, the probs are
+      then not returned (None).
     local_window_size: (left, right) window of keys around each query; None is global.
   """
 
@@ -116,9 +120,84 @@ class MultiQueryDotProductAttention(dot_product_attention.DotProductAttention):
   def setup(self) -> None:
     if self.dconv_qkv or self.combine_qkv:
       raise ValueError("MultiQueryDotProductAttention supports neither dconv_qkv nor combine_qkv.")
-    if self.chunked_attn_num_seq_split != 1:
-      raise NotImplementedError("MultiQueryDotProductAttention: chunked_attn_num_seq_split is 1.")
+    if self.chunked_attn_num_seq_split < 1:
+      raise ValueError(
+        f"chunked_attn_num_seq_split must be >= 1, got {self.chunked_attn_num_seq_split}."
+      )
     super().setup()
+
+  def __call__(
+    self,
+    query_vec: jax.Array,
+    key_vec: jax.Array,
+    value_vec: jax.Array,
+    atten_mask: jax.Array,
+    query_segment_pos: jax.Array | None = None,
+    key_segment_pos: jax.Array | None = None,
+    deterministic: bool | None = None,
+  ) -> tuple[jax.Array, jax.Array]:
+    """As DotProductAttention's; with K > 1 key/value heads the probs come back [B, T, N, S].
+
+    That layout is Pax's: its grouped path returns the [B, N, T, S] probs reshaped (not
+    transposed) to [B, T, N, S]; with one key/value head they stay [B, N, T, S].
+    """
+    encoded, probs = super().__call__(
+      query_vec,
+      key_vec,
+      value_vec,
+      atten_mask,
+      query_segment_pos,
+      key_segment_pos,
+      deterministic=deterministic,
+    )
+    if not self._headless and probs is not None:
+      b, n, t, s = probs.shape
+      probs = jnp.reshape(probs, (b, t, n, s))
+    return encoded, probs
+
+  def extend_step(
+    self,
+    query_vec: jax.Array,
+    *,
+    atten_mask: jax.Array,
+    time_step: jax.Array,
+    segment_pos: jax.Array | None = None,
+    is_cross_attention: bool = False,
+  ) -> jax.Array:
+    """One step (query_vec [B, D], atten_mask [1|B, 1, S], segment_pos [B]) or, as Pax's, n
+    steps (query_vec [B, T, D], atten_mask [1|B, 1, T, S], segment_pos [B, T]) from time_step.
+
+    n steps run as T single steps at time_step, time_step + 1, ...: row t's keys and values are
+    cached before row t attends, so row t sees the cache up to its own position (the causal
+    case Pax's n-step decoding is for; Pax writes all T first, which differs only for a mask
+    that lets row t see a later row of the same call).
+    """
+    if query_vec.ndim == 2 or isinstance(self, lpb_attention.DotProductAttentionWithLPB):
+      return super().extend_step(
+        query_vec,
+        atten_mask=atten_mask,
+        time_step=time_step,
+        segment_pos=segment_pos,
+        is_cross_attention=is_cross_attention,
+      )
+    if query_vec.ndim != 3 or atten_mask.ndim != 4:
+      raise ValueError(
+        "extend_step takes query_vec [B, D] with atten_mask [1|B, 1, S], or [B, T, D] with "
+        f"[1|B, 1, T, S]; got {query_vec.shape} and {atten_mask.shape}."
+      )
+    time_step = jnp.asarray(time_step)
+    outputs = []
+    for t in range(query_vec.shape[1]):
+      outputs.append(
+        super().extend_step(
+          query_vec[:, t],
+          atten_mask=atten_mask[:, :, t],
+          time_step=time_step + t,
+          segment_pos=None if segment_pos is None else segment_pos[:, t],
+          is_cross_attention=is_cross_attention,
+        )
+      )
+    return jnp.stack(outputs, axis=1)  # [B, T, D]
 
   @property
   def _headless(self) -> bool:
@@ -156,7 +235,23 @@ class MultiQueryDotProductAttention(dot_product_attention.DotProductAttention):
       t, s = query.shape[1], key.shape[1]
       window = self._window_mask(jnp.arange(t), jnp.arange(s), atten_mask.dtype)
       atten_mask = jnp.minimum(atten_mask, window[None, None])  # [1|B, 1, T, S]
-    return super()._dot_atten(query, key, value, atten_mask, relative_bias, deterministic)
+    n = self.chunked_attn_num_seq_split
+    if n == 1:
+      return super()._dot_atten(query, key, value, atten_mask, relative_bias, deterministic)
+    t = query.shape[1]
+    if t % n:
+      raise ValueError(f"chunked_attn_num_seq_split={n} must divide the query length {t}.")
+    chunk = t // n
+    encoded = []
+    for i in range(n):
+      rows = slice(i * chunk, (i + 1) * chunk)
+      mask_i = atten_mask if atten_mask.shape[2] == 1 else atten_mask[:, :, rows]
+      bias_i = None
+      if relative_bias is not None:
+        bias_i = relative_bias if relative_bias.shape[2] == 1 else relative_bias[:, :, rows]
+      enc_i, _ = super()._dot_atten(query[:, rows], key, value, mask_i, bias_i, deterministic)
+      encoded.append(enc_i)  # [B, T/n, N, H]
+    return jnp.concatenate(encoded, axis=1), None
 
   def _dot_atten_one_step(
     self, query, key_state_name, value_state_name, atten_mask, relative_bias=None, time_step=None
@@ -169,3 +264,13 @@ class MultiQueryDotProductAttention(dot_product_attention.DotProductAttention):
     return super()._dot_atten_one_step(
       query, key_state_name, value_state_name, atten_mask, relative_bias, time_step=time_step
     )
+
+
+class MultiQueryDotProductAttentionLPB(
+  MultiQueryDotProductAttention, lpb_attention.DotProductAttentionWithLPB
+):
+  """MultiQueryDotProductAttention with lazy prefix broadcast decoding (Pax's class name).
+
+  The decode state follows DotProductAttentionWithLPB's layout (lazy_broadcast_prefix, n-step
+  extend_step), with the key/value heads dim of K (1 for multi-query).
+  """

@@ -115,6 +115,34 @@ class MultiQueryAttentionTest(parameterized.TestCase):
       )
       np.testing.assert_allclose(out_t, full[:, t], rtol=1e-5, atol=1e-5, err_msg=f"step {t}")
 
+  def test_chunked_queries_and_n_step_decoding_match_the_forward(self):
+    x = jnp.asarray(np.random.default_rng(4).normal(size=(B, T, D)), jnp.float32)
+    mask = attentions.causal_mask(x)
+    params = randomize(build().init(jax.random.key(0), x, x, x, mask)["params"], 5)
+    want = mqa_ref(params, x, window_visible(T, T, True))
+    chunked, probs = build(chunked_attn_num_seq_split=3).apply({"params": params}, x, x, x, mask)
+    np.testing.assert_allclose(chunked, want, rtol=1e-5, atol=1e-5)
+    self.assertIsNone(probs)  # as Pax's chunked path
+    layer = build()
+    _, cache = layer.apply({"params": params}, x, x, x, mask, mutable=[base_layer.DECODE_CACHE])
+    out, _ = layer.apply(
+      {"params": params, **cache},
+      x[:, 2:5],
+      atten_mask=mask[:, :, 2:5],
+      time_step=2,
+      segment_pos=jnp.broadcast_to(jnp.arange(2, 5), (B, 3)),
+      method=layer.extend_step,
+      mutable=[base_layer.DECODE_CACHE],
+    )
+    np.testing.assert_allclose(out, want[:, 2:5], rtol=1e-5, atol=1e-5)
+
+  def test_grouped_probs_are_paxs_layout(self):
+    x = jnp.ones((B, T, D))
+    layer = build(num_kv_heads=2)
+    variables = layer.init(jax.random.key(0), x, x, x, jnp.zeros((1, 1, 1, T)))
+    _, probs = layer.apply(variables, x, x, x, jnp.zeros((1, 1, 1, T)))
+    self.assertEqual(probs.shape, (B, T, N, T))
+
   def test_only_local_attention_has_a_window(self):
     cfg = pax_fiddle.Config(attentions.DotProductAttention)
     with self.assertRaises(AttributeError):

@@ -22,7 +22,8 @@ where prime_i is the i-th prime above ngram_vocab_size. Variable trees are Pax's
 (non-trainable), optional `input_id_to_cluster_id_cache` and `count`, and `ngram_layer` on
 VQNgrammer.
 
-Not provided: Pax's BregmanCompression / BregmanNgrammer (they need Pax's Bregman PCA module).
+BregmanCompression, BregmanNgrammer (continuous bi-grams of BregmanPCA coefficients) and
+NgrammerStub live in ngrammer_bregman and are importable from here, as in Pax.
 
 Shape letters: B batch, L length, N heads, H dim per head, D = N * H, K clusters, E ngram dims.
 """
@@ -561,3 +562,9 @@ def _zero_empty_prefix(
   else:
     has_emb = jnp.max((input_embs != 0).astype(jnp.int32), axis=-1)[..., None]  # [B, L, 1]
   return jnp.where(jnp.maximum(has_id, has_emb) == 0, 0, cluster_ids)
+
+
+# Pax's other n-grammer layers, under Pax's import path (defined beside this module).
+from praxis.layers.ngrammer_bregman import BregmanCompression  # noqa: E402, F401  pylint: disable=g-import-not-at-top,wrong-import-position
+from praxis.layers.ngrammer_bregman import BregmanNgrammer  # noqa: E402, F401  pylint: disable=g-import-not-at-top,wrong-import-position
+from praxis.layers.ngrammer_bregman import NgrammerStub  # noqa: E402, F401  pylint: disable=g-import-not-at-top,wrong-import-position

@@ -3,6 +3,7 @@
 Pooling: MAX or AVG over (h, w) windows with a stride, SAME or VALID padding;
   `__call__(inputs [B, H, W, D], paddings [B, H] or None) -> (outputs, paddings)`.
 GlobalPooling: MAX or AVG over whole dims (e.g. pooling_dims=(1, 2): [B, H, W, D] -> [B, D]).
+Pooling1D: MAX or AVG (or plain striding) over the time dim of [B, T, ...] with paddings.
 """
 
 from __future__ import annotations
@@ -143,3 +144,76 @@ class GlobalPooling(base_layer.BaseLayer):
     count = jnp.sum(1.0 - compatible_paddings, dims, keepdims=True, dtype=inputs.dtype) + epsilon
     out = (jnp.sum(inputs, dims, keepdims=True) / count).astype(inputs.dtype)
     return out if self.keepdims else jnp.squeeze(out, axis=dims)
+
+
+class Pooling1D(base_layer.BaseLayer):
+  """Pools (or strides) dim 1 of [B, T, ...] inputs: funnel pooling for sequence models.
+
+  Windows are SAME-padded, so T/stride positions come out (rounded up). Padded positions are
+  left out of every window: AVG divides by the number of valid positions in the window (0 where
+  none), MAX ignores them and outputs 0 at padded output positions. window 1 only strides.
+
+  Attributes:
+    stride: keep every stride-th position.
+    window: the pooling window; 0 means the stride.
+    pooling_type: 'MAX' or 'AVG'.
+  """
+
+  stride: int = 1
+  window: int = 0
+  pooling_type: str = "AVG"
+
+  def setup(self) -> None:
+    if self.stride <= 0:
+      raise ValueError(f"Pooling1D stride must be a positive integer, got {self.stride}.")
+    if self.pooling_type not in ("MAX", "AVG"):
+      raise ValueError(f"Pooling1D pooling_type must be AVG or MAX, got {self.pooling_type!r}.")
+
+  def __call__(
+    self, inputs: jax.Array, paddings: jax.Array | None = None
+  ) -> tuple[jax.Array, jax.Array | None]:
+    """inputs [B, T, ...], paddings [B, T] or None -> ([B, T', ...], [B, T'] or None)."""
+    if jnp.issubdtype(inputs.dtype, jnp.inexact):
+      lowest = -jnp.inf
+    elif jnp.issubdtype(inputs.dtype, jnp.integer):
+      lowest = jnp.iinfo(inputs.dtype).min
+    else:
+      raise ValueError(f"Pooling1D supports float and int inputs, got {inputs.dtype}.")
+    window = self.window or self.stride
+    if window == 1 and self.stride == 1:
+      return inputs, paddings
+    out_paddings = None if paddings is None else paddings[:, :: self.stride]  # [B, T']
+    if window == 1:
+      return inputs[:, :: self.stride], out_paddings
+    trailing = inputs.ndim - 2
+    trailing_axes = tuple(range(2, inputs.ndim))
+    if self.pooling_type == "MAX":
+      init, reducer = lowest, jax.lax.max
+    else:
+      init, reducer = 0, jax.lax.add
+    if paddings is not None:
+      inputs = jnp.where(jnp.expand_dims(paddings, trailing_axes) > 0, init, inputs)
+    pooled = jax.lax.reduce_window(
+      inputs,
+      init_value=jnp.asarray(init, inputs.dtype),
+      computation=reducer,
+      window_dimensions=[1, window] + [1] * trailing,
+      window_strides=[1, self.stride] + [1] * trailing,
+      padding="SAME",  # a sequence model keeps its tail
+    )  # [B, T', ...]
+    if self.pooling_type == "AVG":
+      valid = jnp.ones(inputs.shape[:2], inputs.dtype) if paddings is None else 1.0 - paddings
+      count = jax.lax.reduce_window(
+        valid,
+        init_value=jnp.asarray(0, valid.dtype),
+        computation=jax.lax.add,
+        window_dimensions=[1, window],
+        window_strides=[1, self.stride],
+        padding="SAME",
+      )  # [B, T']
+      scale = jnp.where(count > 0, 1.0 / jnp.where(count > 0, count, 1.0), 0.0)
+      pooled = pooled * jnp.expand_dims(scale, trailing_axes).astype(pooled.dtype)
+    elif out_paddings is not None:
+      # A window of only padding is -inf: zero padded outputs so they stay finite.
+      pooled = jnp.where(jnp.expand_dims(out_paddings, trailing_axes) > 0, 0, pooled)
+    return pooled, out_paddings

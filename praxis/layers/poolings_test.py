@@ -73,5 +73,40 @@ class GlobalPoolingTest(absltest.TestCase):
     np.testing.assert_allclose(out, x[:, :2].mean(axis=(1, 2)), rtol=1e-5)
 
 
+class Pooling1DTest(absltest.TestCase):
+  def _pool(self, pooling_type, stride, window, x, pad):
+    cfg = pax_fiddle.Config(
+      poolings.Pooling1D, name="p", stride=stride, window=window, pooling_type=pooling_type
+    )
+    layer = base_layer.instantiate(cfg)
+    return layer.apply({}, x, pad)
+
+  def test_matches_numpy_windows_over_valid_positions(self):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, 7, 3)).astype(np.float32)
+    pad = np.zeros((2, 7), np.float32)
+    pad[1, 5:] = 1.0
+    for pooling_type in ("MAX", "AVG"):
+      out, out_pad = self._pool(pooling_type, 2, 3, x, pad)
+      np.testing.assert_array_equal(out_pad, pad[:, ::2])
+      # SAME for window 3, stride 2 over 7: 4 outputs, total border 2, 1 of it in front, so
+      # output i covers [2i - 1, 2i + 2).
+      expected = np.zeros((2, 4, 3), np.float32)
+      for b in range(2):
+        for i in range(4):
+          rows = [t for t in range(2 * i - 1, 2 * i + 2) if 0 <= t < 7 and pad[b, t] == 0]
+          if not rows:
+            continue
+          window_vals = x[b, rows]
+          expected[b, i] = window_vals.max(0) if pooling_type == "MAX" else window_vals.mean(0)
+      np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+
+  def test_window_one_only_strides(self):
+    x = np.arange(12.0, dtype=np.float32).reshape(1, 6, 2)
+    out, out_pad = self._pool("AVG", 3, 1, x, None)
+    np.testing.assert_array_equal(out, x[:, ::3])
+    self.assertIsNone(out_pad)
+
+
 if __name__ == "__main__":
   absltest.main()

@@ -11,7 +11,7 @@ checkpoint_policy), so activation memory does not grow with the depth.
 Variables. Every collection the sub-layer writes gets a leading [x_times] dim: "params" (their
 logical axes gain the name "layers" in front, so the sharding rules can place it),
 "decoder_cache" (each iteration has its own cache), "summaries", "aux_loss", "intermediates".
-Each iteration draws its own "params" and "dropout" rngs.
+Each iteration draws its own "params", "dropout" and "random" rngs.
 
 Contract of the sub-layer: `sub(carry, *args, deterministic=...) -> carry` (same shape and
 dtype as carry) and, for decoding, `sub.extend_step(carry, **kwargs) -> carry`; args/kwargs are
@@ -48,6 +48,7 @@ class _Iteration(base_layer.BaseLayer):
   """
 
   sub_tpl: base_hyperparams.Config = base_hyperparams.template_field(None)
+  carry_all_args: bool = False
 
   def setup(self):
     self.sub = self.create_child(self.sub_tpl)
@@ -59,6 +60,16 @@ class _Iteration(base_layer.BaseLayer):
     self, carry: jax.Array, args: tuple[Any, ...], deterministic: bool
   ) -> tuple[jax.Array, None]:
     carry = checkpoint_name(carry, "iteration_input")
+    if self.carry_all_args:
+      # carry is the tuple of every positional argument; the sub-layer returns the same tuple.
+      out = self.sub(*carry, deterministic=deterministic)
+      out = out if isinstance(out, tuple) else (out,)
+      if len(out) != len(carry):
+        raise ValueError(
+          f"Repeat with positional_args_as_scan_carry: the sub-layer returned {len(out)} "
+          f"values for {len(carry)} positional args; it must return one per argument."
+        )
+      return out, None
     return self.sub(carry, *args, deterministic=deterministic), None
 
   def extend_step(
@@ -79,12 +90,15 @@ class Repeat(base_layer.BaseLayer):
     x_times: number of repetitions.
     checkpoint_policy: what each iteration keeps for the backward pass (AutodiffCheckpointType).
     unroll: iterations per scan loop step (XLA's unroll); 1 keeps one compiled body.
+    positional_args_as_scan_carry: every positional argument is carried from iteration to
+      iteration (the sub-layer returns all of them, as a tuple), not only the first.
   """
 
   sub_tpl: base_hyperparams.Config = base_hyperparams.template_field(None)
   x_times: int = 0
   checkpoint_policy: cp.AutodiffCheckpointType = cp.AutodiffCheckpointType.SAVE_NOTHING
   unroll: int = 1
+  positional_args_as_scan_carry: bool = False
 
   def setup(self):
     if self.x_times <= 0:
@@ -102,7 +116,8 @@ class Repeat(base_layer.BaseLayer):
     scanned = nn.scan(
       rematted,
       variable_axes={name: 0 for name in _STACKED_COLLECTIONS},
-      split_rngs={"params": True, "dropout": True},
+      # Each iteration its own draws: "random" is Pax's stream (Dropout prefers it).
+      split_rngs={"params": True, "dropout": True, base_layer.RANDOM: True},
       in_axes=(nn.broadcast, nn.broadcast),
       length=self.x_times,
       unroll=self.unroll,
@@ -112,10 +127,21 @@ class Repeat(base_layer.BaseLayer):
     sub_tpl = self.sub_tpl.clone()
     if issubclass(sub_tpl.__fn_or_cls__, base_layer.BaseLayer):
       sub_tpl.dtype, sub_tpl.fprop_dtype = self.dtype, self.fprop_dtype
-    self.sub = scanned(sub_tpl=sub_tpl, dtype=self.dtype, fprop_dtype=self.fprop_dtype)
+    self.sub = scanned(
+      sub_tpl=sub_tpl,
+      carry_all_args=self.positional_args_as_scan_carry,
+      dtype=self.dtype,
+      fprop_dtype=self.fprop_dtype,
+    )
 
   def __call__(self, inputs: jax.Array, *args: Any, deterministic: bool = True) -> jax.Array:
-    """inputs: the carry (e.g. [B, T, D]); args go unchanged to every iteration."""
+    """inputs: the carry (e.g. [B, T, D]); args go unchanged to every iteration.
+
+    With positional_args_as_scan_carry, (inputs, *args) is the carry and is returned as a tuple.
+    """
+    if self.positional_args_as_scan_carry:
+      outputs, _ = self.sub((inputs, *args), (), deterministic)
+      return outputs if len(outputs) > 1 else outputs[0]
     outputs, _ = self.sub(inputs, tuple(args), deterministic)
     return outputs
 

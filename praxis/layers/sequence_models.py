@@ -16,6 +16,7 @@ import jax.numpy as jnp
 
 from praxis import base_hyperparams
 from praxis import base_layer
+from praxis import base_model
 from praxis import beam_search as beam_search_lib
 from praxis import decoder_hparams
 from praxis import decoder_utils
@@ -83,7 +84,7 @@ def encoder_decoder_labels(tgt: NestedMap) -> NestedMap:
   return NestedMap(class_ids=tgt.labels, class_weights=tgt.weights)
 
 
-class SequenceModel(base_layer.BaseLayer):
+class SequenceModel(base_model.BaseModel):
   """Pax's sequence (encoder-decoder) task: loss, metrics, encode and decode.
 
   Attributes (Pax's):

@@ -1,12 +1,15 @@
 """Dropout: zero each activation with probability 1 - keep_prob while training.
 
-Randomness comes from Flax's "dropout" rng stream: apply with `rngs={"dropout": key}`. Eval is
-`deterministic=True`, which returns the input unchanged and needs no rng. Called without
-`deterministic` (Pax's call shape), a layer drops unless the JaxContext has do_eval=True.
+Randomness comes from the "random" rng stream, as in Pax (`rngs={"random": key}`); where the
+caller gave only the seed's "dropout" stream (`rngs={"dropout": key}`, what paxml's trainer
+passes) that one is used. Eval returns the input unchanged and needs no rng: a JaxContext with
+do_eval=True (Pax's call shape) or, ours, `deterministic=True`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+import numbers
 
 import jax
 import jax.numpy as jnp
@@ -17,32 +20,59 @@ from praxis import base_layer
 class Dropout(base_layer.BaseLayer):
   """Inverted dropout: kept activations are divided by keep_prob, so the expected value is kept.
 
+  The mask is Pax's: floor(keep_prob + U[0, 1)) drawn in the input's dtype.
+
   Attributes:
     keep_prob: probability of keeping an activation; 1.0 disables dropout.
-    noise_shape_broadcast_dims: dims (negative counts from the end) along which one random draw
-      is shared, e.g. (1,) drops the same features at every time step of [B, T, D].
+    noise_shape: shape of the random keep/drop draw, broadcast against the input (e.g.
+      [10, 6, 8] for an input [2, 10, 6, 8] shares one mask over the batch); None: the input's.
+    noise_shape_broadcast_dims: dims of the noise shape (noise_shape, or the input's) set to 1,
+      so one draw is shared along them, e.g. [-1] drops whole feature vectors.
+    dropout_at_eval: also drop under do_eval (where E[f(x)] != f(E[x]) matters).
+    transpose_qk: for a 4-D noise shape [B, N, T, T], transpose the last two dims of the draw
+      (Pax's hint that saves a copy when the mask is used on transposed attention probs).
   """
 
   keep_prob: float = 1.0
-  noise_shape_broadcast_dims: tuple[int, ...] | None = None
+  noise_shape: Sequence[int] | None = None
+  noise_shape_broadcast_dims: Sequence[int] | None = None
+  dropout_at_eval: bool = False
+  transpose_qk: bool | None = False
+
+  def _rng(self) -> jax.Array:
+    if self.has_rng(base_layer.RANDOM) or not self.has_rng(base_layer.NON_PAX_RNG_KEY):
+      return self.next_prng_key()
+    return self.make_rng(base_layer.NON_PAX_RNG_KEY)
+
+  def _noise_shape(self, inputs: jax.Array) -> list[int]:
+    shape = list(self.noise_shape if self.noise_shape is not None else inputs.shape)
+    for dim in self.noise_shape_broadcast_dims or ():
+      if dim >= len(shape):
+        raise ValueError(
+          f"Dropout noise_shape_broadcast_dims has {dim}, outside the noise shape {shape}; "
+          "give dims of the noise shape (negative ones count from its end)."
+        )
+      shape[dim] = 1
+    return shape
 
   def __call__(self, inputs: jax.Array, deterministic: bool | None = None) -> jax.Array:
-    """deterministic None is Pax's call shape: dropout unless the JaxContext says do_eval."""
+    """inputs [...] -> inputs with dropout; deterministic None (Pax's call) reads do_eval."""
+    if isinstance(self.keep_prob, numbers.Real) and self.keep_prob == 1.0:
+      return inputs
     if not 0.0 < self.keep_prob <= 1.0:
       raise ValueError(f"Dropout keep_prob must be in (0, 1], got {self.keep_prob}.")
     if deterministic is None:
-      deterministic = self.do_eval
-    if deterministic or self.keep_prob == 1.0:
+      deterministic = self.do_eval and not self.dropout_at_eval
+    if deterministic:
       return inputs
-    noise_shape = list(inputs.shape)
-    for dim in self.noise_shape_broadcast_dims or ():
-      noise_shape[dim] = 1
-    keep = jax.random.bernoulli(self.make_rng("dropout"), self.keep_prob, noise_shape)
-    keep = jnp.broadcast_to(keep, inputs.shape)
-    # Divide in the input's dtype: a bf16 activation stays bf16.
-    return jnp.where(
-      keep, inputs / jnp.asarray(self.keep_prob, inputs.dtype), jnp.zeros_like(inputs)
-    )
+    noise_shape = self._noise_shape(inputs)
+    uniform = jax.random.uniform(self._rng(), noise_shape, inputs.dtype)
+    if len(noise_shape) == 4 and noise_shape[2] == noise_shape[3] and self.transpose_qk:
+      uniform = jnp.swapaxes(uniform, 2, 3)  # [B, N, T, S] -> [B, N, S, T]
+    # floor(keep_prob + u) is 1 with probability keep_prob; computed in the input's dtype so a
+    # bf16 activation stays bf16.
+    keep = jnp.floor(jnp.asarray(self.keep_prob, inputs.dtype) + uniform)
+    return inputs * keep / jnp.asarray(self.keep_prob, inputs.dtype)
 
 
 class StochasticResidual(base_layer.BaseLayer):

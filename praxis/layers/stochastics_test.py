@@ -75,6 +75,27 @@ class DropoutTest(absltest.TestCase):
     out = np.asarray(layer.apply({}, x, rngs={"dropout": jax.random.key(0)}))
     self.assertTrue(set(np.unique(out)) == {0.0, 2.0})
 
+  def test_pax_random_stream_noise_shape_and_mask_formula(self):
+    x = jnp.ones((2, 10, 6, 8))
+    cfg = stochastics.Dropout.HParams(
+      keep_prob=0.8, noise_shape=[10, 6, 8], noise_shape_broadcast_dims=[2]
+    )
+    layer = cfg.Instantiate()
+    key = jax.random.key(5)
+    out = np.asarray(layer.apply({}, x, rngs={"random": key}))
+    # One [10, 6, 1] draw shared over the batch and the last dim; Pax's floor(keep + U) mask
+    # from the layer's "random" key.
+    np.testing.assert_array_equal(out[0], out[1])
+    np.testing.assert_array_equal(out[..., 0:1] * np.ones((1, 1, 1, 8)), out)
+    self.assertTrue(set(np.unique(out)) <= {0.0, 1.25})
+    # The "random" stream wins over "dropout" when both are given.
+    both = layer.apply({}, x, rngs={"random": key, "dropout": jax.random.key(9)})
+    np.testing.assert_array_equal(both, out)
+    with base_layer.JaxContext.new_context(hparams=base_layer.JaxContext.HParams(do_eval=True)):
+      np.testing.assert_array_equal(layer.apply({}, x), x)
+      at_eval = stochastics.Dropout.HParams(keep_prob=0.5, dropout_at_eval=True).Instantiate()
+      self.assertIn(0.0, np.asarray(at_eval.apply({}, x, rngs={"random": key})))
+
 
 class StochasticResidualTest(absltest.TestCase):
   def test_drops_whole_examples_and_rescales_the_kept(self):
