@@ -58,7 +58,10 @@ class DecoderHParams(decoder_hparams.SampleDecoderHParams, base_hyperparams.HPar
 
   Attributes (besides Pax's):
     seqlen: length of the output buffer: prompt plus generated tokens (the KV cache length).
-    max_decode_steps: the most new tokens per row; None means until EOS or the end of the buffer.
+    max_decode_steps: Pax's: with fprop_for_prefix, the most new tokens per row; without it,
+      LanguageModel.decode stops after this many extend steps from position 0 (prompt copies
+      included), while the pure `sample_decode` below counts new tokens per row. None: until
+      EOS or the end of the buffer.
     temperature: 0 picks the most likely token (greedy); > 0 samples from softmax(logits / T).
     top_k: if > 0, sample only among the k most likely tokens (ignored when greedy).
     eos_id: the token that ends a row (2, Pax's default), or a tuple of such tokens; None never
