@@ -16,6 +16,7 @@ from praxis import decoder_utils
 from praxis import pax_fiddle
 from praxis import pytypes
 from praxis.layers import lm_decode
+from praxis.layers import lpb_attention
 from praxis.layers import models
 from praxis.layers import sample_decode
 from praxis.layers import transformer_models
@@ -154,6 +155,9 @@ class LmDecodeTest(absltest.TestCase):
         seqlen=1,
         fprop_for_prefix=True,
         beam_size=beam,
+        # Pax takes tokens_per_beam (default beam_size) tokens of each hypothesis with top_k,
+        # which needs them to fit in the vocabulary; all V keep the search exhaustive.
+        tokens_per_beam=V,
         max_decode_steps=steps,
         eos_id=EOS,
         length_norm_alpha=alpha,
@@ -194,13 +198,40 @@ class LmDecodeTest(absltest.TestCase):
       for t in range(plen - 1, len(seq) - 1):
         self.assertAlmostEqual(float(logprobs[b, s, t + 1]), lp[t, seq[t + 1]], places=4)
 
+  def test_lazy_prefix_broadcast_beam_search_equals_the_broadcast_one(self):
+    # Pax's lazy prefix broadcast needs the LPB attention; its results are those of the beam
+    # search that copies the prefilled cache to every beam.
+    def decoder(lazy):
+      return models.BeamSearchHParams(
+        seqlen=1,
+        fprop_for_prefix=True,
+        beam_size=3,
+        tokens_per_beam=3,
+        max_decode_steps=3,
+        eos_id=EOS,
+        lazy_prefix_broadcast=lazy,
+      )
+
+    config = model_config(decoder(True))
+    layer = config.lm_tpl.stacked_transformer_tpl.transformer_layer_params_tpl
+    layer.tr_atten_tpl = pax_fiddle.Config(lpb_attention.DotProductAttentionWithLPB)
+    lazy = base_layer.instantiate(config)
+    _, got, _ = lazy.apply({"params": self.params}, self.batch, method="decode")
+    _, want, _ = self.decode(decoder(False))
+    for key in ("output_ids", "decode_lengths", "scores"):
+      np.testing.assert_allclose(got[key], want[key], rtol=1e-5, err_msg=key)
+
   def test_unsupported_settings_raise(self):
     with self.assertRaisesRegex(NotImplementedError, "cf_guidance_scale"):
       self.decode(models.SampleDecoderHParams(seqlen=8, cf_guidance_scale=2.0), jax.random.key(0))
-    with self.assertRaisesRegex(NotImplementedError, "lazy_prefix_broadcast"):
+    with self.assertRaisesRegex(NotImplementedError, "DotProductAttentionWithLPB"):
       self.decode(
         models.BeamSearchHParams(
-          seqlen=8, beam_size=2, max_decode_steps=2, lazy_prefix_broadcast=True
+          seqlen=8,
+          beam_size=2,
+          max_decode_steps=2,
+          fprop_for_prefix=True,
+          lazy_prefix_broadcast=True,
         )
       )
     with self.assertRaisesRegex(NotImplementedError, "num_cache_slots"):
