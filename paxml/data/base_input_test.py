@@ -19,8 +19,10 @@ from paxml.data import synthetic
 
 @dataclasses.dataclass
 class _Numbered(indexed_input.IndexedInput):
-  """Example i is {index: i, weights: 1}; num_examples=None makes it endless."""
+  """Example i is {index: i, weights: 1}; num_examples=None makes it endless. (BaseInput needs a
+  batch_size; the tests that do not care use 1.)"""
 
+  batch_size: int | None = 1
   num_examples: int | None = 10
 
   def _num_examples(self):
