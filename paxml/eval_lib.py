@@ -69,9 +69,22 @@ def eval_step_with_outputs(
 
 def decode_step(
   params: Any, batch: pytypes.NestedMap, rng: jax.Array, *, model: nn.Module
-) -> tuple[WeightedScalars, pytypes.NestedMap]:
-  """The model's decode on `batch`; `rng` is its "random" stream (sampling, temperature > 0)."""
-  return model.apply({"params": params}, batch, method="decode", rngs={"random": rng})
+) -> tuple[WeightedScalars, pytypes.NestedMap, Any]:
+  """The model's decode on `batch` as Pax's DecodeOut: (weighted scalars, per-example outputs,
+  decode metrics); `rng` is its "random" stream (sampling, temperature > 0).
+
+  A model whose `decode` returns only (weighted scalars, outputs) gets empty decode metrics, so
+  the jitted program always has Pax's three outputs.
+  """
+  out = model.apply({"params": params}, batch, method="decode", rngs={"random": rng})
+  if len(out) == 2:
+    return out[0], out[1], pytypes.NestedMap()
+  if len(out) != 3:
+    raise ValueError(
+      f"{type(model).__name__}.decode returned {len(out)} values; Pax's decode returns "
+      "(weighted scalars, decoder outputs NestedMap, metrics)."
+    )
+  return tuple(out)
 
 
 def open_writer(job_log_dir: str, name: str, enabled: bool = True) -> Any:
@@ -189,7 +202,7 @@ class Programs:
     self._decode_fn = jax.jit(
       lambda p, b, r: decode_step(p, b, r, model=self.model),
       in_shardings=(self.param_shardings, batch, replicated),
-      out_shardings=(replicated, batch),
+      out_shardings=(replicated, batch, replicated),  # Pax's DecodeOut (see decode_step).
     )
     # Eval with the per-example outputs too, for inputs with SeqIO score metrics.
     self._score_fn = jax.jit(
@@ -275,8 +288,8 @@ class Programs:
       with self.partitioner.rules_context():
         for index, batch in enumerate(batches_to_evaluate(data)):
           batch = self.partitioner.global_batch(pytypes.NestedMap(batch))
-          # (metrics, out), or Pax's (metrics, out, decode_metrics) with Pax's decoder_tpl.
-          metrics, out = self._decode_fn(params, batch, jax.random.fold_in(step_rng, index))[:2]
+          # Pax's DecodeOut; the decode metrics (clu metrics, empty for LanguageModel) are unused.
+          metrics, out, _ = self._decode_fn(params, batch, jax.random.fold_in(step_rng, index))
           sums.add(metrics)
           out = {k: _host_value(v) for k, v in out.items()}
           if outputs is not None:

@@ -39,7 +39,6 @@ MapAndBatch::Zip", and every later restore skipped again).
 from __future__ import annotations
 
 import base64
-import dataclasses
 import os
 import tempfile
 from typing import Any, Mapping, Sequence
@@ -180,7 +179,6 @@ class SequenceModelFeatures(seqio.EncDecFeatureConverter):
     return super().__call__(ds, task_feature_lengths).map(self._to_pax)
 
 
-@dataclasses.dataclass
 class SeqIOInput(base_input.BaseInput):
   """A SeqIO task or mixture as a BaseInput (module docstring).
 

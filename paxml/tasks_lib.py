@@ -21,8 +21,9 @@ The model is a Flax module with the praxis model interface (`praxis.layers.model
           -> ((metrics, per_example_out), collections)`, metrics a dict name -> (value, weight)
           with 'total_loss' (the training loss, aux losses included);
   eval:   `model.apply(variables, batch) -> (metrics, per_example_out)`;
-  decode: `model.apply(variables, batch, method="decode", ...) -> (metrics, decode_out)`
-          (optional). `praxis.layers.models.LanguageModel` is one.
+  decode: `model.apply(variables, batch, method="decode", ...) -> (metrics, decode_out, ...)`
+          (optional; Pax's LanguageModel returns (metrics, decode_out, decode_metrics) with a
+          samples dim). `praxis.layers.models.LanguageModel` is one.
 
 The optimizer is a praxis optimizer config (`praxis.optimizers`: Adam, AdamW, Adafactor,
 ShardedAdafactor, Sgd, Lion with their learning rate, schedule, gradient clipping, weight decay

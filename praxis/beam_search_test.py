@@ -58,7 +58,7 @@ def run(extend_fn, prompts, beam, max_steps, alpha, **kwargs):
   # The prefill: the history holds the prompts (the search re-feeds from each prompt's end).
   state = jnp.asarray(ids)
   fn = jax.jit(
-    lambda state, ids, lengths: beam_search.beam_search(
+    lambda state, ids, lengths: beam_search.beam_search_over_fn(
       extend_fn,
       state,
       ids,

@@ -89,8 +89,9 @@ class BeamSearchHParams(DecoderHParams):
       None means beam_size (which makes the search exact for one step).
     length_norm_alpha: a finished hypothesis of n new tokens scores
       sum(logprobs) / ((5 + n) / 5) ** alpha.
-    early_exit: Pax's early exit; not supported.
-    use_matmul_beam_shuffle: Pax's one-hot-matmul reordering (same values); ignored.
+    early_exit: EOS may extend a live hypothesis (which is then `done`); the search stops once
+      all are done.
+    use_matmul_beam_shuffle: reorder the beams with a one-hot matmul (the same values).
     output_id_offset: added to every generated id (search over a slice of the vocabulary).
   """
 
@@ -163,8 +164,8 @@ UNSUPPORTED_FIELDS = (
   "sample_constraint",
   "controlled_decoding",
 )
-# Beam search runs over a pure extend_step function here, without these.
-UNSUPPORTED_BEAM_SEARCH_FIELDS = ("lazy_prefix_broadcast", "early_exit", "use_extra_input_kwargs")
+# Pax's beam search options not implemented here.
+UNSUPPORTED_BEAM_SEARCH_FIELDS = ("use_extra_input_kwargs",)
 
 
 def check_supported(hparams: DecoderHParams) -> None:
@@ -175,13 +176,14 @@ def check_supported(hparams: DecoderHParams) -> None:
       f"LanguageModel does not support guidance. (cf_guidance_scale="
       f"{hparams.cf_guidance_scale!r}: leave it None.)"
     )
-  defaults = type(hparams)()
+  # The fields' declared defaults (a subclass may not build with all of them, e.g. seqlen 0).
+  defaults = {f.name: f.default for f in dataclasses.fields(hparams)}
   names = UNSUPPORTED_FIELDS
   if isinstance(hparams, BeamSearchHParams):
     names += UNSUPPORTED_BEAM_SEARCH_FIELDS
   for name in names:
-    if hasattr(hparams, name) and getattr(hparams, name) != getattr(defaults, name):
+    if name in defaults and getattr(hparams, name) != defaults[name]:
       raise NotImplementedError(
         f"{type(hparams).__name__}.{name}={getattr(hparams, name)!r} is not implemented in this "
-        f"praxis; leave it at its default ({getattr(defaults, name)!r})."
+        f"praxis; leave it at its default ({defaults[name]!r})."
       )

@@ -49,13 +49,13 @@ import jax.numpy as jnp
 import optax
 
 from praxis import base_hyperparams
+from praxis import optimizer_transforms as _tx
 from praxis import schedules
 
 EXCLUDE_BIASES_AND_NORMS = r"(^|/)(b|bias|scale|per_dim_scale)$"
 
 
-@dataclasses.dataclass(kw_only=True)
-class BaseOptimizer(base_hyperparams.HParamsMixin):
+class BaseOptimizer(base_hyperparams.FiddleBaseParameterizable):
   """What all optimizers share (Pax's BaseOptimizer fields).
 
   Attributes:
@@ -90,9 +90,52 @@ class BaseOptimizer(base_hyperparams.HParamsMixin):
   ewc_regularizer_weight: float = 0.0
   ewc_weight_per_var: Any = None
 
+  def __post_init__(self):
+    parent = getattr(super(), "__post_init__", None)
+    if parent is not None:
+      parent()
+    _check_regularisers(self)
+
   def scaling(self) -> optax.GradientTransformation:
     """The optimizer-specific part of the chain (step 2 in the module docstring)."""
-    raise NotImplementedError(f"{type(self).__name__} must define scaling().")
+    raise NotImplementedError(
+      f"{type(self).__name__} defines neither scaling() nor _get_raw_grad_transformation(lr)."
+    )
+
+  # Pax's API: the learner calls get_grad_transformation; clipping is the learner's job there.
+
+  def get_learning_rate(self, step_count: jax.typing.ArrayLike) -> jax.Array:
+    """learning_rate * lr_schedule(step_count)."""
+    return self.learning_rate_fn()(step_count)
+
+  def _get_raw_grad_transformation(self, lr: Callable[[Any], Any]) -> Any:
+    """The optimizer itself (its scaling, its own weight_decay, then `* -lr(count)`)."""
+    parts = [self.scaling()]
+    if self.weight_decay > 0:
+      exclude = self.weight_decay_exclude
+      parts.append(
+        optax.add_decayed_weights(self.weight_decay, mask=lambda p: decay_mask(exclude, p))
+      )
+    parts.append(optax.scale_by_learning_rate(lr))
+    return _with_partition_spec(optax.chain(*parts))
+
+  def get_grad_transformation(
+    self, var_weight_hparams: Any = None, include_ema: bool = True
+  ) -> Any:
+    """Pax's chain: L1, L2, the optimizer, decoupled weight decay, EWC, EMA.
+
+    `var_weight_hparams` (the model's WeightHParams tree) exempts variables in the
+    SKIP_LP_REGULARIZATION collection from the regularisers and the decoupled weight decay.
+    """
+    return _tx.sharded_chain(
+      *_pax_chain(
+        self,
+        self._get_raw_grad_transformation(self.get_learning_rate),
+        var_weight_hparams,
+        include_ema,
+        use_optax=False,
+      )
+    )
 
   def learning_rate_fn(self) -> Callable[[jax.typing.ArrayLike], jax.Array]:
     """step -> learning_rate * schedule(step), for the update and for summaries."""
@@ -101,7 +144,6 @@ class BaseOptimizer(base_hyperparams.HParamsMixin):
     return lambda step: base * jnp.asarray(schedule(step), jnp.float32)
 
 
-@dataclasses.dataclass(kw_only=True)
 class Adam(BaseOptimizer):
   """Adam with Pax's defaults; with weight_decay > 0 it is AdamW (decoupled decay).
 
@@ -120,6 +162,16 @@ class Adam(BaseOptimizer):
   epsilon_root: float = 0.0
   clip_threshold: float = 1.0
 
+  @classmethod
+  def HParamsA(cls):  # pylint: disable=invalid-name
+    """Pax's preset: beta1 0.9, beta2 0.997, epsilon 1e-9."""
+    return base_hyperparams.Config(cls, beta1=0.9, beta2=0.997, epsilon=1e-9)
+
+  @classmethod
+  def HParamsB(cls):  # pylint: disable=invalid-name
+    """Pax's preset: beta1 0.9, beta2 0.98, epsilon 1e-9."""
+    return base_hyperparams.Config(cls, beta1=0.9, beta2=0.98, epsilon=1e-9)
+
   def scaling(self) -> optax.GradientTransformation:
     parts = [optax.scale_by_adam(self.beta1, self.beta2, self.epsilon, self.epsilon_root)]
     if self.clip_threshold > 0:
@@ -127,14 +179,12 @@ class Adam(BaseOptimizer):
     return optax.chain(*parts)
 
 
-@dataclasses.dataclass(kw_only=True)
 class AdamW(Adam):
   """Adam with decoupled weight decay on by default (optax.adamw's 1e-4)."""
 
   weight_decay: float = 1e-4
 
 
-@dataclasses.dataclass(kw_only=True)
 class Sgd(BaseOptimizer):
   """SGD, with heavy-ball or Nesterov momentum: `t = g + momentum * t`, update `-lr * t`.
 
@@ -143,16 +193,23 @@ class Sgd(BaseOptimizer):
     nesterov: use `g + momentum * t` (with the new t) as the update.
   """
 
-  momentum: float = 0.0
+  momentum: float | None = None
   nesterov: bool = False
 
   def scaling(self) -> optax.GradientTransformation:
-    if self.momentum == 0:
+    if not self.momentum:
       return optax.identity()
     return optax.trace(self.momentum, nesterov=self.nesterov)
 
 
-@dataclasses.dataclass(kw_only=True)
+class ShardedSgd(Sgd):
+  """Pax's SGD with a sharded momentum: `-lr * g`, or `m = momentum * m + g` (nesterov: the
+  update is `g + momentum * m`) with momentum set."""
+
+  def _get_raw_grad_transformation(self, lr):
+    return _tx.sharded_sgd(lr, self.momentum, self.nesterov)
+
+
 class Lion(BaseOptimizer):
   """Lion: update `sign(beta1 * m + (1 - beta1) * g)`, then `m = beta2 * m + (1 - beta2) * g`.
 
@@ -170,7 +227,6 @@ class Lion(BaseOptimizer):
     return optax.scale_by_lion(self.beta1, self.beta2)
 
 
-@dataclasses.dataclass(kw_only=True)
 class Adafactor(BaseOptimizer):
   """Adafactor (Shazeer & Stern 2018) on optax's factored second-moment estimate.
 
@@ -215,7 +271,6 @@ def _decay_rate_adam(step: jax.Array, beta2: float) -> jax.Array:
   return beta2 * (1.0 - beta2 ** (t - 1.0)) / (1.0 - beta2**t)
 
 
-@dataclasses.dataclass(kw_only=True)
 class ShardedAdafactor(BaseOptimizer):
   """Pax's ShardedAdafactor fields, on optax's factored second moment.
 
@@ -256,6 +311,13 @@ class ShardedAdafactor(BaseOptimizer):
   maybe_inf_to_nan: bool = True
   name: str = ""
 
+  @classmethod
+  def HParamsAdamB(cls):  # pylint: disable=invalid-name
+    """Pax's preset: Adam-like decay (decay_adam 0.98) with momentum 0.9."""
+    return base_hyperparams.Config(
+      cls, beta1=0.9, decay_method="adam", decay_adam=0.98, quantized_dtype="int8"
+    )
+
   def scaling(self) -> optax.GradientTransformation:
     if self.layerwise_adaptation or isinstance(self.weight_decay, dict):
       raise NotImplementedError(
@@ -292,6 +354,191 @@ class ShardedAdafactor(BaseOptimizer):
     if self.beta1 > 0:
       parts.append(optax.ema(self.beta1, debias=False))
     return optax.chain(*parts)
+
+
+class ShardedStaticAccumulator(BaseOptimizer):
+  """Runs `optimizer_tpl` on the mean of every `num_sub_batches` gradients (zero updates in
+  between). Its own learning_rate / lr_schedule fill the wrapped optimizer's when unset there
+  (and the other way round); clipping belongs on this wrapper.
+
+  Attributes:
+    optimizer_tpl: the wrapped optimizer's config.
+    num_sub_batches: gradients per applied update (>= 1).
+    accumulation_use_cond_op: Pax's choice of lax op; both give the same numbers.
+  """
+
+  optimizer_tpl: Any = None
+  num_sub_batches: int = 1
+  accumulation_use_cond_op: bool = False
+  base_optimizer: Any = dataclasses.field(default=None, init=False, repr=False)
+
+  def __post_init__(self):
+    if self.optimizer_tpl is None:
+      raise ValueError(
+        "ShardedStaticAccumulator: set optimizer_tpl, the wrapped optimizer's config."
+      )
+    if self.num_sub_batches < 1:
+      raise ValueError(
+        f"ShardedStaticAccumulator: num_sub_batches must be >= 1, got {self.num_sub_batches}."
+      )
+    tpl = self.optimizer_tpl.clone() if hasattr(self.optimizer_tpl, "clone") else self.optimizer_tpl
+    if tpl.lr_schedule is None:
+      tpl.lr_schedule = self.lr_schedule
+    elif self.lr_schedule is None:
+      self.lr_schedule = tpl.lr_schedule
+    if not self.learning_rate:
+      self.learning_rate = tpl.learning_rate
+    self.base_optimizer = (
+      base_hyperparams.instantiate(tpl) if isinstance(tpl, fdl.Buildable) else tpl
+    )
+    super().__post_init__()
+
+  def scaling(self) -> optax.GradientTransformation:
+    return optax.MultiSteps(
+      self.base_optimizer.scaling(), self.num_sub_batches
+    ).gradient_transformation()
+
+  def _get_raw_grad_transformation(self, lr):
+    base = self.base_optimizer._get_raw_grad_transformation(lr)  # pylint: disable=protected-access
+    return _tx.sharded_static_accumulation(
+      self.num_sub_batches, base, self.accumulation_use_cond_op
+    )
+
+
+class OptaxOptimizer(base_hyperparams.FiddleBaseParameterizable):
+  """Pax's wrapper of any optax transformation (`grad_tx`, which applies its own learning rate)
+  with Pax's regularisers around it: L1/L2 before, decoupled weight decay and EWC after (these
+  use learning_rate * lr_schedule), then the parameter EMA.
+  """
+
+  l2_regularizer_weight: float | None = None
+  l1_regularizer_weight: float | None = None
+  skip_lp_1d_vectors: bool = False
+  decoupled_weight_decay: float | None = None
+  clip_gradient_norm_to_value: float = 0.0
+  clip_gradient_single_norm_to_value: float = 0.0
+  learning_rate: float = 0.0
+  lr_schedule: Any = None
+  ema_decay: float = 0.0
+  ewc_regularizer_weight: float = 0.0
+  ewc_weight_per_var: Any = None
+  grad_tx: Any = None
+
+  def __post_init__(self):
+    parent = getattr(super(), "__post_init__", None)
+    if parent is not None:
+      parent()
+    _check_regularisers(self)
+
+  def get_learning_rate(self, step_count: jax.typing.ArrayLike) -> jax.Array:
+    return self.learning_rate * jnp.asarray(_as_schedule(self.lr_schedule)(step_count), jnp.float32)
+
+  def get_grad_transformation(
+    self, var_weight_hparams: Any = None, include_ema: bool = True
+  ) -> Any:
+    if self.grad_tx is None:
+      raise ValueError(
+        "OptaxOptimizer: set grad_tx, the optax transformation to wrap (e.g. optax.sgd(1.0))."
+      )
+    return optax.chain(
+      *_pax_chain(self, self.grad_tx, var_weight_hparams, include_ema, use_optax=True)
+    )
+
+
+def _check_regularisers(opt: Any) -> None:
+  """Pax's rule: one of L1, L2 and decoupled weight decay."""
+  if opt.l2_regularizer_weight and opt.l1_regularizer_weight:
+    raise ValueError(
+      f"{type(opt).__name__}: set l1_regularizer_weight or l2_regularizer_weight, not both."
+    )
+  if opt.decoupled_weight_decay and (opt.l2_regularizer_weight or opt.l1_regularizer_weight):
+    raise ValueError(
+      f"{type(opt).__name__}: decoupled_weight_decay does not mix with the L1/L2 regularisers; "
+      "set one of them."
+    )
+
+
+def _pax_chain(
+  opt: Any, raw: Any, var_weight_hparams: Any, include_ema: bool, use_optax: bool
+) -> list:
+  """Pax's order around the optimizer proper (`raw`)."""
+  if var_weight_hparams:
+    is_hp = lambda x: isinstance(x, _tx.WeightHParams)
+    mask = jax.tree.map(
+      lambda h: not _tx.var_skip_lp_regularization(h), var_weight_hparams, is_leaf=is_hp
+    )
+  else:
+    mask = None
+  parts = [
+    _tx.apply_lp_regularizer(
+      mask, opt.l1_regularizer_weight, 1.0, opt.skip_lp_1d_vectors, use_optax
+    ),
+    _tx.apply_lp_regularizer(
+      mask, opt.l2_regularizer_weight, 2.0, opt.skip_lp_1d_vectors, use_optax
+    ),
+    raw,
+    _tx.apply_decoupled_weight_decay(
+      opt.get_learning_rate, mask, opt.decoupled_weight_decay, use_optax
+    ),
+  ]
+  if opt.ewc_regularizer_weight > 0.0:
+    parts.append(
+      _tx.apply_ewc_regularization(
+        opt.get_learning_rate, opt.ewc_regularizer_weight, opt.ewc_weight_per_var, use_optax
+      )
+    )
+  if opt.ema_decay > 0.0 and include_ema:
+    if not opt.ema_decay < 1.0:
+      raise ValueError(f"ema_decay must be < 1, got {opt.ema_decay}.")
+    parts.append(_tx.apply_ema_weights(opt.ema_decay, use_optax))
+  return parts
+
+
+def _with_partition_spec(tx: optax.GradientTransformation) -> _tx.ShardedGradientTransformation:
+  """An optax transformation with an init_partition_spec: arrays shaped like a parameter are
+  sharded like it, everything else replicated."""
+
+  def spec(var_hparams):
+    is_hp = lambda x: isinstance(x, _tx.WeightHParams)
+    shapes = jax.tree.map(
+      lambda h: jax.ShapeDtypeStruct(tuple(h.shape), h.dtype or jnp.float32),
+      var_hparams,
+      is_leaf=is_hp,
+    )
+    state = jax.eval_shape(tx.init, shapes)
+    try:
+      return _tx.partition_params(tx, var_hparams, state)
+    except (AttributeError, TypeError, ValueError):
+      # The state is not made leaf by leaf from the parameters (e.g. factored statistics).
+      return jax.tree.map(
+        lambda x: _tx.WeightHParams(
+          shape=list(x.shape),
+          init=None,
+          dtype=x.dtype,
+          collections=None,
+          tensor_split_dims_mapping=[-1] * len(x.shape),
+        ),
+        state,
+      )
+
+  return _tx.ShardedGradientTransformation(tx.init, tx.update, spec)
+
+
+# Pax's module-level names.
+instantiate = base_hyperparams.instantiate
+ShardedGradientTransformation = _tx.ShardedGradientTransformation
+GeneralGradientTransformation = _tx.GeneralGradientTransformation
+count_init_fn = _tx.count_init_fn
+count_init_partition_spec_fn = _tx.count_init_partition_spec_fn
+partition_params = _tx.partition_params
+sharded_chain = _tx.sharded_chain
+sharded_masked = _tx.sharded_masked
+sharded_sgd = _tx.sharded_sgd
+sharded_static_accumulation = _tx.sharded_static_accumulation
+apply_lp_regularizer = _tx.apply_lp_regularizer
+apply_decoupled_weight_decay = _tx.apply_decoupled_weight_decay
+apply_ewc_regularization = _tx.apply_ewc_regularization
+apply_ema_weights = _tx.apply_ema_weights
 
 
 class EmaState(NamedTuple):
@@ -370,10 +617,6 @@ def build(cfg: Any, params: Any = None) -> optax.GradientTransformation:
     if params is not None:
       _log_exclusions(opt.weight_decay_exclude, params)
 
-  if opt.ewc_regularizer_weight > 0:
-    raise NotImplementedError(
-      f"{type(opt).__name__}: the EWC regulariser (ewc_regularizer_weight > 0) is not provided"
-    )
   if opt.clip_gradient_norm_to_value > 0 and opt.clip_gradient_single_norm_to_value > 0:
     raise ValueError(
       f"{type(opt).__name__}: set one of clip_gradient_norm_to_value and "
@@ -391,6 +634,12 @@ def build(cfg: Any, params: Any = None) -> optax.GradientTransformation:
     exclude = opt.weight_decay_exclude
     parts.append(optax.add_decayed_weights(weight_decay, mask=lambda p: decay_mask(exclude, p)))
   parts.append(optax.scale_by_learning_rate(opt.learning_rate_fn()))
+  if opt.ewc_regularizer_weight > 0:
+    parts.append(
+      _tx.apply_ewc_regularization(
+        opt.learning_rate_fn(), opt.ewc_regularizer_weight, opt.ewc_weight_per_var, True
+      )
+    )
   if opt.ema_decay > 0:
     parts.append(ema_of_params(opt.ema_decay))
   return optax.chain(*parts)

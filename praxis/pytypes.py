@@ -8,6 +8,7 @@ passes through `jax.jit`, `jax.tree.map` and `jax.device_put` unchanged in shape
 from __future__ import annotations
 
 from collections.abc import Sequence
+import re
 import sys
 from typing import Any, Callable, TypeVar, Union
 
@@ -17,11 +18,20 @@ import numpy as np
 JTensor = jax.Array
 
 
+class InvalidKeyError(KeyError, ValueError):
+  """A key NestedMap refuses (Pax raises ValueError; a KeyError too, as a dict would)."""
+
+
+# Pax's rule: a key starts like an identifier; the rest is free ('p#2#i-1' is one of Pax's own).
+_KEY_START = re.compile(r"[A-Za-z_]")
+
+
 class NestedMap(dict):
   """A dict whose string keys are also attributes: `m.ids` is `m["ids"]`.
 
-  Keys must be valid Python identifiers that do not shadow dict methods, so that attribute access
-  is never ambiguous. Values may be NestedMaps, lists, tuples or leaves.
+  Keys are strings that start with a letter or '_' (Pax's rule) and do not shadow dict methods,
+  so attribute access is never ambiguous; keys that are identifiers are also attributes. Values
+  may be NestedMaps, lists, tuples or leaves.
   """
 
   _RESERVED = frozenset(dir(dict))
@@ -33,10 +43,13 @@ class NestedMap(dict):
 
   @classmethod
   def _check_key(cls, key: Any) -> None:
-    if not isinstance(key, str) or not key.isidentifier():
-      raise KeyError(f"NestedMap keys must be Python identifiers; got {key!r}.")
+    if not isinstance(key, str) or not _KEY_START.match(key):
+      raise InvalidKeyError(
+        f"NestedMap keys must be strings starting with a letter or '_' (like identifiers); "
+        f"got {key!r}."
+      )
     if key in cls._RESERVED:
-      raise KeyError(
+      raise InvalidKeyError(
         f"NestedMap key {key!r} would shadow the dict method of that name; choose another name."
       )
 

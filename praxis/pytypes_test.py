@@ -17,8 +17,12 @@ class NestedMapTest(absltest.TestCase):
       _ = m.paddings
 
   def test_bad_keys_are_refused(self):
-    with self.assertRaisesRegex(KeyError, "identifiers"):
-      NestedMap({"a-b": 1})
+    with self.assertRaisesRegex(KeyError, "starting with a letter"):
+      NestedMap({"1a": 1})
+    with self.assertRaises(ValueError):  # Pax's exception
+      NestedMap({"": 1})
+    # Pax's keys need only start like an identifier (its prefix vectorization uses 'p#2#i-1').
+    self.assertEqual(NestedMap({"p#2#i-1": 1})["p#2#i-1"], 1)
     with self.assertRaisesRegex(KeyError, "shadow"):
       NestedMap().keys = 1
 

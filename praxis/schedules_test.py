@@ -144,8 +144,8 @@ class SchedulesTest(absltest.TestCase):
     d = schedules.LinearRampupPolynomialDecay(
       warmup_steps=10, decay_start=20, decay_end=30, power=2, min_ratio=0.0, max=1.0
     )
-    # optax's polynomial: (1 - t / T)**2 of the way from max to the end value.
-    self.assertValues(d, {5: 0.5, 20: 1.0, 25: 0.25, 40: 0.0})
+    # Pax's Polynomial (origin 'start') as the decay: max + r**2 (end - max), r = 5 / 10 at 25.
+    self.assertValues(d, {5: 0.5, 20: 1.0, 25: 0.75, 40: 0.0})
 
   def test_pax_cosine_sqrt_cycle_continuous(self):
     c = schedules.DelayedCosine(start=(10, 1.0), limit=(20, 0.5))
@@ -220,6 +220,35 @@ class SchedulesTest(absltest.TestCase):
     expected = [0, 0.25, 0.5, 0.75, 1, 0.5**0.25, 0.5**0.5, 0.5**0.75, 0.5, 0.5]
     np.testing.assert_allclose(got, expected, rtol=1e-6)
     self.assertEqual(got.dtype, jnp.float32)
+
+  def test_pax_config_classmethod_value_at_and_make_agree(self):
+    cfg = schedules.LinearRampupCosineDecay.config(
+      warmup_steps=2, decay_start=2, decay_end=6, min_ratio=0.5, max=1.0
+    )
+    s = cfg.Instantiate()
+    self.assertIsInstance(s, schedules.BaseSchedule)
+    steps = jnp.arange(8)
+    # By hand: ramp 0, 0.5, then 0.75 + 0.25 cos(pi r) over 4 steps, then 0.5.
+    expected = [0.0, 0.5, 1.0] + [0.75 + 0.25 * math.cos(math.pi * r / 4) for r in (1, 2, 3)]
+    expected += [0.5, 0.5]
+    np.testing.assert_allclose(jax.jit(jax.vmap(s.value_at))(steps), expected, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(jax.vmap(s.make())(steps), expected, rtol=1e-6, atol=1e-7)
+
+  def test_user_schedule_defines_value_at_only(self):
+    class Halving(schedules.BaseSchedule):
+      every: int = 10
+
+      def value_at(self, step):
+        return 0.5 ** (jnp.asarray(step) // self.every).astype(jnp.float32)
+
+    s = Halving.config(every=2).Instantiate()
+    self.assertValues(s, {0: 1.0, 1: 1.0, 2: 0.5, 5: 0.25})
+    self.assertAlmostEqual(float(s.make()(4)), 0.25)
+
+  def test_rampup_decay_needs_max(self):
+    # Pax's default max is 0.0: an unset max is an error at construction.
+    with self.assertRaisesRegex(ValueError, "set max > 0"):
+      schedules.LinearRampupExponentialDecay.config(decay_end=10).Instantiate()
 
   def test_invalid_configs_explain(self):
     with self.assertRaisesRegex(ValueError, "len\\(boundaries\\) \\+ 1 values"):

@@ -142,6 +142,49 @@ def _top_p_of_top_k(
   return top_p_mask_logits(top_k_logits, top_p, True, logits_sum)
 
 
+def _apply_top_p_given_top_k(
+  top_k_logits: JTensor,
+  top_k_indices: JTensor,
+  top_p: float | JTensor | None = None,
+  topk_is_sorted: bool = True,
+  logits_sum: JTensor | None = None,
+) -> tuple[JTensor, JTensor, JTensor]:
+  """(top-p-filtered top-k logits [B, K], top-k log-probs [B, K], top-k ids [B, K])."""
+  if topk_is_sorted:
+    filtered = _top_p_of_top_k(top_k_logits, top_p, logits_sum)
+  elif top_p is None:
+    filtered = top_k_logits
+  else:
+    filtered = top_p_mask_logits(top_k_logits, top_p, False, logits_sum)
+  top_k_logprobs = jax.nn.log_softmax(top_k_logits.astype(jnp.float32))
+  return filtered, top_k_logprobs, top_k_indices
+
+
+def _apply_top_k_and_top_p(
+  logits: JTensor,
+  top_k: int,
+  top_p: float | JTensor | None = None,
+  per_example_top_k: JTensor | None = None,
+  global_normalize: bool = False,
+  top_k_recall_target: float = 1.0,
+) -> tuple[JTensor, JTensor, JTensor]:
+  """Top-k first, then top-p inside it: see `_apply_top_p_given_top_k` for the outputs.
+
+  global_normalize: top-p measures probability as logit / sum of all V logits (Pax's option)
+  instead of the softmax over the top-k.
+  """
+  top_logits, top_ids = get_top_k(logits, top_k, per_example_top_k, top_k_recall_target)
+  logits_sum = (
+    jnp.sum(logits.astype(jnp.float32), axis=-1, keepdims=True) if global_normalize else None
+  )
+  return _apply_top_p_given_top_k(top_logits, top_ids, top_p, True, logits_sum)
+
+
+def _get_argmax_ids(top_k_argmax_ids: JTensor, top_k_items: JTensor) -> JTensor:
+  """top_k_items [..., K] at the positions top_k_argmax_ids [...] -> [...]."""
+  return _gather_last(top_k_items, top_k_argmax_ids)
+
+
 class BaseLogitsSampler(base_hyperparams.FiddleBaseParameterizable):
   """Picks one index per row of (filtered) logits: `(ids [B], state updates)`."""
 
@@ -160,6 +203,26 @@ class DefaultCategoricalLogitsSampler(BaseLogitsSampler):
     return jnp.argmax(logits + noise * temperature, axis=-1), NestedMap()
 
 
+def sample_from_top_p_given_top_k(
+  top_k_logits: JTensor,
+  top_k_indices: JTensor,
+  prng_key: JTensor,
+  temperature: JTensor | float,
+  top_p: float | JTensor | None = None,
+  topk_is_sorted: bool = True,
+  logits_sum: JTensor | None = None,
+  logits_sampler: BaseLogitsSampler | None = None,
+  decode_loop_state: NestedMap | None = None,
+) -> tuple[JTensor, JTensor]:
+  """A draw among given top-k logits [B, K] (ids [B, K]) after top-p: (ids [B], log-probs [B])."""
+  sampler = logits_sampler or DefaultCategoricalLogitsSampler()
+  filtered, top_logprobs, top_ids = _apply_top_p_given_top_k(
+    top_k_logits, top_k_indices, top_p, topk_is_sorted, logits_sum
+  )
+  choice, _ = sampler(prng_key, filtered, top_ids, temperature, decode_loop_state)  # [B]
+  return _get_argmax_ids(choice, top_ids), _get_argmax_ids(choice, top_logprobs)
+
+
 def sample_from_top_k_and_top_p(
   logits: JTensor,
   prng_key: JTensor,
@@ -174,12 +237,9 @@ def sample_from_top_k_and_top_p(
 ) -> tuple[JTensor, JTensor]:
   """Top-k, then top-p inside it, then a draw: (ids [B], their log-probs among the top-k [B])."""
   sampler = logits_sampler or DefaultCategoricalLogitsSampler()
-  top_logits, top_ids = get_top_k(logits, top_k, per_example_top_k, top_k_recall_target)
-  logits_sum = (
-    jnp.sum(logits.astype(jnp.float32), axis=-1, keepdims=True) if global_normalize else None
-  )
-  filtered = _top_p_of_top_k(top_logits, top_p, logits_sum)
-  top_logprobs = jax.nn.log_softmax(top_logits.astype(jnp.float32))  # [B, K]
+  filtered, top_logprobs, top_ids = _apply_top_k_and_top_p(
+    logits, top_k, top_p, per_example_top_k, global_normalize, top_k_recall_target
+  )  # [B, K] each
   choice, _ = sampler(prng_key, filtered, top_ids, temperature, decode_loop_state)
   return _gather_last(top_ids, choice), _gather_last(top_logprobs, choice)
 

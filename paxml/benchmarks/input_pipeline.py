@@ -116,6 +116,7 @@ def main(argv: Sequence[str]) -> None:
     batch_size=_BATCH_SIZE.value,
     seq_len=_SEQ_LEN.value,
     packing=_PACKING.value,
+    is_training=True,
   )
   r = measure(inp, _NUM_BATCHES.value, _WARMUP.value)
   print(

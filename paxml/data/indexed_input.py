@@ -21,7 +21,6 @@ BaseInput contract, with the stream position as its whole state:
 from __future__ import annotations
 
 import abc
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -31,7 +30,6 @@ from praxis import base_input
 NestedMap = base_input.NestedMap
 
 
-@dataclasses.dataclass
 class IndexedInput(base_input.BaseInput):
   """BaseInput over index-addressable examples; see the module docstring.
 

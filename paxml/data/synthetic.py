@@ -12,14 +12,12 @@ Both are endless by default; give `num_examples` to make a finite set (for eval 
 
 from __future__ import annotations
 
-import dataclasses
 
 import numpy as np
 
 from paxml.data import indexed_input
 
 
-@dataclasses.dataclass
 class SyntheticLmData(indexed_input.IndexedInput):
   """Pax's SyntheticLmData: constant rows of ones, shaped like packed LM inputs.
 
@@ -56,7 +54,6 @@ class SyntheticLmData(indexed_input.IndexedInput):
     return [" ".join(str(t) for t in row[:n]) for row, n in zip(np.asarray(ids), lengths)]
 
 
-@dataclasses.dataclass
 class SyntheticRandomLmData(SyntheticLmData):
   """Uniform random tokens in [0, vocab_size); example `i` depends only on (seed, i).
 

@@ -26,7 +26,6 @@ always read in a fixed order.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import struct
@@ -46,7 +45,6 @@ NestedMap = base_input.NestedMap
 FORMATS = ("tfrecord", "jsonl", "text")
 
 
-@dataclasses.dataclass
 class TextInput(base_input.BaseInput):
   """LM batches (ids, labels, paddings, weights, segment_ids, segment_pos) from text files.
 

@@ -843,12 +843,12 @@ class DotProductAttention(base_layer.BaseLayer):
 
   def lazy_broadcast_prefix(self, num_suffix_samples: int, suffix_length: int) -> None:
     raise NotImplementedError(
-      "lazy_broadcast_prefix needs Pax's DotProductAttentionWithLPB, "
-      "which this praxis does not provide."
+      "lazy_broadcast_prefix (lazy_prefix_broadcast=True) needs the attention layers to be "
+      "DotProductAttentionWithLPB (praxis.layers.lpb_attention): set tr_atten_tpl to it."
     )
 
   def right_align_decode_state_with_prefix(self, max_prefix_size: int, right_align_fn) -> None:
     raise NotImplementedError(
-      "right_align_decode_state_with_prefix needs Pax's "
-      "DotProductAttentionWithLPB, which this praxis does not provide."
+      "right_align_decode_state_with_prefix needs the attention layers to be "
+      "DotProductAttentionWithLPB (praxis.layers.lpb_attention): set tr_atten_tpl to it."
     )

@@ -7,8 +7,8 @@ name, written as a function of the bound LanguageModel so models.py stays small.
   fprop (`lm(ids, paddings, segment_ids, segment_pos, start_time_step, causal_attention_mask)`,
   the prefill), `lm.transform_decode_state(fn)`, `lm.lazy_broadcast_prefix(n, length)` and
   `lm.extend_step(ids, segment_pos=...)`, through praxis.sample_decode for GreedyDecoderHParams
-and SampleDecoderHParams, and praxis.flat_beam_search for FlatBeamSearchHParams. BeamSearchHParams
-runs praxis.beam_search over a pure extend_step function (`cached_lm_fns`).
+and SampleDecoderHParams, praxis.flat_beam_search for FlatBeamSearchHParams and
+praxis.beam_search.beam_search (Pax's loop over the LM's extend_step) for BeamSearchHParams.
 
 The prompt (Pax's `_prepare_decode_data`): row b's prompt is `ids[b, :prefix_lengths[b]]`, with
 prefix_lengths from the batch, else the sum of inputs_indicator (PREFIX LMs), else the
@@ -332,32 +332,29 @@ def _pad_to(ids: jax.Array, length: int, what: str) -> jax.Array:
   return jnp.pad(ids.astype(jnp.int32), [(0, 0), (0, length - ids.shape[1])])
 
 
-def _beam(model, input_batch, hp) -> NestedMap:
-  steps = _max_steps(hp.max_decode_steps)
-  if steps is None:
+def _beam(model, hp, data) -> NestedMap:
+  """Pax's beam search on the LM's own cache (prefill with the prepared prompts)."""
+  if _max_steps(hp.max_decode_steps) is None:
     raise ValueError("BeamSearchHParams.max_decode_steps must be set: it sizes the output.")
-  if not hp.eos_ids():
-    raise ValueError("BeamSearchHParams.eos_id must be set: hypotheses finish only with EOS.")
-  length = input_batch.ids.shape[1] + steps
-  buffer = _pad_to(input_batch.ids, length, "ids length + max_decode_steps")
-  cache, extend_fn = cached_lm_fns(model, buffer)
-  out = beam_search.beam_search(
-    extend_fn,
-    cache,
-    buffer,
-    prompt_lengths(input_batch),
-    beam_size=hp.beam_size,
-    max_decode_steps=steps,
-    eos_id=hp.eos_ids(),
-    length_norm_alpha=hp.length_norm_alpha,
-    min_decode_steps=hp.min_decode_steps,
-    tokens_per_beam=hp.tokens_per_beam,
-    output_id_offset=hp.output_id_offset,
+  fprop = _fprop_fn(
+    data,
+    data.fprop_input_ids,
+    data.fprop_input_paddings,
+    data.fprop_segment_pos,
+    data.fprop_segment_ids,
+    data.causal_attention_mask,
   )
-  out.prefix_ids = input_batch.ids
-  if hp.process_result_fn is not None:
-    out = hp.process_result_fn(model, out)
-  return out
+  return beam_search.beam_search(
+    model.lm,
+    _extend_step_fn,
+    fprop,
+    _transform_state_fn,
+    data.fprop_input_ids,
+    data.fprop_input_paddings,
+    hp,
+    process_result_fn=hp.process_result_fn,
+    lazy_broadcast_prefix_fn=_lazy_broadcast_prefix_fn if hp.lazy_prefix_broadcast else None,
+  )
 
 
 def _flat_beam(model, hp, data):
@@ -402,7 +399,7 @@ def decode_with_params(
   if isinstance(hp, decoder_hparams.FlatBeamSearchHParams):
     result = _flat_beam(model, hp, prepare_decode_data(model, input_batch, hp))
   elif isinstance(hp, decoder_hparams.BeamSearchHParams):
-    result = _beam(model, input_batch, hp)
+    result = _beam(model, hp, prepare_decode_data(model, input_batch, hp))
   else:
     data = prepare_decode_data(model, input_batch, hp)
     if isinstance(hp, decoder_hparams.SampleDecoderHParams):

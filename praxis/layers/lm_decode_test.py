@@ -15,6 +15,8 @@ from praxis import base_layer
 from praxis import decoder_utils
 from praxis import pax_fiddle
 from praxis import pytypes
+from praxis.layers import lm_decode
+from praxis.layers import lpb_attention
 from praxis.layers import models
 from praxis.layers import sample_decode
 from praxis.layers import transformer_models
@@ -69,6 +71,19 @@ class LmDecodeTest(absltest.TestCase):
     ids[0, : len(seq)] = seq
     return np.asarray(jax.nn.log_softmax(self.full(ids)[0, : len(seq)].astype(jnp.float32)))
 
+  def seed_loop(self, hp):
+    """The seed's pure-function loop over the LM's prefilled cache, as its own decode ran it."""
+    model = base_layer.instantiate(model_config(hp))
+
+    def run(m, batch):
+      buffer = jnp.pad(jnp.asarray(batch.ids), [(0, 0), (0, hp.seqlen - batch.ids.shape[1])])
+      cache, extend_fn = lm_decode.cached_lm_fns(m, buffer)
+      return sample_decode.sample_decode(
+        extend_fn, cache, buffer, lm_decode.prompt_lengths(batch), hp
+      )
+
+    return model.apply({"params": self.params}, self.batch, method=run)
+
   def decode(self, decoder, rng=None):
     model = base_layer.instantiate(model_config(decoder))
     rngs = {} if rng is None else {"random": rng}
@@ -76,10 +91,12 @@ class LmDecodeTest(absltest.TestCase):
 
   def test_greedy_has_paxs_shapes_and_equals_the_seed_loop(self):
     metrics, out, _ = self.decode(models.GreedyDecoderHParams(seqlen=8, eos_id=EOS))
-    seed_model = base_layer.instantiate(
-      model_config(sample_decode.DecoderHParams(seqlen=8, eos_id=EOS))
-    )
-    _, seed = seed_model.apply({"params": self.params}, self.batch, method="decode")
+    # The seed's settings are Pax's too (greedy sampling with k = 1) ...
+    _, seed_pax, _ = self.decode(sample_decode.DecoderHParams(seqlen=8, eos_id=EOS))
+    for key in ("output_ids", "decode_lengths", "logprobs"):
+      np.testing.assert_array_equal(seed_pax[key], out[key], err_msg=key)
+    # ... and the seed's pure-function loop over a prefilled cache gives the same tokens.
+    seed = self.seed_loop(sample_decode.DecoderHParams(seqlen=8, eos_id=EOS))
     self.assertEqual(out.output_ids.shape, (2, 1, 8))
     np.testing.assert_array_equal(out.output_ids[:, 0], seed.output_ids)
     np.testing.assert_array_equal(out.decode_lengths[:, 0], seed.decode_lengths)
@@ -133,9 +150,14 @@ class LmDecodeTest(absltest.TestCase):
     _, out, _ = self.decode(
       models.BeamSearchHParams(
         # Pax requires seqlen > 0 for every decoder; beam search sizes its output by
-        # max_decode_steps.
+        # max_decode_steps. Pax's beam search decodes after a prefill of the right-aligned
+        # prompts (without fprop_for_prefix it would start from a dummy token).
         seqlen=1,
+        fprop_for_prefix=True,
         beam_size=beam,
+        # Pax takes tokens_per_beam (default beam_size) tokens of each hypothesis with top_k,
+        # which needs them to fit in the vocabulary; all V keep the search exhaustive.
+        tokens_per_beam=V,
         max_decode_steps=steps,
         eos_id=EOS,
         length_norm_alpha=alpha,
@@ -176,13 +198,40 @@ class LmDecodeTest(absltest.TestCase):
       for t in range(plen - 1, len(seq) - 1):
         self.assertAlmostEqual(float(logprobs[b, s, t + 1]), lp[t, seq[t + 1]], places=4)
 
+  def test_lazy_prefix_broadcast_beam_search_equals_the_broadcast_one(self):
+    # Pax's lazy prefix broadcast needs the LPB attention; its results are those of the beam
+    # search that copies the prefilled cache to every beam.
+    def decoder(lazy):
+      return models.BeamSearchHParams(
+        seqlen=1,
+        fprop_for_prefix=True,
+        beam_size=3,
+        tokens_per_beam=3,
+        max_decode_steps=3,
+        eos_id=EOS,
+        lazy_prefix_broadcast=lazy,
+      )
+
+    config = model_config(decoder(True))
+    layer = config.lm_tpl.stacked_transformer_tpl.transformer_layer_params_tpl
+    layer.tr_atten_tpl = pax_fiddle.Config(lpb_attention.DotProductAttentionWithLPB)
+    lazy = base_layer.instantiate(config)
+    _, got, _ = lazy.apply({"params": self.params}, self.batch, method="decode")
+    _, want, _ = self.decode(decoder(False))
+    for key in ("output_ids", "decode_lengths", "scores"):
+      np.testing.assert_allclose(got[key], want[key], rtol=1e-5, err_msg=key)
+
   def test_unsupported_settings_raise(self):
     with self.assertRaisesRegex(NotImplementedError, "cf_guidance_scale"):
       self.decode(models.SampleDecoderHParams(seqlen=8, cf_guidance_scale=2.0), jax.random.key(0))
-    with self.assertRaisesRegex(NotImplementedError, "lazy_prefix_broadcast"):
+    with self.assertRaisesRegex(NotImplementedError, "DotProductAttentionWithLPB"):
       self.decode(
         models.BeamSearchHParams(
-          seqlen=8, beam_size=2, max_decode_steps=2, lazy_prefix_broadcast=True
+          seqlen=8,
+          beam_size=2,
+          max_decode_steps=2,
+          fprop_for_prefix=True,
+          lazy_prefix_broadcast=True,
         )
       )
     with self.assertRaisesRegex(NotImplementedError, "num_cache_slots"):

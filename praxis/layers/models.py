@@ -42,7 +42,6 @@ from praxis import pytypes
 from praxis.layers import embedding_softmax
 from praxis.layers import lm_decode
 from praxis.layers import resnets
-from praxis.layers import sample_decode
 from praxis.layers import transformer_models
 
 Config = base_hyperparams.Config
@@ -128,8 +127,8 @@ class LanguageModel(base_model.BaseModel):
     lm_tpl: the language model (TransformerLm).
     return_predictions: per_example_out is the LM's whole prediction NestedMap (logits, ...).
     decoder_tpl: how `decode` generates: Pax's GreedyDecoderHParams (the default; set its
-      seqlen), SampleDecoderHParams or BeamSearchHParams (see praxis.layers.lm_decode), or the
-      seed's praxis.layers.sample_decode.DecoderHParams.
+      seqlen), SampleDecoderHParams or BeamSearchHParams (see praxis.layers.lm_decode); the
+      seed's praxis.layers.sample_decode.DecoderHParams is a SampleDecoderHParams.
     model_type: set on the LM (TransformerLm.model_type); PREFIX reads `inputs_indicator` [B, T]
       (1 on the prompt) from the batch. CAUSAL and PREFIX models decode.
     count_tokens: count the non-padded training tokens in a non-trainable variable.
@@ -139,8 +138,8 @@ class LanguageModel(base_model.BaseModel):
 
   lm_tpl: Config = template_field(transformer_models.TransformerLm)
   return_predictions: bool = False
-  decoder_tpl: decoder_hparams.DecoderHParams | sample_decode.DecoderHParams | None = (
-    base_hyperparams.instance_field(decoder_hparams.GreedyDecoderHParams)
+  decoder_tpl: decoder_hparams.DecoderHParams | None = base_hyperparams.instance_field(
+    decoder_hparams.GreedyDecoderHParams
   )
   model_type: transformer_models.LanguageModelType = transformer_models.LanguageModelType.CAUSAL
   count_tokens: bool = False
@@ -250,11 +249,8 @@ class LanguageModel(base_model.BaseModel):
     samples / beam dim in every per-row output. Pax applies it with
     `mutable=["decoder_cache"]`; applied without, it runs in a nested apply that has the cache.
 
-    The seed's `praxis.layers.sample_decode.DecoderHParams` returns (metrics, decode_out)
-    without that dim: the prompts (`ids[b, :prefix_lengths[b]]`, or the unpadded length) are
-    prefilled once, then its loop feeds one position at a time. metrics: num_decoded (rows),
-    decode_length (mean generated tokens per row); decode_out: output_ids [B, S],
-    prefix_lengths, decode_lengths, logprobs [B, S], scores [B], and the batch's `ids`.
+    The seed's `praxis.layers.sample_decode.DecoderHParams` is one of Pax's settings (a
+    SampleDecoderHParams with one sample) and returns Pax's form too.
     """
     hp = self.decoder_tpl
     if hp is None:
@@ -262,23 +258,19 @@ class LanguageModel(base_model.BaseModel):
         "LanguageModel.decode needs decoder_tpl; set it to a decoder_hparams setting "
         "(GreedyDecoderHParams(seqlen=...), ...) in the model config."
       )
-    if isinstance(hp, decoder_hparams.DecoderHParams):
-      if not self.is_mutable_collection(base_layer.DECODE_CACHE):
-        return lm_decode.decode_with_own_cache(
-          self,
-          input_batch,
-          result_callback=result_callback,
-          return_result_for_suffix_score=return_result_for_suffix_score,
-        )
-      return self.decode_with_params(
-        hp, input_batch, result_callback, return_result_for_suffix_score
+    if not isinstance(hp, decoder_hparams.DecoderHParams):
+      raise TypeError(
+        f"LanguageModel.decoder_tpl must be one of Pax's decoder settings "
+        f"(praxis.decoder_hparams), got {type(hp).__name__}."
       )
-    if self.model_type != transformer_models.LanguageModelType.CAUSAL:
-      raise NotImplementedError(
-        f"The seed's DecoderHParams decodes causal LMs only; model_type is "
-        f"{self.model_type.value}. Use Pax's decoder_hparams settings."
+    if not self.is_mutable_collection(base_layer.DECODE_CACHE):
+      return lm_decode.decode_with_own_cache(
+        self,
+        input_batch,
+        result_callback=result_callback,
+        return_result_for_suffix_score=return_result_for_suffix_score,
       )
-    return self._seed_decode(input_batch, hp)
+    return self.decode_with_params(hp, input_batch, result_callback, return_result_for_suffix_score)
 
   def decode_with_params(
     self,
@@ -291,34 +283,6 @@ class LanguageModel(base_model.BaseModel):
     return lm_decode.decode_with_params(
       self, decoder_params, input_batch, result_callback, return_result_for_suffix_score
     )
-
-  def _seed_decode(self, input_batch: NestedMap, hp: sample_decode.DecoderHParams):
-    ids = input_batch.ids
-    batch, length = ids.shape
-    if length > hp.seqlen:
-      raise ValueError(
-        f"LanguageModel.decode: the batch's ids have length {length}, longer than "
-        f"decoder_tpl.seqlen {hp.seqlen}; raise seqlen or shorten the prompts."
-      )
-    prefix_lengths = lm_decode.prompt_lengths(input_batch)  # [B]
-    buffer = jnp.pad(ids.astype(jnp.int32), [(0, 0), (0, hp.seqlen - length)])  # [B, S]
-    rng = None
-    if hp.temperature > 0.0:
-      if not self.has_rng("random"):
-        raise ValueError(
-          "LanguageModel.decode samples (temperature > 0) and needs a 'random' "
-          "rng: apply(..., method='decode', rngs={'random': key})."
-        )
-      rng = self.make_rng("random")
-    cache, extend_fn = lm_decode.cached_lm_fns(self, buffer)
-    decode_out = sample_decode.sample_decode(extend_fn, cache, buffer, prefix_lengths, hp, rng)
-    decode_out.ids = ids
-    generated = (decode_out.decode_lengths - decode_out.prefix_lengths).astype(jnp.float32)
-    metrics = {
-      "num_decoded": (jnp.asarray(batch, jnp.float32), jnp.ones((), jnp.float32)),
-      "decode_length": (jnp.mean(generated), jnp.asarray(batch, jnp.float32)),
-    }
-    return metrics, decode_out
 
 
 class ClassificationModel(base_model.BaseModel):

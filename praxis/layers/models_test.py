@@ -288,11 +288,22 @@ class LanguageModelTest(absltest.TestCase):
     return out
 
   def check_decode(self, eos_id=None, max_decode_steps=None):
-    hp = sample_decode.DecoderHParams(seqlen=10, eos_id=eos_id, max_decode_steps=max_decode_steps)
+    # Pax counts max_decode_steps from each row's prompt only with fprop_for_prefix (without
+    # it the loop stops max_decode_steps positions after position 0, prompt copies included).
+    hp = sample_decode.DecoderHParams(
+      seqlen=10,
+      eos_id=eos_id,
+      max_decode_steps=max_decode_steps,
+      fprop_for_prefix=max_decode_steps is not None,
+    )
     model = self.model.clone(decoder_tpl=hp)
     batch = lm_batch(seed=3)
     batch.prefix_lengths = np.array([4, 2, 6], np.int32)
-    metrics, out = jax.jit(lambda v, b: model.apply(v, b, method="decode"))(self.params_only, batch)
+    metrics, out, _ = jax.jit(lambda v, b: model.apply(v, b, method="decode"))(
+      self.params_only, batch
+    )
+    # Pax's form: one sample per row; logprobs 1.0 outside the fed and generated tokens.
+    out = jax.tree.map(lambda x: x[:, 0] if x.ndim >= 2 and x.shape[1] == 1 else x, out)
     ref = self.reference_greedy(
       batch.ids, batch.prefix_lengths, 10, eos_id, max_new=max_decode_steps or 100
     )
@@ -322,13 +333,29 @@ class LanguageModelTest(absltest.TestCase):
 
   def test_prompt_lengths_default_to_the_unpadded_ids(self):
     model = self.model.clone(
-      decoder_tpl=sample_decode.DecoderHParams(seqlen=10, eos_id=None, max_decode_steps=1)
+      decoder_tpl=sample_decode.DecoderHParams(
+        seqlen=10, eos_id=None, max_decode_steps=1, fprop_for_prefix=True
+      )
     )
     batch = lm_batch()  # row 1 has 3 padded positions
-    _, out = model.apply(self.params_only, batch, method="decode")
-    np.testing.assert_array_equal(out.prefix_lengths, [8, 5, 8])
-    np.testing.assert_array_equal(out.decode_lengths, [9, 6, 9])
-    np.testing.assert_array_equal(out.output_ids[1, :5], batch.ids[1, :5])
+    _, out, _ = model.apply(self.params_only, batch, method="decode")
+    np.testing.assert_array_equal(out.prefix_lengths[:, 0], [8, 5, 8])
+    np.testing.assert_array_equal(out.decode_lengths[:, 0], [9, 6, 9])
+    np.testing.assert_array_equal(out.output_ids[1, 0, :5], batch.ids[1, :5])
+
+  def test_max_decode_steps_without_fprop_for_prefix_counts_from_position_0(self):
+    # Pax's loop: max_decode_steps extend steps from position 0 (positions 1 and 2 written),
+    # prompt copies included; no row reaches 2 new tokens, so every decode length stays seqlen.
+    model = self.model.clone(
+      decoder_tpl=sample_decode.DecoderHParams(seqlen=10, eos_id=None, max_decode_steps=2)
+    )
+    batch = lm_batch(seed=3)
+    batch.prefix_lengths = np.array([4, 2, 6], np.int32)
+    _, out, _ = model.apply(self.params_only, batch, method="decode")
+    ids = np.asarray(out.output_ids[:, 0])  # [B, S]
+    np.testing.assert_array_equal(ids[0, :3], batch.ids[0, :3])  # prompt copies only
+    np.testing.assert_array_equal(ids[:, 3:], 0)
+    np.testing.assert_array_equal(out.decode_lengths[:, 0], [10, 10, 10])
 
   def test_sampling_needs_a_random_rng_and_uses_it(self):
     model = self.model.clone(
@@ -400,8 +427,8 @@ class LanguageModelTest(absltest.TestCase):
     prompt = NestedMap(
       ids=batch.ids, paddings=batch.paddings, prefix_lengths=np.full((b,), 2, np.int32)
     )
-    _, out = model.apply({"params": params}, prompt, method="decode")
-    np.testing.assert_array_equal(out.output_ids, seqs[:, :-1])
+    _, out, _ = model.apply({"params": params}, prompt, method="decode")
+    np.testing.assert_array_equal(out.output_ids[:, 0], seqs[:, :-1])  # [B, 1 sample, T]
 
 
 if __name__ == "__main__":

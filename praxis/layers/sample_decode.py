@@ -1,4 +1,4 @@
-"""The seed's decode settings and its pure-function decode API, run by Pax's loop.
+"""The seed's decode settings (one of Pax's decoder settings) and its pure-function decode API.
 
 `sample_decode(extend_fn, state, ids, prefix_lengths, hparams, rng)` decodes over a pure function
 
@@ -38,6 +38,7 @@ import numpy as np
 
 from praxis import base_hyperparams
 from praxis import base_layer
+from praxis import decoder_hparams
 from praxis import pytypes
 from praxis import sample_decode as pax_sample_decode
 from praxis import token_samplers
@@ -47,30 +48,36 @@ NestedMap = pytypes.NestedMap
 ExtendFn = Callable[[Any, jax.Array, jax.Array], tuple[Any, jax.Array]]
 
 
-@dataclasses.dataclass(frozen=True)
-class DecoderHParams(base_hyperparams.HParamsMixin):
-  """How to decode.
+@dataclasses.dataclass
+class DecoderHParams(decoder_hparams.SampleDecoderHParams, base_hyperparams.HParamsMixin):
+  """The seed's decode settings, as one of Pax's: a SampleDecoderHParams with one sample.
 
-  Attributes:
+  `LanguageModel.decode` runs it as Pax's sampling decode (and returns Pax's form); the pure
+  function `sample_decode` below takes it too. Temperature 0 is greedy (Pax's k = 1); otherwise
+  `k = top_k` (0: the whole vocabulary).
+
+  Attributes (besides Pax's):
     seqlen: length of the output buffer: prompt plus generated tokens (the KV cache length).
-    max_decode_steps: the most new tokens per row; None means until EOS or the end of the buffer.
+    max_decode_steps: Pax's: with fprop_for_prefix, the most new tokens per row; without it,
+      LanguageModel.decode stops after this many extend steps from position 0 (prompt copies
+      included), while the pure `sample_decode` below counts new tokens per row. None: until
+      EOS or the end of the buffer.
     temperature: 0 picks the most likely token (greedy); > 0 samples from softmax(logits / T).
     top_k: if > 0, sample only among the k most likely tokens (ignored when greedy).
     eos_id: the token that ends a row (2, Pax's default), or a tuple of such tokens; None never
       stops early.
-    pad_id: written after a row's end.
+    pad_id: written after a row's end by `sample_decode` (LanguageModel.decode writes Pax's 0).
     min_decode_steps: no EOS is chosen before this many new tokens (Pax's min_decode_steps).
   """
 
-  seqlen: int = 0
-  max_decode_steps: int | None = None
   temperature: float = 0.0
   top_k: int = 0
-  eos_id: int | tuple[int, ...] | None = 2
   pad_id: int = 0
-  min_decode_steps: int = 0
 
   def __post_init__(self):
+    parent = getattr(super(), "__post_init__", None)
+    if parent is not None:
+      parent()
     if self.seqlen <= 0:
       raise ValueError(
         f"DecoderHParams.seqlen must be positive (prompt + generated length), got {self.seqlen}."
@@ -87,6 +94,9 @@ class DecoderHParams(base_hyperparams.HParamsMixin):
       raise ValueError(
         f"DecoderHParams.top_k must be >= 0 (0 = whole vocabulary), got {self.top_k}."
       )
+    # Pax's fields that carry the seed's meaning.
+    self.num_samples = 1
+    self.k = self.top_k if self.temperature > 0.0 else 1
 
 
 def pick_next_token(

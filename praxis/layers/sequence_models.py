@@ -308,7 +308,7 @@ def _beam_search_from_start(
   this adapter prefills and steps a pure copy of the encoder-decoder. `model` is the bound
   encoder-decoder; prefill_fn(mdl) runs it (mutable DECODE_CACHE) on the
   batch with the start tokens `start_ids` [B] as a one-position target. The search itself is
-  `praxis.beam_search.beam_search` over a pure copy of the model.
+  `praxis.beam_search.beam_search_over_fn` over a pure copy of the model.
 
   Returns NestedMap(output_ids [B, K, 1 + max_decode_steps] (generated tokens from position 0,
   as Pax's, whose start token is padding), scores, decode_lengths (generated tokens, EOS
@@ -336,7 +336,7 @@ def _beam_search_from_start(
 
   batch = start_ids.shape[0]
   buffer = jnp.zeros((batch, 1 + max_decode_steps), jnp.int32).at[:, 0].set(start_ids)
-  result = beam_search_lib.beam_search(
+  result = beam_search_lib.beam_search_over_fn(
     extend_fn,
     cache[DECODE_CACHE],
     buffer,

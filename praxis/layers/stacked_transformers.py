@@ -398,27 +398,34 @@ class StackedTransformer(base_layer.BaseLayer):
     """Ours: hides the positions the prefill's paddings marked (this step's is real now)."""
     if not self.has_variable(DECODE_CACHE, "paddings"):
       return mask
-    paddings = self.get_variable(DECODE_CACHE, "paddings")  # [B, S]
+    stored = self.get_variable(DECODE_CACHE, "paddings")  # [B, S], or [B, N.., S] (see below)
+    paddings = stored.reshape(-1, stored.shape[-1])  # [B * N.., S]: the extend_step rows
     paddings = jax.lax.dynamic_update_slice_in_dim(
       paddings, jnp.zeros((paddings.shape[0], 1), paddings.dtype), time_step, axis=1
     )
-    self.put_variable(DECODE_CACHE, "paddings", paddings)
+    self.put_variable(DECODE_CACHE, "paddings", paddings.reshape(stored.shape))
     padding_mask = attentions.convert_paddings_to_mask(paddings, mask.dtype)[:, :, 0, :]
     return attentions.merge_masks(mask, padding_mask)  # [B, 1, S]
 
   def transform_decode_state(self, transform_fn) -> None:
     for layer in self.x_layers:
       layer.transform_decode_state(transform_fn)
-    if self.has_variable(DECODE_CACHE, "paddings"):  # ours, [B, S]: as the caches' time dim
-      self.update_decode_state("paddings", transform_fn(self.get_decode_state("paddings"), 0, 1))
+    if self.has_variable(DECODE_CACHE, "paddings"):  # ours: laid out as the attention caches
+      paddings = self.get_decode_state("paddings")  # [B, N.., S]: time is the last dim
+      self.update_decode_state("paddings", transform_fn(paddings, 0, paddings.ndim - 1))
 
   def lazy_broadcast_prefix(self, num_suffix_samples: int, suffix_length: int) -> None:
     for layer in self.x_layers:
       layer.lazy_broadcast_prefix(num_suffix_samples, suffix_length)
     if self.has_variable(DECODE_CACHE, "paddings"):
-      # The masks are per sample row [B * N, prefix + suffix]; the suffix is not padding.
-      paddings = jnp.repeat(self.get_decode_state("paddings"), num_suffix_samples, axis=0)
-      self.update_decode_state("paddings", jnp.pad(paddings, [(0, 0), (0, suffix_length)]))
+      # Like the LPB caches, one more sample dim before time: [B, N.., S] -> [B, N.., N', S +
+      # suffix] (the suffix is not padding), so a beam search's reorder of [B, K, ..] applies.
+      paddings = self.get_decode_state("paddings")
+      paddings = jnp.broadcast_to(
+        paddings[..., None, :], paddings.shape[:-1] + (num_suffix_samples, paddings.shape[-1])
+      )
+      pad = [(0, 0)] * (paddings.ndim - 1) + [(0, suffix_length)]
+      self.update_decode_state("paddings", jnp.pad(paddings, pad))
 
   def right_align_decode_state_with_prefix(self, max_prefix_size: int, right_align_fn) -> None:
     for layer in self.x_layers:
