@@ -270,6 +270,9 @@ def template_field(cls: Any = dataclasses.MISSING, tags: Any = (), **defaults) -
     return dataclasses.field(metadata=meta)
   if cls is None:
     return dataclasses.field(default=None, metadata=meta)
+  if cls in (list, tuple, dict) and not defaults:
+    # `template_field(list)`: an empty container of templates (Pax's auto_config of the type).
+    return dataclasses.field(default_factory=cls, metadata=meta)
 
   def factory():
     if not isinstance(cls, type) and not defaults:
@@ -545,8 +548,7 @@ def instantiate(cfg: Any, **overrides) -> Any:
   """
   if overrides:
     cfg = cfg.clone().set(**overrides)
-  with empty_flax_module_stack():
-    return _build(cfg, memo={}, parent=None)
+  return _build(cfg, memo={}, parent=None, top=True)
 
 
 # Pax's name.
@@ -574,7 +576,11 @@ def _is_layer_config(value: Any) -> bool:
   )
 
 
-def _build(value: Any, memo: dict[int, Any], parent: Any) -> Any:
+def _build(value: Any, memo: dict[int, Any], parent: Any, top: bool = False) -> Any:
+  """Builds `value`. As in Pax, only the outermost objects (`top`) are constructed under the
+  running Flax module (so `cfg.Instantiate()` in a parent's setup / compact method makes a
+  child of it, named by the config or by Flax); everything nested is built detached and
+  adopted by the object that receives it."""
   if isinstance(value, fdl.Buildable):
     if id(value) in memo:
       return memo[id(value)]
@@ -584,11 +590,12 @@ def _build(value: Any, memo: dict[int, Any], parent: Any) -> Any:
     here = value if _is_layer_config(value) else parent
     templates = template_field_names(target) if isinstance(target, type) else frozenset()
     kwargs = {}
-    for name, arg in value.__arguments__.items():
-      if name in templates:
-        kwargs[name] = _copy_template(arg, here)
-      else:
-        kwargs[name] = _build(arg, memo, here)
+    with empty_flax_module_stack() if top else contextlib.nullcontext():
+      for name, arg in value.__arguments__.items():
+        if name in templates:
+          kwargs[name] = _copy_template(arg, here)
+        else:
+          kwargs[name] = _build(arg, memo, here)
     if isinstance(value, fdl.Partial):
       built = functools.partial(target, **kwargs)
     else:
@@ -596,10 +603,10 @@ def _build(value: Any, memo: dict[int, Any], parent: Any) -> Any:
     memo[key] = built
     return built
   if isinstance(value, (list, tuple)):
-    items = [_build(v, memo, parent) for v in value]
+    items = [_build(v, memo, parent, top) for v in value]
     return type(value)(items) if not hasattr(value, "_fields") else type(value)(*items)
   if isinstance(value, dict):
-    return type(value)((k, _build(v, memo, parent)) for k, v in value.items())
+    return type(value)((k, _build(v, memo, parent, top)) for k, v in value.items())
   return value
 
 
