@@ -23,11 +23,13 @@ import contextlib
 import copy
 import dataclasses
 import functools
+import inspect
 import typing
 import weakref
 from typing import Any, Callable, TypeVar
 
 import fiddle as fdl
+from fiddle import daglish
 
 _T = TypeVar("_T")
 _TEMPLATE = "praxis_template"
@@ -113,10 +115,43 @@ def _apply_field_metadata(cfg: Any, fields: Any) -> None:
       fdl.add_tag(cfg, dc_field.name, tag)
     if meta.buildable_initializer is not None and dc_field.name not in cfg.__arguments__:
       value = meta.buildable_initializer()
+      if _has_partial_holding_config(value):
+        # A Config inside a Partial is shared by the Partial's calls; inside this field's
+        # factory it must not be, and no Fiddle buildable says "once per outer call".
+        raise ValueError(
+          f"Unable to safely replace {getattr(cfg.__fn_or_cls__, '__qualname__', cfg)}."
+          f"{dc_field.name} with a Pax Buildable: its default factory makes a Partial that "
+          "holds a Config, whose sharing Fiddle cannot express. Give the field an explicit "
+          "value in the config, or a factory without that nesting."
+        )
       if isinstance(cfg, (fdl.Partial, fdl.ArgFactory)) and isinstance(value, fdl.Config):
-        # A partial builds many objects: each must get its own value, made at call time.
-        value = fdl.cast(ArgFactory, value)
+        # A partial builds many objects: each must get its own value (and its own nested
+        # values), made at call time.
+        value = _configs_to_arg_factories(value)
       setattr(cfg, dc_field.name, value)
+
+
+def _has_partial_holding_config(value: Any) -> bool:
+  """Whether `value` holds a Partial / ArgFactory that (at any depth) holds a Config."""
+  for sub, _ in daglish.iterate(value):
+    if isinstance(sub, (fdl.Partial, fdl.ArgFactory)) and any(
+      isinstance(inner, fdl.Config) for inner, _ in daglish.iterate(sub)
+    ):
+      return True
+  return False
+
+
+def _configs_to_arg_factories(value: Any) -> Any:
+  """`value` with every Config (outside nested Partials) turned into an ArgFactory."""
+
+  def convert(node, state):
+    if not isinstance(node, fdl.Partial):
+      node = state.map_children(node)
+    if isinstance(node, fdl.Config):
+      node = fdl.cast(ArgFactory, node)
+    return node
+
+  return daglish.MemoizedTraversal.run(convert, value)
 
 
 class _CloneAndSet:
@@ -193,8 +228,18 @@ class _CloneAndSet:
         if field.name in missing_fields_in_self:
           continue
         raise ValueError(f"Copying incompatible HParams: {field.name!r} not in self")
-      if field.name in source.__arguments__:
+      if field.name in source.__arguments__ and not _holds_factory_default(source, field):
         setattr(self, field.name, getattr(source, field.name))
+      elif field.default_factory is not dataclasses.MISSING:
+        # Pax: a default_factory default copies only where self's field has the same factory.
+        target_field = {f.name: f for f in dataclasses.fields(self.__fn_or_cls__)}[field.name]
+        if target_field.default_factory is not field.default_factory:
+          raise ValueError(
+            f"Can't copy from default_factory {source.__fn_or_cls__.__qualname__}.{field.name}: "
+            f"{self.__fn_or_cls__.__qualname__}.{field.name} has another default; set the "
+            "value explicitly in the source."
+          )
+        setattr(self, field.name, _default_for_config(field))
       elif field.default is not dataclasses.MISSING:
         setattr(self, field.name, field.default)
       elif field.default_factory is dataclasses.MISSING:
@@ -247,9 +292,43 @@ class PaxArgFactory(_CloneAndSet, fdl.ArgFactory):
 ArgFactory = PaxArgFactory
 
 
+def _holds_factory_default(cfg: Any, dc_field: dataclasses.Field) -> bool:
+  """Whether `cfg`'s value for `dc_field` is the one a new config got from a plain
+  default_factory (filled in by `_fill_dataclass_defaults`, not set by the user)."""
+  if dc_field.default_factory is dataclasses.MISSING or dc_field.metadata.get(_INSTANCE):
+    return False
+  if dc_field.metadata.get(_TEMPLATE):
+    return False
+  meta = field_metadata(dc_field)
+  if meta is not None and meta.buildable_initializer is not None:
+    return False
+  try:
+    return bool(cfg.__arguments__.get(dc_field.name) == dc_field.default_factory())
+  except Exception:  # pylint: disable=broad-except
+    return False
+
+
 def update_callable(buildable: Any, new_callable: Any, drop_invalid_args: bool = False) -> None:
   """Points `buildable` at another class or function (Fiddle's update_callable), then adds the
-  new dataclass's field tags and default values as a new config of it would have them."""
+  new dataclass's field tags and default values as a new config of it would have them.
+
+  Defaults the old dataclass's plain default_factories filled in (not set by the user) are
+  dropped first when the new callable has no such argument, as Pax's configs never held them.
+  """
+  old = buildable.__fn_or_cls__
+  if dataclasses.is_dataclass(old) and isinstance(buildable, _CloneAndSet):
+    try:
+      new_names = set(inspect.signature(new_callable).parameters)
+    except (TypeError, ValueError):
+      new_names = None
+    if new_names is not None:
+      for dc_field in dataclasses.fields(old):
+        if (
+          dc_field.name in buildable.__arguments__
+          and dc_field.name not in new_names
+          and _holds_factory_default(buildable, dc_field)
+        ):
+          delattr(buildable, dc_field.name)
   fdl.update_callable(buildable, new_callable, drop_invalid_args)
   if dataclasses.is_dataclass(buildable.__fn_or_cls__) and isinstance(buildable, _CloneAndSet):
     buildable._fill_dataclass_defaults()  # pylint: disable=protected-access
@@ -270,6 +349,9 @@ def template_field(cls: Any = dataclasses.MISSING, tags: Any = (), **defaults) -
     return dataclasses.field(metadata=meta)
   if cls is None:
     return dataclasses.field(default=None, metadata=meta)
+  if cls in (list, tuple, dict) and not defaults:
+    # `template_field(list)`: an empty container of templates (Pax's auto_config of the type).
+    return dataclasses.field(default_factory=cls, metadata=meta)
 
   def factory():
     if not isinstance(cls, type) and not defaults:
@@ -545,12 +627,33 @@ def instantiate(cfg: Any, **overrides) -> Any:
   """
   if overrides:
     cfg = cfg.clone().set(**overrides)
-  with empty_flax_module_stack():
-    return _build(cfg, memo={}, parent=None)
+  return _build(cfg, memo={}, parent=None, top=True)
 
 
 # Pax's name.
 build = instantiate
+
+
+class _FreshValue:
+  """What an ArgFactory builds to: makes a new value (with new nested ArgFactory values) each
+  time the Partial that holds it is called."""
+
+  def __init__(self, target: Any, kwargs: dict[str, Any]):
+    self.target, self.kwargs = target, kwargs
+
+  def make(self) -> Any:
+    return self.target(**_fresh_kwargs(self.kwargs))
+
+
+def _fresh_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+  return {k: v.make() if isinstance(v, _FreshValue) else v for k, v in kwargs.items()}
+
+
+class _PartialWithFreshArgs(functools.partial):
+  """A functools.partial whose ArgFactory arguments are made anew on every call."""
+
+  def __call__(self, *args, **kwargs):
+    return self.func(*self.args, *args, **{**_fresh_kwargs(self.keywords), **kwargs})
 
 
 def _inherit(parent: Any, cfg: Any) -> Any:
@@ -574,7 +677,11 @@ def _is_layer_config(value: Any) -> bool:
   )
 
 
-def _build(value: Any, memo: dict[int, Any], parent: Any) -> Any:
+def _build(value: Any, memo: dict[int, Any], parent: Any, top: bool = False) -> Any:
+  """Builds `value`. As in Pax, only the outermost objects (`top`) are constructed under the
+  running Flax module (so `cfg.Instantiate()` in a parent's setup / compact method makes a
+  child of it, named by the config or by Flax); everything nested is built detached and
+  adopted by the object that receives it."""
   if isinstance(value, fdl.Buildable):
     if id(value) in memo:
       return memo[id(value)]
@@ -582,24 +689,30 @@ def _build(value: Any, memo: dict[int, Any], parent: Any) -> Any:
     value = _inherit(parent, value)
     target = value.__fn_or_cls__
     here = value if _is_layer_config(value) else parent
-    templates = template_field_names(target) if isinstance(target, type) else frozenset()
+    templates = template_field_names(target)
     kwargs = {}
-    for name, arg in value.__arguments__.items():
-      if name in templates:
-        kwargs[name] = _copy_template(arg, here)
+    with empty_flax_module_stack() if top else contextlib.nullcontext():
+      for name, arg in value.__arguments__.items():
+        if name in templates:
+          kwargs[name] = _copy_template(arg, here)
+        else:
+          kwargs[name] = _build(arg, memo, here)
+    if isinstance(value, fdl.ArgFactory):
+      built = _FreshValue(target, kwargs)
+    elif isinstance(value, fdl.Partial):
+      if any(isinstance(v, _FreshValue) for v in kwargs.values()):
+        built = _PartialWithFreshArgs(target, **kwargs)
       else:
-        kwargs[name] = _build(arg, memo, here)
-    if isinstance(value, fdl.Partial):
-      built = functools.partial(target, **kwargs)
+        built = functools.partial(target, **kwargs)
     else:
       built = target(**kwargs)
     memo[key] = built
     return built
   if isinstance(value, (list, tuple)):
-    items = [_build(v, memo, parent) for v in value]
+    items = [_build(v, memo, parent, top) for v in value]
     return type(value)(items) if not hasattr(value, "_fields") else type(value)(*items)
   if isinstance(value, dict):
-    return type(value)((k, _build(v, memo, parent)) for k, v in value.items())
+    return type(value)((k, _build(v, memo, parent, top)) for k, v in value.items())
   return value
 
 

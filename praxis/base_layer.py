@@ -126,7 +126,6 @@ BaseLayerT = TypeVar("BaseLayerT", bound="BaseLayer")
 # Reshapes one decode-state tensor: (state, batch_dim, time_dim) -> new state.
 DecodeStateTransformFn = Callable[[JTensor, int, int | None], JTensor]
 LayerTpl = base_hyperparams.Config
-BaseLayerApi = nn.Module
 
 # Flax collections (Pax's names and values).
 PARAMS = "params"
@@ -554,8 +553,10 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
         if not field.init or field.name == "parent":
           continue
         value = getattr(self, field.name)
-        if isinstance(value, (nn.Module, base_hyperparams.Config)):
-          value = None  # children report their own config
+        if isinstance(value, (nn.Module, base_hyperparams.Config)) or (
+          is_sublayer_template_or_instance(value)
+        ):
+          value = None  # children (and lists / dicts of them) report their own config
         kwargs[field.name] = value
       self.put_variable(
         HYPER_PARAMS, "_hparams", WrappedHParams(base_hyperparams.Config(type(self), **kwargs))
@@ -781,6 +782,10 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
     """
     weight = 1.0 if weight is None else weight
     self.sow(AUX_LOSS, name, (value, jnp.asarray(weight, jnp.float32)))
+
+
+# Pax's name for the layer API (the same class there too).
+BaseLayerApi = BaseLayer
 
 
 def aux_loss_totals(variables: Any) -> tuple[jax.Array, jax.Array]:

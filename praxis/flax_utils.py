@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from flax import linen as nn
 from flax import traverse_util
 from flax.core import frozen_dict
 from flax.linen import partitioning as flax_partitioning
@@ -72,7 +73,7 @@ def convert_to_boxed_params(
   }
 
   def box(value, collection: str, logical_axes):
-    if isinstance(value, base_layer.BoxedParam):  # a praxis layer inside: boxed already
+    if is_boxed(value):  # a praxis layer inside (BoxedParam or WeightBox): boxed already
       return value
     mapping = None
     if logical_axes is not None:
@@ -98,7 +99,9 @@ def convert_to_boxed_params(
     )
     return base_layer.BoxedParam(value, meta)
 
-  is_boxed = lambda x: isinstance(x, base_layer.BoxedParam)  # pylint: disable=unnecessary-lambda-assignment
+  def is_boxed(x):
+    return isinstance(x, (base_layer.BoxedParam, nn.Partitioned))
+
   boxed = {}
   for collection, tree in var_tree.items():
     annotated = axes.get(f"{collection}_axes")

@@ -24,6 +24,15 @@ class FlaxUtilsTest(absltest.TestCase):
     self.assertTrue(base_layer.var_requires_mean_sync(mean.meta))
     np.testing.assert_array_equal(kernel.value, variables["params"]["layers_0"]["kernel"])
 
+  def test_praxis_weight_boxes_pass_through(self):
+    # A praxis layer inside the Flax module boxes its own weights (WeightBox): they keep that
+    # box, so unboxing once gives plain arrays again.
+    inner = base_layer.WeightBox(jnp.ones((2,)), names=(None,))
+    boxed = flax_utils.convert_to_boxed_params({"params": {"pax_bn": {"beta": inner}}})
+    self.assertIs(boxed["params"]["pax_bn"]["beta"], inner)
+    plain = base_layer.maybe_unbox_value(boxed)
+    self.assertIsInstance(plain["params"]["pax_bn"]["beta"], jax.Array)
+
   def test_summaries_unpack_and_repack(self):
     tree = {"loss": jnp.arange(6.0).reshape(3, 2)}
     unpacked = flax_utils.maybe_unpack_summary(tree, True, 3)

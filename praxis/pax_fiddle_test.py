@@ -94,6 +94,46 @@ class PaxFiddleTest(absltest.TestCase):
     np.testing.assert_allclose(variables["params"]["a"]["w"], [3.0, 3.0])
     self.assertEqual(layer.apply(variables, jnp.ones((2,), jnp.float16)).dtype, jnp.float16)
 
+  def test_instantiate_in_setup_or_compact_makes_a_child(self):
+    # Built in a parent's setup (named by the config, else by the attribute) or compact method
+    # (named by the config, else ClassName_N), as Pax's instantiate.
+    class InSetup(nn.Module):
+      name_in_config: str | None = None
+
+      def setup(self):
+        self.layer = pax_fiddle.Config(Leaf, name=self.name_in_config).Instantiate()
+
+      def __call__(self, x):
+        return self.layer(x)
+
+    class InCompact(nn.Module):
+      @nn.compact
+      def __call__(self, x):
+        return pax_fiddle.Config(Leaf).Instantiate()(x)
+
+    x = jnp.ones((2,))
+    key = jax.random.PRNGKey(0)
+    self.assertEqual(list(InSetup().init(key, x)["params"]), ["layer"])
+    self.assertEqual(list(InSetup(name_in_config="x").init(key, x)["params"]), ["x"])
+    self.assertEqual(list(InCompact().init(key, x)["params"]), ["Leaf_0"])
+
+  def test_function_args_annotated_config_stay_configs(self):
+    def takes_template(tpl: pax_fiddle.Config[Leaf]):
+      return tpl
+
+    built = pax_fiddle.build(pax_fiddle.Config(takes_template, tpl=pax_fiddle.Config(Leaf)))
+    self.assertIsInstance(built, pax_fiddle.Config)
+    self.assertIs(built.cls, Leaf)
+
+  def test_arg_factories_in_a_partial_make_new_values_per_call(self):
+    partial = pax_fiddle.build(
+      pax_fiddle.Partial(dict, box=pax_fiddle.ArgFactory(dict, inner=pax_fiddle.ArgFactory(list)))
+    )
+    first, second = partial(), partial()
+    self.assertEqual(first, {"box": {"inner": []}})
+    self.assertIsNot(first["box"], second["box"])
+    self.assertIsNot(first["box"]["inner"], second["box"]["inner"])
+
 
 if __name__ == "__main__":
   absltest.main()

@@ -676,14 +676,23 @@ class DotProductAttention(base_layer.BaseLayer):
     self, name: str, value: jax.Array, time_step: jax.Array, time_dim: int
   ) -> jax.Array:
     """Writes value ([B, N, H], or with its time dim) into cache `name` at time_step."""
-    if value.ndim == time_dim + 2:
-      value = jnp.expand_dims(value, time_dim)
     state = self.get_decode_state(name)
     if state is None:
       raise ValueError(
         f"{type(self).__name__}.extend_step found no decode state {name!r}: first "
         f"apply __call__ to the prefix with mutable=['decoder_cache']."
       )
+    if value.ndim == state.ndim - 2:
+      # One key / value head projected without its heads dim ([B, H], multi-query): the state
+      # keeps it ([B, S, 1, H]).
+      value = jnp.expand_dims(value, (time_dim, time_dim + 1))
+    elif (
+      value.ndim == state.ndim - 1 and state.shape[-2] == 1 and value.shape[-2] != 1
+    ):
+      # n steps of such a head ([B, T, H]): add the heads dim.
+      value = jnp.expand_dims(value, -2)
+    elif value.ndim == time_dim + 2:
+      value = jnp.expand_dims(value, time_dim)
     start = [0] * value.ndim
     start[time_dim] = jnp.asarray(time_step, jnp.int32)
     new_state = jax.lax.dynamic_update_slice(state, value.astype(state.dtype), start)

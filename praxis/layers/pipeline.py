@@ -119,6 +119,7 @@ class _Iteration(base_layer.BaseLayer):
   circular_repeat: int = 1
   static_kwargs: tuple[tuple[str, Any], ...] = ()
   polluting_bubbles_with_nan: bool = False
+  stage_axis: str | None = "stage"
 
   def setup(self):
     stages = nn.vmap(
@@ -126,7 +127,7 @@ class _Iteration(base_layer.BaseLayer):
       in_axes=0,
       variable_axes={name: 0 for name in _PER_STAGE},
       split_rngs=_RNGS,
-      metadata_params={nn.PARTITION_NAME: "stage"},
+      metadata_params={nn.PARTITION_NAME: self.stage_axis},
     )
     self.stages = stages(
       body_tpl=self.body_tpl, static_kwargs=self.static_kwargs, **_inherited(self)
@@ -226,14 +227,39 @@ class LayerwiseShardablePipelined(base_layer.BaseLayer):
       result does not depend on them).
     checkpoint_policy: what each loop iteration keeps for the backward pass; the default keeps
       only the iteration's inputs (the stages' activations are recomputed).
+    stream_io, pipeline_broadcast_inputs: Pax's transfer optimisations, accepted so that Pax's
+      configs build; the results do not depend on them, and here the inputs and broadcast
+      arguments always start replicated over the stages.
+    weight_split_dims_mapping.stages: the mesh axis of the weights' leading [num_stages] dim
+      (Pax's `WeightSharding.stages`, e.g. ['stage']); left at (None,), the logical axis name
+      'stage', which the experiment's rules map.
   """
+
+  class WeightSharding(base_layer.BaseLayer.WeightSharding):
+    """Pax's: `stages`, how the weights' leading [num_stages] dim is split."""
+
+    stages: base_layer.SplitDimsMapping = (None,)
 
   num_stages: int = 1
   single_stage_body: Any = base_hyperparams.template_field(None)
   num_microbatches: int | None = None
   microbatch_size: int | None = None
+  stream_io: bool = False
   polluting_bubbles_with_nan: bool = False
+  pipeline_broadcast_inputs: bool = False
   checkpoint_policy: cp.AutodiffCheckpointType = cp.AutodiffCheckpointType.SAVE_ITERATION_INPUT
+
+  def _stage_axis(self) -> str | None:
+    """The axis name the vmap gives the weights' [num_stages] dim."""
+    stages = getattr(self.weight_split_dims_mapping, "stages", (None,))
+    if stages is None or all(axis is None for axis in stages):
+      return "stage"
+    if len(stages) != 1 or not isinstance(stages[0], str):
+      raise ValueError(
+        f"{self.name}: weight_split_dims_mapping.stages names the mesh axis of the one "
+        f"[num_stages] dim, e.g. ['stage']; got {stages!r}."
+      )
+    return stages[0]
 
   def _circular_repeat(self) -> int:
     return 1
@@ -322,6 +348,7 @@ class LayerwiseShardablePipelined(base_layer.BaseLayer):
       circular_repeat=repeats,
       static_kwargs=tuple(sorted(static.items())),
       polluting_bubbles_with_nan=self.polluting_bubbles_with_nan,
+      stage_axis=self._stage_axis(),
       name="body",
       **_inherited(self),
     )
@@ -383,6 +410,11 @@ class PipelinedTransformer(base_layer.BaseLayer):
     checkpoint_policy: what each loop iteration keeps for the backward pass.
   """
 
+  class WeightSharding(base_layer.BaseLayer.WeightSharding):
+    """Pax's: `stages`, how the weights' leading [num_stages] dim is split (to the pipeline)."""
+
+    stages: base_layer.SplitDimsMapping = (None,)
+
   pipeline_stage: Any = base_hyperparams.template_field(None)
   circular_repeat: int = 1
   num_pipeline_stages: int | None = None
@@ -404,6 +436,8 @@ class PipelinedTransformer(base_layer.BaseLayer):
       num_microbatches=self.num_pipeline_microbatches,
       microbatch_size=self.pipeline_microbatch_size,
       checkpoint_policy=self.checkpoint_policy,
+      stream_io=self.stream_io,
+      pipeline_broadcast_inputs=self.pipeline_broadcast_inputs,
     )
     if self.circular_repeat == 1:
       cfg = base_hyperparams.Config(LayerwiseShardablePipelined, **fields)
@@ -411,6 +445,7 @@ class PipelinedTransformer(base_layer.BaseLayer):
       cfg = base_hyperparams.Config(
         CircularLayerwiseShardablePipelined, circular_repeat=self.circular_repeat, **fields
       )
+    cfg.weight_split_dims_mapping.stages = self.weight_split_dims_mapping.stages
     self.create_child("pipeline", cfg)
 
   def __call__(self, inputs: jax.Array, *args: Any, **kwargs: Any) -> jax.Array:

@@ -134,7 +134,8 @@ class PipelineTest(parameterized.TestCase):
       with sharding.activate(self.mesh, _RULES):
         params, loss = pipelined(params)
       reference, want = sequential(reference)
-      np.testing.assert_allclose(loss, want, rtol=1e-5)
+      # float32 sums over a sharded batch and over one device differ in their last bits.
+      np.testing.assert_allclose(loss, want, rtol=1e-4)
     jax.tree.map(
       lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6),
       jax.device_get(params),
