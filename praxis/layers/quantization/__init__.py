@@ -1,0 +1,5 @@
+"""praxis.layers.quantization: Pax's quantization (PTQ, AQT, fake quant) building blocks.
+
+quantization_hparams holds the settings, utils the einsum / int4 / dtype helpers, optimization the
+clipping search; operations and quantizer (the int einsums and TensorQuantizer) follow.
+"""
