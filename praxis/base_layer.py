@@ -639,6 +639,41 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
     return self.get_var(name)
 
   @nn.nowrap
+  def create_quantized_variable(
+    self,
+    name: str,
+    weight_hparams: WeightHParams,
+    scale_shape: Sequence[int] = (),
+    dtype: Any = jnp.int8,
+    use_symmetric: bool = True,
+    scale_hparams: WeightHParams | None = None,
+  ) -> None:
+    """Pax's quantized weight: `name` (zeros of `dtype`), `name`_quantized_scale (+ `_zp`).
+
+    The scale (and the zero point, when not `use_symmetric`) takes `scale_hparams`, or a plain
+    WeightHParams of `scale_shape`; give one of them.
+    """
+    if scale_hparams is not None and len(scale_shape):
+      raise ValueError(f"{name}: give scale_shape or scale_hparams, not both.")
+    w_hp = copy.deepcopy(weight_hparams)
+    w_hp.dtype, w_hp.init = dtype, WeightInit.Constant(0)
+    s_hp = scale_hparams if scale_hparams is not None else WeightHParams(shape=list(scale_shape))
+    self.create_variable(name, w_hp)
+    self.create_variable(name + QUANTIZED_SCALE_NAME_POSTFIX, s_hp)
+    if not use_symmetric:
+      self.create_variable(name + QUANTIZED_ZP_NAME_POSTFIX, s_hp)
+
+  @nn.nowrap
+  def get_quantized_weight(self, name: str, use_symmetric: bool = True) -> tuple[Any, Any, Any]:
+    """(weight, scale, zero point or None) created by create_quantized_variable."""
+    zp = None if use_symmetric else getattr(self.theta, name + QUANTIZED_ZP_NAME_POSTFIX)
+    return (
+      getattr(self.theta, name),
+      getattr(self.theta, name + QUANTIZED_SCALE_NAME_POSTFIX),
+      zp,
+    )
+
+  @nn.nowrap
   def get_var(self, name: str) -> Any:
     """A non-trainable variable's current value."""
     return self.get_variable(NON_TRAINABLE, name)
