@@ -3,3 +3,7 @@
 quantization_hparams holds the settings, utils the einsum / int4 / dtype helpers, optimization the
 clipping search; operations and quantizer (the int einsums and TensorQuantizer) follow.
 """
+
+from praxis.layers.quantization.linears import Linear
+from praxis.layers.quantization.linears import LinearLoRA
+from praxis.layers.quantization.operations import einsum
