@@ -7,3 +7,4 @@ clipping search; operations and quantizer (the int einsums and TensorQuantizer) 
 from praxis.layers.quantization.linears import Linear
 from praxis.layers.quantization.linears import LinearLoRA
 from praxis.layers.quantization.operations import einsum
+from praxis.layers.quantization.einsum import Einsum
