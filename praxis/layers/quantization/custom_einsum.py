@@ -22,14 +22,14 @@ JTensor = jnp.ndarray
 
 def _contracted(this: str, other: str) -> list[int]:
   """Positions in `this` (normalized einsum operand) of names shared with `other`."""
-  if '.' in this:
+  if "." in this:
     raise ValueError(f'operand {this!r} is not normalized (has "...").')
   return [i for i, c in enumerate(this) if c in other]
 
 
 def get_scale_eqn(left: str, right: str) -> str:
   """The names of `right` that also occur in `left`, in `right`'s order."""
-  return ''.join(c for c in right if c in left)
+  return "".join(c for c in right if c in left)
 
 
 def _cast_to_bits(t, bits, what):
@@ -37,42 +37,41 @@ def _cast_to_bits(t, bits, what):
     return t.astype(jnp.int8)
   if bits == 4:
     return t.astype(jnp.int4)
-  raise ValueError(f'custom_einsum: {what} must be 8 or 4; got {bits}.')
+  raise ValueError(f"custom_einsum: {what} must be 8 or 4; got {bits}.")
 
 
 def _rescale(t, t_names, scale, scale_names, dtype):
   """t * scale, broadcasting scale (named by scale_names) over t's names."""
-  return jnp.einsum(f'{t_names},{scale_names}->{t_names}', t, scale,
-                    preferred_element_type=dtype)
+  return jnp.einsum(f"{t_names},{scale_names}->{t_names}", t, scale, preferred_element_type=dtype)
 
 
 def custom_einsum(
-    x: JTensor,
-    w: JTensor,
-    *,
-    eqn: str,
-    prng_key: jax.Array,
-    params: quantization_hparams.QuantizedTrainingParams,
+  x: JTensor,
+  w: JTensor,
+  *,
+  eqn: str,
+  prng_key: jax.Array,
+  params: quantization_hparams.QuantizedTrainingParams,
 ) -> jnp.ndarray:
   """einsum(eqn, x, w) quantized as `params` says in both passes (see the module docstring)."""
   if params.bits_fwd is not None and params.cast_bits_fwd is not None:
-    raise ValueError('custom_einsum: set bits_fwd or cast_bits_fwd, not both.')
+    raise ValueError("custom_einsum: set bits_fwd or cast_bits_fwd, not both.")
   if params.bits_bwd is not None and params.cast_bits_bwd is not None:
-    raise ValueError('custom_einsum: set bits_bwd or cast_bits_bwd, not both.')
+    raise ValueError("custom_einsum: set bits_bwd or cast_bits_bwd, not both.")
   acc_dtype = params.einsum_output_dtype
   scale_dtype = params.einsum_scale_output_dtype
 
   def fwd(x, w, key):
     ins, out, _ = einsum_parser.parse_einsum_input((eqn, x, w))
-    lhs, rhs = ins.split(',')
+    lhs, rhs = ins.split(",")
     sx = sw = None
     if params.bits_fwd is not None:
       qx, sx, _ = reduce_precision(x, _contracted(lhs, rhs), bits=params.bits_fwd)
       qw, sw, _ = reduce_precision(w, _contracted(rhs, lhs), bits=params.bits_fwd)
       sx, sw = jnp.squeeze(sx), jnp.squeeze(sw)
     elif params.cast_bits_fwd is not None:
-      qx = _cast_to_bits(x, params.cast_bits_fwd, 'cast_bits_fwd')
-      qw = _cast_to_bits(w, params.cast_bits_fwd, 'cast_bits_fwd')
+      qx = _cast_to_bits(x, params.cast_bits_fwd, "cast_bits_fwd")
+      qw = _cast_to_bits(w, params.cast_bits_fwd, "cast_bits_fwd")
     else:
       qx, qw = x, w
     y = jnp.einsum(eqn, qx, qw, preferred_element_type=acc_dtype)
@@ -86,11 +85,11 @@ def custom_einsum(
   def bwd(res, g):
     qx, qw, sx, sw, key = res
     ins, out, _ = einsum_parser.parse_einsum_input((eqn, qx, qw))
-    lhs, rhs = ins.split(',')
-    dx_eqn = f'{out},{rhs}->{lhs}'
-    dw_eqn = f'{lhs},{out}->{rhs}'
+    lhs, rhs = ins.split(",")
+    dx_eqn = f"{out},{rhs}->{lhs}"
+    dw_eqn = f"{lhs},{out}->{rhs}"
     if params.cast_bits_bwd is not None:
-      g = _cast_to_bits(g, params.cast_bits_bwd, 'cast_bits_bwd')
+      g = _cast_to_bits(g, params.cast_bits_bwd, "cast_bits_bwd")
     # Fold the forward scales into g: d(x*sx)/dx etc.
     g_for_dx = g if sw is None else _rescale(g, out, sw, get_scale_eqn(out, rhs), acc_dtype)
     g_for_dw = g if sx is None else _rescale(g, out, sx, get_scale_eqn(out, lhs), acc_dtype)
@@ -98,11 +97,15 @@ def custom_einsum(
     def quantize_grad(grad, contract_dims):
       if params.bits_bwd is not None:
         q, s, _ = reduce_precision(
-            grad, contract_dims, bits=params.bits_bwd,
-            random_rounding=params.random_rounding_bwd, key=key)
+          grad,
+          contract_dims,
+          bits=params.bits_bwd,
+          random_rounding=params.random_rounding_bwd,
+          key=key,
+        )
         return q, jnp.squeeze(s)
       if params.cast_bits_bwd is not None:
-        return _cast_to_bits(grad, params.cast_bits_fwd, 'cast_bits_fwd'), None
+        return _cast_to_bits(grad, params.cast_bits_fwd, "cast_bits_fwd"), None
       return grad, None
 
     # g [out] contracts with qw over w's output names, with qx over x's.

@@ -28,19 +28,19 @@ def _round_trip_error(bound, t, min_value, max_value, p_value):
 
 
 def _best_factor(t, bound, min_value, max_value, p_value, factors):
-  errors = jax.vmap(
-      lambda f: _round_trip_error(bound * f, t, min_value, max_value, p_value)
-  )(jnp.asarray(factors))  # [F]
+  errors = jax.vmap(lambda f: _round_trip_error(bound * f, t, min_value, max_value, p_value))(
+    jnp.asarray(factors)
+  )  # [F]
   return jnp.asarray(factors)[jnp.argmin(errors)]
 
 
 def get_best_bound(
-    t: JTensor,
-    bound: JTensor,
-    min_value: float,
-    max_value: float,
-    p_value: float = 1.0,
-    per_channel: bool = False,
+  t: JTensor,
+  bound: JTensor,
+  min_value: float,
+  max_value: float,
+  p_value: float = 1.0,
+  per_channel: bool = False,
 ) -> JTensor:
   """Scales `bound` (the hard max |t|) by the error-minimising factor in [0.5, 1].
 
@@ -53,11 +53,11 @@ def get_best_bound(
     return bound * best.astype(bound.dtype)
   if t.ndim != 2 or bound.ndim != 2 or bound.shape != (1, t.shape[1]):
     raise ValueError(
-        'per-channel get_best_bound needs t [N, C] and bound [1, C]; got '
-        f't {t.shape}, bound {bound.shape}.')
+      "per-channel get_best_bound needs t [N, C] and bound [1, C]; got "
+      f"t {t.shape}, bound {bound.shape}."
+    )
   per_column = jax.vmap(
-      lambda col, b: b * _best_factor(
-          col, b, min_value, max_value, p_value, factors),
-      in_axes=(1, 1),
+    lambda col, b: b * _best_factor(col, b, min_value, max_value, p_value, factors),
+    in_axes=(1, 1),
   )(t, bound)  # [C, 1]
   return per_column.reshape(bound.shape)

@@ -20,9 +20,7 @@ JTensor = pytypes.JTensor
 _FP8_E4M3_MAX = 448.0
 
 
-def get_min_max(
-    bits: int = 8, unsigned: bool = False, use_fp: bool = False
-) -> tuple[float, float]:
+def get_min_max(bits: int = 8, unsigned: bool = False, use_fp: bool = False) -> tuple[float, float]:
   """The representable [min, max] of `bits`-bit ints (or of float8 e4m3 with use_fp)."""
   if use_fp:
     return -_FP8_E4M3_MAX, _FP8_E4M3_MAX
@@ -38,16 +36,16 @@ def pass_through(x: JTensor, fn) -> JTensor:
 
 def eqn_to_weight_contract_dims(eqn: str) -> list[int]:
   """Dims of the einsum's second operand that the output does not keep."""
-  operands, out = eqn.split('->')
-  w = operands.split(',')[1].replace('.', '')
-  return [i for i, c in enumerate(w) if c not in out.replace('.', '')]
+  operands, out = eqn.split("->")
+  w = operands.split(",")[1].replace(".", "")
+  return [i for i, c in enumerate(w) if c not in out.replace(".", "")]
 
 
 def eqn_to_activation_contract_dims(eqn: str) -> list[int]:
   """Dims of the first operand that the output drops, as negative indices (it may have '...')."""
-  operands, out = eqn.split('->')
-  act = operands.split(',')[0].replace('.', '')
-  out = out.replace('.', '')
+  operands, out = eqn.split("->")
+  act = operands.split(",")[0].replace(".", "")
+  out = out.replace(".", "")
   return [-(i + 1) for i, c in enumerate(reversed(act)) if c not in out]
 
 
@@ -61,22 +59,22 @@ def _binarize(t, contract_dims, normalize):
 
 
 def reduce_precision(
-    t: JTensor,
-    contract_dims: Sequence[int] | None,
-    need_gradient: bool = False,
-    bits: int = 8,
-    optimization_on_bound: bool = False,
-    p_value: float = 1.0,
-    percentile: float = 1.0,
-    use_symmetric: bool = True,
-    use_fp: bool = False,
-    add_scale_eps: bool = False,
-    scale_eps: float = -1.0,
-    per_channel: bool = False,
-    random_rounding: bool = False,
-    key: jax.Array | None = None,
-    save_fp8_to_int8: bool = True,
-    quant_method: str = 'default',
+  t: JTensor,
+  contract_dims: Sequence[int] | None,
+  need_gradient: bool = False,
+  bits: int = 8,
+  optimization_on_bound: bool = False,
+  p_value: float = 1.0,
+  percentile: float = 1.0,
+  use_symmetric: bool = True,
+  use_fp: bool = False,
+  add_scale_eps: bool = False,
+  scale_eps: float = -1.0,
+  per_channel: bool = False,
+  random_rounding: bool = False,
+  key: jax.Array | None = None,
+  save_fp8_to_int8: bool = True,
+  quant_method: str = "default",
 ) -> tuple[JTensor, JTensor, JTensor | None]:
   """Quantizes `t` with one scale per slice along `contract_dims` (None: per tensor).
 
@@ -90,8 +88,8 @@ def reduce_precision(
   random_rounding adds U(-0.5, 0.5) noise (from `key`) before rounding.
   quant_method 'bin' / 'bin_norm' with bits=1 binarises.
   """
-  if bits == 1 and quant_method in ('bin', 'bin_norm'):
-    return _binarize(t, contract_dims, quant_method == 'bin_norm')
+  if bits == 1 and quant_method in ("bin", "bin_norm"):
+    return _binarize(t, contract_dims, quant_method == "bin_norm")
   qmin, qmax = get_min_max(bits, use_fp=use_fp)
   if use_symmetric:
     bound = jnp.max(jnp.abs(t), axis=contract_dims, keepdims=True)
@@ -104,8 +102,7 @@ def reduce_precision(
   if isinstance(percentile, jax.Array) or percentile < 1.0:
     bound = bound * percentile
   elif optimization_on_bound:
-    bound = optimization.get_best_bound(
-        t, bound, qmin, qmax, p_value, per_channel=per_channel)
+    bound = optimization.get_best_bound(t, bound, qmin, qmax, p_value, per_channel=per_channel)
   scale = bound / levels
   if add_scale_eps:
     scale = scale + (jnp.finfo(t.dtype).eps if scale_eps < 0.0 else scale_eps)
@@ -129,7 +126,7 @@ def reduce_precision(
     return jnp.clip(pass_through(t, jnp.round), qmin, qmax), scale, zp
   if random_rounding:
     if key is None:
-      raise ValueError('reduce_precision: random_rounding needs a PRNG key.')
+      raise ValueError("reduce_precision: random_rounding needs a PRNG key.")
     t = t + jax.random.uniform(key, t.shape, minval=-0.5, maxval=0.5)
   container = jnp.int8 if bits <= 8 else jnp.int16 if bits <= 16 else jnp.int32
   return jnp.clip(jnp.round(t), qmin, qmax).astype(container), scale, zp

@@ -22,35 +22,35 @@ import jax.numpy as jnp
 class QuantizationType(str, enum.Enum):
   """Which quantization method a layer uses (Pax's string values)."""
 
-  PTQ = 'ptq'
-  AQT = 'aqt'
-  FQ = 'fq'
-  FQ_VN = 'fq_vn'
-  FR = 'fr'
+  PTQ = "ptq"
+  AQT = "aqt"
+  FQ = "fq"
+  FQ_VN = "fq_vn"
+  FR = "fr"
 
 
 @enum.unique
 class QuantizationMode(str, enum.Enum):
   """Which stage of the quantization life-cycle a layer is in."""
 
-  TRAINING = 'training'
-  MATERIALIZE = 'materialize'
-  INFERENCE = 'inference'
-  QT = 'qt'
-  CALIB = 'calib'
+  TRAINING = "training"
+  MATERIALIZE = "materialize"
+  INFERENCE = "inference"
+  QT = "qt"
+  CALIB = "calib"
 
 
 @enum.unique
 class TransformerLayer(str, enum.Enum):
   """Parts of a transformer that mixed-precision recipes address separately."""
 
-  LINEAR = 'linear'
-  LINEAR_ACT = 'linear_activation'
-  ATTENTION = 'attention'
-  ATTENTION_ACT = 'attention_activation'
-  EMBEDDING_SOFTMAX = 'embedding_softmax'
-  EMBEDDING_SOFTMAX_ACT = 'embedding_softmax_activation'
-  EMBEDDING_NGRAMMER = 'embedding_ngrammer'
+  LINEAR = "linear"
+  LINEAR_ACT = "linear_activation"
+  ATTENTION = "attention"
+  ATTENTION_ACT = "attention_activation"
+  EMBEDDING_SOFTMAX = "embedding_softmax"
+  EMBEDDING_SOFTMAX_ACT = "embedding_softmax_activation"
+  EMBEDDING_NGRAMMER = "embedding_ngrammer"
 
 
 @dataclasses.dataclass
@@ -114,12 +114,12 @@ class WeightQuantizationParams:
   int4_packed_weights_container_dtype: jnp.dtype = jnp.int32
   vn_scale: float | None = None
   vn_start_step: int = 0
-  vn_noise_type: str = 'uniform'
-  vn_weight_norm_type: str = 'PerChannelLinf'
+  vn_noise_type: str = "uniform"
+  vn_weight_norm_type: str = "PerChannelLinf"
   kurt_loss_weight: float | None = None
   kurt: float = 1.8
   block_size: int = 0
-  quant_method: str = 'default'
+  quant_method: str = "default"
   override_quantizer_cls: type[Any] | None = None
 
 
@@ -153,8 +153,8 @@ class QuantizationParams:
   mode: QuantizationMode = QuantizationMode.INFERENCE
   act_params: ActQuantizationParams | None = None
   weight_params: WeightQuantizationParams = dataclasses.field(
-      default_factory=WeightQuantizationParams
+    default_factory=WeightQuantizationParams
   )
   quantized_training_params: QuantizedTrainingParams = dataclasses.field(
-      default_factory=QuantizedTrainingParams
+    default_factory=QuantizedTrainingParams
   )

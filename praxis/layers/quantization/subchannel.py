@@ -12,19 +12,17 @@ from absl import logging
 import numpy as np
 
 
-def get_scale_shape(
-    weight_shape: Sequence[int], contract_dims: Sequence[int]
-) -> Sequence[int]:
+def get_scale_shape(weight_shape: Sequence[int], contract_dims: Sequence[int]) -> Sequence[int]:
   """Shape of a per-channel scale: `weight_shape` without its contracted dims."""
   return [d for i, d in enumerate(weight_shape) if i not in contract_dims]
 
 
 def get_sub_channel_shape(
-    shape: Sequence[int],
-    block_size: int,
-    contract_dims: Sequence[int],
-    insert_sub_channel: bool = True,
-    error_on_misaligned_shape: bool = False,
+  shape: Sequence[int],
+  block_size: int,
+  contract_dims: Sequence[int],
+  insert_sub_channel: bool = True,
+  error_on_misaligned_shape: bool = False,
 ) -> tuple[Sequence[int], Sequence[int]]:
   """Splits the largest contracted dim into blocks of `block_size` (arXiv:2305.16619).
 
@@ -44,16 +42,22 @@ def get_sub_channel_shape(
   axis = dims[pos]
   if block_size >= shape[axis]:
     logging.warning(
-        'block_size %d is not below the largest contracted dim of shape %s '
-        '(contract dims %s): no sub-channels.', block_size, shape, dims)
+      "block_size %d is not below the largest contracted dim of shape %s "
+      "(contract dims %s): no sub-channels.",
+      block_size,
+      shape,
+      dims,
+    )
     return new_shape, dims
   blocks, rem = divmod(shape[axis], block_size)
   if rem:
-    msg = (f'block_size {block_size} does not divide dim {axis} of shape '
-           f'{list(shape)} (contract dims {list(contract_dims)})')
+    msg = (
+      f"block_size {block_size} does not divide dim {axis} of shape "
+      f"{list(shape)} (contract dims {list(contract_dims)})"
+    )
     if error_on_misaligned_shape:
-      raise ValueError(msg + '; pick a block_size that divides it.')
-    logging.warning('%s: no sub-channels.', msg)
+      raise ValueError(msg + "; pick a block_size that divides it.")
+    logging.warning("%s: no sub-channels.", msg)
     return new_shape, dims
   new_shape[axis] = block_size
   if insert_sub_channel:
@@ -66,10 +70,10 @@ def get_sub_channel_shape(
 
 
 def compute_shape_with_subchannels(
-    sub_channels: int,
-    inputs_shape: Sequence[int],
-    contract_dims: Sequence[int],
-    min_sub_channel_size: int = -1,
+  sub_channels: int,
+  inputs_shape: Sequence[int],
+  contract_dims: Sequence[int],
+  min_sub_channel_size: int = -1,
 ) -> list[int]:
   """Halves the largest contracted dim (doubling the first feature dim) log2(sub_channels) times.
 
@@ -83,8 +87,9 @@ def compute_shape_with_subchannels(
       largest, size = d, shape[d]
   if size < sub_channels:
     raise ValueError(
-        f'sub_channels={sub_channels} exceeds the largest contracted dim '
-        f'({size}) of shape {list(inputs_shape)}.')
+      f"sub_channels={sub_channels} exceeds the largest contracted dim "
+      f"({size}) of shape {list(inputs_shape)}."
+    )
   left = sub_channels
   while left > 1:
     half = shape[largest] // 2

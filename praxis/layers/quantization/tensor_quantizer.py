@@ -71,32 +71,35 @@ class TensorQuantizer(base_layer.BaseLayer):
   def setup(self):
     if self.precision is not None and self.precision > 23:
       raise ValueError(
-          f'TensorQuantizer precision={self.precision}: at most 23 bits fit '
-          "float32's mantissa.")
-    searching = (self.min_clipping is not None
-                 or self.num_optimize_clipping is not None)
+        f"TensorQuantizer precision={self.precision}: at most 23 bits fit float32's mantissa."
+      )
+    searching = self.min_clipping is not None or self.num_optimize_clipping is not None
     if searching:
       if self.min_clipping is None or self.num_optimize_clipping is None:
         raise ValueError(
-            'TensorQuantizer: set both min_clipping and num_optimize_clipping '
-            '(the clipping search) or neither.')
+          "TensorQuantizer: set both min_clipping and num_optimize_clipping "
+          "(the clipping search) or neither."
+        )
       if not 0.0 < self.min_clipping < 1.0 or self.num_optimize_clipping <= 0:
         raise ValueError(
-            'TensorQuantizer: min_clipping must be in (0, 1) and '
-            f'num_optimize_clipping > 0; got {self.min_clipping}, '
-            f'{self.num_optimize_clipping}.')
+          "TensorQuantizer: min_clipping must be in (0, 1) and "
+          f"num_optimize_clipping > 0; got {self.min_clipping}, "
+          f"{self.num_optimize_clipping}."
+        )
       if self.clipping_coeff is not None:
         raise ValueError(
-            'TensorQuantizer: clipping_coeff (fixed clipping) cannot be combined '
-            'with min_clipping / num_optimize_clipping (searched clipping).')
+          "TensorQuantizer: clipping_coeff (fixed clipping) cannot be combined "
+          "with min_clipping / num_optimize_clipping (searched clipping)."
+        )
     elif self.optimize_clipping_per_channel:
       raise ValueError(
-          'TensorQuantizer: optimize_clipping_per_channel needs min_clipping and '
-          'num_optimize_clipping.')
+        "TensorQuantizer: optimize_clipping_per_channel needs min_clipping and "
+        "num_optimize_clipping."
+      )
     if self.clipping_coeff is not None and not 0 <= self.clipping_coeff <= 1:
       raise ValueError(
-          f'TensorQuantizer: clipping_coeff has to be in range 0...1; got '
-          f'{self.clipping_coeff}.')
+        f"TensorQuantizer: clipping_coeff has to be in range 0...1; got {self.clipping_coeff}."
+      )
 
   def __call__(self):
     pass
@@ -132,8 +135,7 @@ class TensorQuantizer(base_layer.BaseLayer):
     def error_and_scale(clip):
       scale, x_min = self._get_scale_and_min(x, contract_dims, clip)
       scaled, zp_s = self._scale(x, scale, x_min)
-      err = jnp.abs(x - self.dequantize(self.to_quant(scaled), scale,
-                                        contract_dims, zp_s))
+      err = jnp.abs(x - self.dequantize(self.to_quant(scaled), scale, contract_dims, zp_s))
       if self.optimize_clipping_per_channel:
         err = jnp.sum(err, axis=contract_dims, keepdims=True)
       else:
@@ -142,16 +144,13 @@ class TensorQuantizer(base_layer.BaseLayer):
         x_min = jnp.zeros_like(scale)
       return err, scale, x_min
 
-    clips = jnp.linspace(1.0, self.min_clipping, self.num_optimize_clipping,
-                         dtype=x.dtype)  # [C]
+    clips = jnp.linspace(1.0, self.min_clipping, self.num_optimize_clipping, dtype=x.dtype)  # [C]
     errors, scales, mins = jax.vmap(error_and_scale)(clips)  # [C, ...]
     if self.optimize_clipping_per_channel:
       # Pick, per channel, the scale of its own best clipping.
       best = jnp.argmin(errors, axis=0)[None]  # [1, keepdims shape]
-      scale = jnp.take_along_axis(
-          jnp.broadcast_to(scales, errors.shape), best, axis=0)[0]
-      x_min = jnp.take_along_axis(
-          jnp.broadcast_to(mins, errors.shape), best, axis=0)[0]
+      scale = jnp.take_along_axis(jnp.broadcast_to(scales, errors.shape), best, axis=0)[0]
+      x_min = jnp.take_along_axis(jnp.broadcast_to(mins, errors.shape), best, axis=0)[0]
       out_shape = _keepdims_shape(x.shape, contract_dims)
       scale, x_min = scale.reshape(out_shape), x_min.reshape(out_shape)
     else:
@@ -160,7 +159,7 @@ class TensorQuantizer(base_layer.BaseLayer):
     return scale, (None if self.use_symmetric else x_min)
 
   def get_quant_scale(
-      self, x: JTensor, contract_dims: int | Sequence[int]
+    self, x: JTensor, contract_dims: int | Sequence[int]
   ) -> tuple[JTensor, JTensor | None]:
     """(scale, min x or None): searched when min_clipping is set, else fixed clipping."""
     if self.min_clipping is not None and self.num_optimize_clipping is not None:
@@ -183,20 +182,21 @@ class TensorQuantizer(base_layer.BaseLayer):
     return qmin - x_min / scale
 
   def dequantize(
-      self,
-      q_x: JTensor,
-      q_scale: JTensor,
-      contract_dims: int | Sequence[int],
-      zp_time_scale: JTensor | None = None,
+    self,
+    q_x: JTensor,
+    q_scale: JTensor,
+    contract_dims: int | Sequence[int],
+    zp_time_scale: JTensor | None = None,
   ) -> JTensor:
     """q_x * q_scale (- zp_time_scale when asymmetric)."""
     del contract_dims  # scales keep their size-1 dims; broadcasting suffices
     if self.use_symmetric and zp_time_scale is not None:
       raise ValueError(
-          'Symmetric quantization can not be used with zp_time_scale; '
-          'pass None or set use_symmetric=False.')
+        "Symmetric quantization can not be used with zp_time_scale; "
+        "pass None or set use_symmetric=False."
+      )
     if not self.use_symmetric and zp_time_scale is None:
-      raise ValueError('Asymmetric quantization needs zp_time_scale.')
+      raise ValueError("Asymmetric quantization needs zp_time_scale.")
     if self.use_symmetric:
       return q_x * q_scale
     return q_x * q_scale - zp_time_scale
@@ -205,10 +205,10 @@ class TensorQuantizer(base_layer.BaseLayer):
     """(x / scale (+ zero point), zero point * scale or None)."""
     if self.use_symmetric:
       if x_min is not None:
-        raise ValueError('x_min has to be None for symmetric quantization.')
+        raise ValueError("x_min has to be None for symmetric quantization.")
       return x / q_scale, None
     if x_min is None:
-      raise ValueError('x_min is required for asymmetric quantization.')
+      raise ValueError("x_min is required for asymmetric quantization.")
     zp = self._get_zero_point(x, x_min, q_scale)
     return x / q_scale + zp, q_scale * zp
 
@@ -216,23 +216,23 @@ class TensorQuantizer(base_layer.BaseLayer):
     if self.quant_loss_weight is not None:
       deq = self.dequantize(q_x, q_s, contract_dims, zp_s)
       loss = jnp.mean(jnp.square(x - deq)) * self.quant_loss_weight
-      self.add_summary('quant_loss', loss)
-      self.add_aux_loss('quant_loss', loss)
+      self.add_summary("quant_loss", loss)
+      self.add_aux_loss("quant_loss", loss)
     if self.kurt_loss_weight is not None:
       mean = jnp.mean(x, axis=contract_dims, keepdims=True)
       std = jnp.std(x, axis=contract_dims, keepdims=True)
       std = jnp.where(std == 0, jnp.ones_like(std), std)
       kurtosis = jnp.mean(((x - mean) / std) ** 4, axis=contract_dims)
       loss = jnp.mean(jnp.square(kurtosis - self.kurt)) * self.kurt_loss_weight
-      self.add_summary('kurt_loss', loss)
-      self.add_aux_loss('kurt_loss', loss)
+      self.add_summary("kurt_loss", loss)
+      self.add_aux_loss("kurt_loss", loss)
 
   def quantize(
-      self,
-      x: JTensor,
-      contract_dims: int | Sequence[int],
-      squeeze_scale=True,
-      quantized_dtype: jnp.dtype | None = None,
+    self,
+    x: JTensor,
+    contract_dims: int | Sequence[int],
+    squeeze_scale=True,
+    quantized_dtype: jnp.dtype | None = None,
   ) -> tuple[JTensor, JTensor, JTensor | None]:
     """(q, scale, zp_time_scale or None) of x; see the module docstring.
 
