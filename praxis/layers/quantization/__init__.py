@@ -8,3 +8,4 @@ from praxis.layers.quantization.linears import Linear
 from praxis.layers.quantization.linears import LinearLoRA
 from praxis.layers.quantization.operations import einsum
 from praxis.layers.quantization.einsum import Einsum
+from praxis.layers.quantization.convolutions import Conv2D
