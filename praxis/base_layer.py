@@ -640,6 +640,80 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
     return self.get_var(name)
 
   @nn.nowrap
+  def create_quantized_variable(
+    self,
+    name: str,
+    weight_hparams: WeightHParams,
+    scale_shape: Sequence[int] = (),
+    dtype: Any = jnp.int8,
+    use_symmetric: bool = True,
+    scale_hparams: WeightHParams | None = None,
+  ) -> None:
+    """Pax's quantized weight: `name` (zeros of `dtype`), `name`_quantized_scale (+ `_zp`).
+
+    The scale (and the zero point, when not `use_symmetric`) takes `scale_hparams`, or a plain
+    WeightHParams of `scale_shape`; give one of them.
+    """
+    if scale_hparams is not None and len(scale_shape):
+      raise ValueError(f"{name}: give scale_shape or scale_hparams, not both.")
+    w_hp = copy.deepcopy(weight_hparams)
+    w_hp.dtype, w_hp.init = dtype, WeightInit.Constant(0)
+    s_hp = scale_hparams if scale_hparams is not None else WeightHParams(shape=list(scale_shape))
+    self.create_variable(name, w_hp)
+    self.create_variable(name + QUANTIZED_SCALE_NAME_POSTFIX, s_hp)
+    if not use_symmetric:
+      self.create_variable(name + QUANTIZED_ZP_NAME_POSTFIX, s_hp)
+
+  @nn.nowrap
+  def get_quantized_weight(self, name: str, use_symmetric: bool = True) -> tuple[Any, Any, Any]:
+    """(weight, scale, zero point or None) created by create_quantized_variable."""
+    zp = None if use_symmetric else getattr(self.theta, name + QUANTIZED_ZP_NAME_POSTFIX)
+    return (
+      getattr(self.theta, name),
+      getattr(self.theta, name + QUANTIZED_SCALE_NAME_POSTFIX),
+      zp,
+    )
+
+  def quantize_weight(self) -> Any:
+    """Pax's serving weights of this layer and its children: {collection: {name: value}}.
+
+    The default passes this layer's "params" / "non_trainable" through and asks every child
+    that has variables for its own; quantized layers override it.
+    """
+    return self._quantize_fn(return_pspec=False)
+
+  def quantized_partition_specs(self) -> Any:
+    """Like quantize_weight, with each weight's boxed PartitionSpec instead of its value."""
+    return self._quantize_fn(return_pspec=True)
+
+  def _quantize_fn(self, return_pspec: bool) -> Any:
+    # getattr gives the children bound to this apply (the registry holds unbound copies).
+    children = {name: getattr(self, name) for name in self._private_children}
+    hparams = dict(self._weight_hparams)
+    for f in dataclasses.fields(self):
+      value = getattr(self, f.name, None)
+      if f.name != "parent" and isinstance(value, BaseLayer):
+        children[f.name] = value
+        hparams.update(value._weight_hparams)  # pylint: disable=protected-access
+    out: dict[str, dict[str, Any]] = {}
+    for name, child in children.items():
+      if not child.variables:
+        continue
+      sub = child.quantized_partition_specs() if return_pspec else child.quantize_weight()
+      for col, tree in sub.items():
+        out.setdefault(col, {})[name] = tree
+    for col in (PARAMS, NON_TRAINABLE):
+      for name, value in self.variables.get(col, {}).items():
+        if name in children:
+          continue
+        if return_pspec:
+          hp = hparams[name]
+          mapping = hp.tensor_split_dims_mapping or [None] * len(hp.shape)
+          value = BoxedPartitionSpec(meta=to_partition_spec(mapping, self.mesh_axis_names))
+        out.setdefault(col, {})[name] = maybe_unbox_value(value)
+    return out
+
+  @nn.nowrap
   def get_var(self, name: str) -> Any:
     """A non-trainable variable's current value."""
     return self.get_variable(NON_TRAINABLE, name)

@@ -1,0 +1,11 @@
+"""praxis.layers.quantization: Pax's quantization (PTQ, AQT, fake quant) building blocks.
+
+quantization_hparams holds the settings, utils the einsum / int4 / dtype helpers, optimization the
+clipping search; operations and quantizer (the int einsums and TensorQuantizer) follow.
+"""
+
+from praxis.layers.quantization.linears import Linear
+from praxis.layers.quantization.linears import LinearLoRA
+from praxis.layers.quantization.operations import einsum
+from praxis.layers.quantization.einsum import Einsum
+from praxis.layers.quantization.convolutions import Conv2D
