@@ -36,7 +36,7 @@ _SHARD_FILE = re.compile(r"(eval|decoder)_out_(\d*)_shard_(\d*)\.pickle")
 
 
 def _tf():
-  from paxml import quiet_tensorflow  # pylint: disable=g-import-not-at-top
+  from hostenv import quiet_tensorflow  # pylint: disable=g-import-not-at-top
 
   return quiet_tensorflow.import_tensorflow()
 
