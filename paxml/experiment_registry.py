@@ -18,7 +18,7 @@ whether the experiment exists, and a typo should fail in well under a second.
 import collections
 import difflib
 import importlib
-from typing import TypeVar
+from typing import Any, TypeVar
 
 _PACKAGE_PREFIX = "paxml."
 # Pax's convention for the package that holds experiment modules; names may
@@ -81,8 +81,17 @@ class Registry:
   def __init__(self):
     self._classes: dict[str, type] = {}  # canonical name -> class
     self._keys: dict[str, set[str]] = collections.defaultdict(set)  # key -> canonical names
+    self._tags: dict[str, list[str]] = {}  # canonical name -> Pax's registry tags
 
-  def register(self, cls: _T) -> _T:
+  def tags(self, canonical: str) -> list[str]:
+    """The tags `canonical` was registered with (Pax's `get_registry_tags`); [] if none."""
+    return list(self._tags.get(canonical, []))
+
+  def all_classes(self) -> dict[str, type]:
+    """{canonical name: class} of every registered experiment (Pax's `get_all`)."""
+    return dict(self._classes)
+
+  def register(self, cls: _T, tags: list[str] | None = None) -> _T:
     """Adds `cls` under its canonical name and all short names; returns it.
 
     Registering a class whose canonical name is taken replaces the old class:
@@ -91,6 +100,7 @@ class Registry:
     """
     canonical = canonical_name(cls)
     self._classes[canonical] = cls
+    self._tags[canonical] = list(tags or [])
     for key in lookup_keys(canonical):
       self._keys[key].add(canonical)
     return cls
@@ -155,9 +165,29 @@ class Registry:
 _REGISTRY = Registry()
 
 
-def register(cls: _T) -> _T:
-  """Class decorator: makes `cls` findable by `get` and `get_experiment`."""
-  return _REGISTRY.register(cls)
+def register(
+  cls: _T | None = None, *, tags: list[str] | None = None, allow_overwrite: bool = False
+) -> Any:
+  """Class decorator: makes `cls` findable by `get` and `get_experiment`.
+
+  Pax's forms all work: `@register`, `@register()`, `@register(tags=[...],
+  allow_overwrite=True)`. Registering a name again replaces the class whatever
+  `allow_overwrite` says (as a module reload does; see `Registry.register`).
+  """
+  del allow_overwrite  # Re-registering always replaces here.
+  if cls is None:
+    return lambda c: _REGISTRY.register(c, tags=tags)
+  return _REGISTRY.register(cls, tags=tags)
+
+
+def get_all() -> dict[str, type]:
+  """{canonical name: class} of every experiment registered so far (Pax's `get_all`)."""
+  return _REGISTRY.all_classes()
+
+
+def get_registry_tags(key: str) -> list[str]:
+  """The tags experiment `key` (a canonical name, as `get_all` gives) was registered with."""
+  return _REGISTRY.tags(key)
 
 
 def get(name: str) -> type:

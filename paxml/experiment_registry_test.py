@@ -128,6 +128,22 @@ class RegistryTest(absltest.TestCase):
       experiment_registry.Registry().get("a.B")
 
 
+class PaxRegisterFormsTest(absltest.TestCase):
+  def test_decorator_factory_tags_and_get_all(self):
+    module = f"paxml.tasks.p31_{uuid.uuid4().hex}"
+    tagged = experiment_registry.register(tags=["smoke"], allow_overwrite=True)(
+      _experiment_class(module, "Tagged")
+    )
+    plain = experiment_registry.register()(_experiment_class(module, "Plain"))
+    everything = experiment_registry.get_all()
+    short = module[len("paxml.") :]
+    self.assertIs(everything[f"{short}.Tagged"], tagged)
+    self.assertIs(everything[f"{short}.Plain"], plain)
+    self.assertEqual(experiment_registry.get_registry_tags(f"{short}.Tagged"), ["smoke"])
+    self.assertEqual(experiment_registry.get_registry_tags(f"{short}.Plain"), [])
+    self.assertIs(experiment_registry.get(f"{short}.Tagged"), tagged)
+
+
 class GetExperimentTest(absltest.TestCase):
   """Import-on-miss, against the shared registry, with throwaway modules."""
 

@@ -1,0 +1,1 @@
+"""Pax's `paxml.tasks.test`: experiments registered for tests (synthetic.py)."""
