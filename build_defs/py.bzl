@@ -79,7 +79,7 @@ def _sources():
     native.filegroup(
         name = "sources",
         srcs = native.glob(["*.py", "*.cc", "*.h"]),
-        visibility = ["//tools:__pkg__", "//wheels:__pkg__"],
+        visibility = ["//tests:__pkg__", "//tools:__pkg__", "//wheels:__pkg__"],  # tests: import_layers_test
     )
 
 def pax_py_package(deps = [], **kwargs):
