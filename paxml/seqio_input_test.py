@@ -156,9 +156,16 @@ class SeqIOInputTest(absltest.TestCase):
         mixture_or_task=self.task,
         split_name="train",
         feature_converter=seqio_input.LanguageModelFeatures(),
+        batch_size=2,
       )
     with self.assertRaisesRegex(base_input.InputConfigError, "feature_converter is required"):
-      seqio_input.SeqIOInput(mixture_name="kjv_lm", split_name="train")
+      seqio_input.SeqIOInput(mixture_name="kjv_lm", split_name="train", batch_size=2)
+    with self.assertRaisesRegex(ValueError, "Must specify self.batch_size"):
+      seqio_input.SeqIOInput(
+        mixture_name="kjv_lm",
+        split_name="train",
+        feature_converter=seqio_input.LanguageModelFeatures(),
+      )
 
 
 if __name__ == "__main__":

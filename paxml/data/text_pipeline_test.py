@@ -155,14 +155,15 @@ class TextInputTest(absltest.TestCase):
     np.testing.assert_array_equal(hosts[0].get_next().ids, passes[0][0].ids)
 
   def test_seeded_shuffle(self):
-    first = lambda seed: self._input(input_random_seed=seed).get_next().ids
+    # A training input shuffles (shuffle=None follows is_training, Pax's default False).
+    first = lambda seed: self._input(input_random_seed=seed, is_training=True).get_next().ids
     np.testing.assert_array_equal(first(3), first(3))
     self.assertFalse(np.array_equal(first(3), first(4)))
     unshuffled = self._input(shuffle=False, packing="pad", batch_size=60, seq_len=200)
     _, b = unshuffled.get_next(), unshuffled.get_next()  # 120 docs = epochs of 2 batches
     unshuffled.get_next()
     np.testing.assert_array_equal(unshuffled.get_next().ids, b.ids)  # epoch 2 repeats epoch 1
-    shuffled = self._input(packing="pad", batch_size=60, seq_len=200)
+    shuffled = self._input(packing="pad", batch_size=60, seq_len=200, is_training=True)
     e0 = self._doc_rows([shuffled.get_next(), shuffled.get_next()])
     e1 = self._doc_rows([shuffled.get_next(), shuffled.get_next()])
     self.assertEqual(sorted(e0), sorted(e1))
@@ -233,6 +234,7 @@ class ErrorsTest(absltest.TestCase):
       file_format=fmt,
       tokenizer_path=tokenizer_path or self.tok_path,
       seq_len=16,
+      batch_size=2,
       repeat=False,
     )
     return list(inp)
@@ -301,6 +303,7 @@ class ErrorsTest(absltest.TestCase):
       file_pattern=path,
       file_format="text",
       seq_len=16,
+      batch_size=2,
       tokenizer_path=self.tok_path,
       repeat=False,
       replace_invalid_utf8=True,
@@ -309,7 +312,9 @@ class ErrorsTest(absltest.TestCase):
 
   def test_bad_config_values(self):
     with self.assertRaisesRegex(base_input.InputConfigError, "file_format must be one of"):
-      text_pipeline.TextInput(file_pattern="x", file_format="csv", tokenizer_path=self.tok_path)
+      text_pipeline.TextInput(
+        file_pattern="x", file_format="csv", tokenizer_path=self.tok_path, batch_size=2
+      )
 
 
 if __name__ == "__main__":
