@@ -210,6 +210,39 @@ class BaseLayerTest(absltest.TestCase):
     self.assertTrue(base_layer.is_default_param_init(Child().params_init))
 
 
+class CompactChildrenTest(absltest.TestCase):
+  def test_children_created_in_compact_are_bound_and_listed(self):
+    class AddOne(base_layer.BaseLayer):
+      @nn.compact
+      def __call__(self, x):
+        b = self.create_variable("b", base_layer.WeightHParams(shape=[x.shape[-1]]))
+        return x + b
+
+    class Parent(base_layer.BaseLayer):
+      kids_tpls: list[Any] = base_hyperparams.template_field(list)
+
+      @nn.compact
+      def __call__(self, x):
+        x = self.create_child("single", base_hyperparams.Config(AddOne))(x)
+        for kid in self.create_children("kids", list(self.kids_tpls)):
+          x = kid(x)
+        return x
+
+    self.assertEqual(Parent().kids_tpls, [])
+    layer = base_hyperparams.Config(
+      Parent, kids_tpls=[base_hyperparams.Config(AddOne)] * 2
+    ).Instantiate()
+    x = jnp.ones((1, 3))
+    variables = layer.init(jax.random.PRNGKey(0), x)
+    self.assertEqual(sorted(variables["params"]), ["kids_0", "kids_1", "single"])
+    want = x + sum(variables["params"][k]["b"] for k in ("kids_0", "kids_1", "single"))
+    np.testing.assert_allclose(layer.apply(variables, x), want)
+    # The reflected config leaves lists of templates to the children's own entries.
+    configs = layer.abstract_init_with_mdl_config(x)
+    self.assertIsNone(configs["_hparams"].kids_tpls)
+    self.assertIs(base_layer.BaseLayerApi, base_layer.BaseLayer)
+
+
 class PmapAxisTest(absltest.TestCase):
   def test_is_running_under_pmap_sees_only_the_batch_axis(self):
     self.assertFalse(base_layer.is_running_under_pmap())

@@ -686,9 +686,7 @@ class DotProductAttention(base_layer.BaseLayer):
       # One key / value head projected without its heads dim ([B, H], multi-query): the state
       # keeps it ([B, S, 1, H]).
       value = jnp.expand_dims(value, (time_dim, time_dim + 1))
-    elif (
-      value.ndim == state.ndim - 1 and state.shape[-2] == 1 and value.shape[-2] != 1
-    ):
+    elif value.ndim == state.ndim - 1 and state.shape[-2] == 1 and value.shape[-2] != 1:
       # n steps of such a head ([B, T, H]): add the heads dim.
       value = jnp.expand_dims(value, -2)
     elif value.ndim == time_dim + 2:
