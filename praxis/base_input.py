@@ -382,17 +382,24 @@ class LingvoInputAdaptor(BaseInput):
         "LingvoInputAdaptor takes its batch size from `input`: leave self.batch_size unset and "
         "set input.batch_size."
       )
-    if not hasattr(self.input, "clone"):
+    built = isinstance(self.input, BaseInput)  # fdl.build of the adaptor's config built it
+    if not built and not hasattr(self.input, "clone"):
       raise InputConfigError(
         f"{self.name}: LingvoInputAdaptor wraps a praxis input config here (Lingvo input "
         f"generators are not part of this stack); got {type(self.input).__name__}."
       )
     self.batch_size = self.input.batch_size
     super().__post_init__()
-    config = self.input.clone() if hasattr(self.input, "clone") else self.input
-    for field in ("num_infeed_hosts", "infeed_host_index", "is_training", "reset_for_eval", "name"):
-      setattr(config, field, getattr(self, field))
-    config.input_random_seed = self.input_random_seed
+    host_fields = ("num_infeed_hosts", "infeed_host_index", "is_training", "reset_for_eval", "name")
+    overrides = {f: getattr(self, f) for f in host_fields}
+    overrides["input_random_seed"] = self.input_random_seed
+    if built:
+      # Rebuilt with the adaptor's host fields (the first build had the input's own).
+      self._wrapped = dataclasses.replace(self.input, **overrides)
+      return
+    config = self.input.clone()
+    for field, value in overrides.items():
+      setattr(config, field, value)
     self._wrapped = base_hyperparams.instantiate(config)
 
   def get_next(self) -> NestedMap:
