@@ -124,8 +124,9 @@ class RunTest(absltest.TestCase):
     with open(out) as f:
       rows = [json.loads(line) for line in f]
     self.assertLen(rows, TinyDemoLm.BATCH_SIZE)
-    # The prompts are the progressions' first two tokens; the output starts with them.
-    self.assertEqual(rows[0]["output_ids"][:2], rows[0]["ids"][:2])
+    # The prompts are the progressions' first two tokens; each sample ([num_samples, T], as
+    # Pax's decode outputs) starts with them.
+    self.assertEqual(rows[0]["output_ids"][0][:2], rows[0]["ids"][:2])
     self.assertTrue(
       glob.glob(
         os.path.join(job_log_dir, "summaries", "decode_test_progressions", "events.out.tfevents.*")

@@ -80,7 +80,10 @@ class Experiment(experiment.AbstractExperiment):
     self._terminate_at_step = terminate_at_step
     # 500 held out: dev (unused here) and test, 250 each.
     self._train_input = digits_input.DigitsInput(
-      split="train", batch_size=batch_size, num_eval_examples=500, input_random_seed=0,
+      split="train",
+      batch_size=batch_size,
+      num_eval_examples=500,
+      input_random_seed=0,
       is_training=True,
     )
     self._eval_input = digits_input.DigitsInput(

@@ -195,7 +195,10 @@ def run(
   crontab.schedule(task.make_training_progress_publisher(train_writer), step_interval=50)
 
   train_input = digits_input.DigitsInput(
-    split="train", batch_size=batch_size, num_eval_examples=_NUM_HELD_OUT, input_random_seed=seed,
+    split="train",
+    batch_size=batch_size,
+    num_eval_examples=_NUM_HELD_OUT,
+    input_random_seed=seed,
     is_training=True,
   )
   # One batch per step, and batch i depends only on (seed, i): a resumed run continues
