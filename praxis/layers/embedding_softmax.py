@@ -277,10 +277,11 @@ class FullSoftmax(base_layer.BaseLayer):
       per_example_xent = -jnp.sum(log_probs * class_probabilities, axis=-1, dtype=jnp.float32)
     else:
       v = self.num_classes
-      # Pax's one-hot target is all zeros for an id outside [0, V): no label term then (the
-      # gather reads a clipped id, whose value the mask drops).
-      in_range = ((class_ids >= 0) & (class_ids < v))[..., 0]  # [...]
-      label_logit = jnp.take_along_axis(logits32, jnp.clip(class_ids, 0, v - 1), axis=-1)
+      ids = class_ids.astype(jnp.int32)  # Pax's one-hot target takes float ids too.
+      # Pax's one-hot target is all zeros for an id outside [0, V) or not a whole number: no
+      # label term then (the gather reads a clipped id, whose value the mask drops).
+      in_range = ((ids >= 0) & (ids < v) & (ids == class_ids))[..., 0]  # [...]
+      label_logit = jnp.take_along_axis(logits32, jnp.clip(ids, 0, v - 1), axis=-1)
       label_logp = jnp.where(in_range, label_logit[..., 0] - lse, 0.0)  # [...]
       per_example_xent = -label_logp
       p = self._smoothing_prob()

@@ -215,6 +215,19 @@ class FullSoftmaxTest(parameterized.TestCase):
     if not smoothing:
       np.testing.assert_array_equal(np.asarray(out.per_example_xent)[1:3], 0.0)
 
+  def test_float_ids_are_taken_as_pax_one_hot_takes_them(self):
+    # Pax builds the target with one_hot(class_ids), which also takes float ids (Pax's
+    # SequenceModel feeds them): whole numbers are those classes, others match none.
+    layer = build(es.FullSoftmax, input_dims=3, num_classes=5)
+    x = jax.random.normal(jax.random.key(0), (3, 3))
+    ids = jnp.array([[1.0], [4.0], [2.5]], jnp.float32)
+    weights = jnp.ones((3, 1))
+    variables = layer.init(jax.random.key(1), x, weights, ids)
+    out = layer.apply(variables, x, weights, ids)
+    logp = np.asarray(out.log_probs, np.float64)
+    target = np.asarray(jax.nn.one_hot(ids[:, 0], 5), np.float64)  # row 2 all zero
+    np.testing.assert_allclose(out.per_example_xent, -(target * logp).sum(-1), rtol=1e-5, atol=1e-6)
+
   def test_weight_axes(self):
     layer = build(es.FullSoftmax, input_dims=3, num_classes=4)
     x = jnp.ones((1, 2, 3))
