@@ -339,7 +339,8 @@ def _detokenize(data: Any, out: dict[str, np.ndarray]) -> dict[str, list[str]]:
     return {}
   ids, starts, ends = out["output_ids"], out["prefix_lengths"], out["decode_lengths"]  # [B, S]
   if ids.ndim == 3:  # Pax's decoders: [B, N, S] samples or beams, best first; the text is the best.
-    ids, starts, ends = ids[:, 0], starts[:, 0], ends[:, 0]
+    # Their lengths come [B, N] or, from a decode of one sample, [B].
+    ids, starts, ends = (x[:, 0] if np.ndim(x) >= 2 else x for x in (ids, starts, ends))
   try:
     prefix = data.ids_to_strings(ids, starts)
   except (AttributeError, NotImplementedError):

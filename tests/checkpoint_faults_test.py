@@ -84,7 +84,7 @@ class CheckpointFaultsTest(absltest.TestCase):
     for step in (0, 2, 4, 6):
       manifest = checkpoint_integrity.verify_files(_step_dir(self.trained, step), step)
       self.assertIn("train_input", " ".join(manifest["files"]))
-      self.assertTrue(any(k.startswith("params/") for k in manifest["arrays"]))
+      self.assertTrue(any(k.startswith("mdl_vars/params/") for k in manifest["arrays"]))
     self.assertFalse(os.path.exists(os.path.join(self.trained, job_lock.LOCK_FILE)))
 
   def test_damaged_latest_is_moved_aside_and_the_previous_one_resumes(self):

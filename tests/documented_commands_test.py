@@ -71,8 +71,10 @@ class MainTest(absltest.TestCase):
     (decoded,) = glob.glob(os.path.join(job_log_dir, "decoder_out", "progressions", "*.jsonl"))
     with open(decoded) as f:
       first = json.loads(f.readline())
-    self.assertLen(first["output_ids"], 16)  # TinyLm decodes to SEQ_LEN tokens, prompt included.
-    self.assertEqual(first["output_ids"][:2], first["ids"][:2])
+    # Pax's decode output: [num_samples, T]; TinyLm decodes to SEQ_LEN tokens, prompt included.
+    self.assertLen(first["output_ids"], 1)
+    self.assertLen(first["output_ids"][0], 16)
+    self.assertEqual(first["output_ids"][0][:2], first["ids"][:2])
 
     # ./bazelw run //paxml/tools:tensorboard -- --logdir=/tmp/pax_demo/summaries
     tensorboard = binaries.run(
