@@ -580,8 +580,11 @@ def _row_output(out: Mapping[str, np.ndarray], row: int, score_metrics: bool) ->
     if SCORE_KEY in out:
       return float(out[SCORE_KEY][row])
     return -float(out["per_sequence_xent"][row])  # Summed token log-likelihood of the row.
-  start, end = int(out["prefix_lengths"][row]), int(out["decode_lengths"][row])
-  return np.asarray(out["output_ids"][row, start:end])
+  # Pax's decoders give [B, N, S] ids (samples or beams, best first) with [B, N] or [B] lengths:
+  # the best one's.
+  start, end = (int(np.ravel(out[k][row])[0]) for k in ("prefix_lengths", "decode_lengths"))
+  ids = np.asarray(out["output_ids"][row])
+  return (ids[0] if ids.ndim == 2 else ids)[start:end]
 
 
 def _save_iterator(iterator) -> dict[str, str]:
