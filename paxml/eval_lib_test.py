@@ -69,7 +69,7 @@ class DecodeProgramsTest(absltest.TestCase):
     self.assertNotEqual(first, self._decode(step=4))  # Another checkpoint draws anew.
     self.assertNotEqual(first, self._decode(step=3, seed=99))
     # Sampled, not greedy: an untrained model's samples spread over the vocabulary.
-    generated = np.array(first)[:, 2:]
+    generated = np.array(first)[:, 0, 2:]  # Rows are Pax's [num_samples, T].
     self.assertGreater(len(np.unique(generated)), 4)
 
 

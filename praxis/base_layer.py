@@ -804,6 +804,10 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
       BaseLayer.copy_base_hparams(self, cfg)
       if name is not None:
         cfg.name = name
+      elif self._state.in_setup:
+        # The shorthand in setup: the attribute the child is assigned to names it, not the
+        # template's own name (the child is now built under this module, which would keep it).
+        cfg.name = None
     if getattr(cfg, "shared_weight_layer_id", None) and self.scope is not None:
       child = instantiate_layer(cfg, self.scope.root)
     else:
