@@ -215,11 +215,12 @@ def verify_files(step_dir: str, step: int, only: str | None = None) -> dict[str,
   return manifest
 
 
-def verify_arrays(manifest: dict[str, Any], tree: Any, step: int) -> None:
-  """Checks the restored arrays of `tree` against the manifest's checksums. Arrays restored
-  with another shape or dtype than saved (a cast on restore) are not comparable and skipped."""
+def verify_arrays(manifest: dict[str, Any], tree: Any, step: int, program: Any = None) -> None:
+  """Checks the restored arrays of `tree` against the manifest's checksums (with `program`, as
+  `start_array_checksums`). Arrays restored with another shape or dtype than saved (a cast on
+  restore) are not comparable and skipped."""
   saved = manifest.get("arrays", {})
-  restored = finish_array_checksums(start_array_checksums(tree))
+  restored = finish_array_checksums(start_array_checksums(tree, program))
   for key, value in restored.items():
     expected = saved.get(key)
     if (

@@ -401,7 +401,8 @@ class CheckpointStore:
       tree = state
       if partial:
         tree = jax.tree.map(lambda r: None if r is ocp.PLACEHOLDER else r, state)
-      integrity.verify_arrays(manifest, tree, step)
+      # The program prepare_save compiled, when ready: the restored state has its shapes.
+      integrity.verify_arrays(manifest, tree, step, self._checksum_program)
     return step, state, restored[self._json_item]
 
   def _set_aside(self, step: int, error: integrity.CorruptCheckpointError) -> None:
