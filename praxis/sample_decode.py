@@ -29,8 +29,8 @@ lazy_broadcast_prefix_fn, shared by the samples) and the outputs are [B, N, ...]
 score (the sum of logprobs) when sort_samples.
 
 Not provided (they raise): classifier-free guidance, controlled decoding, sample constraints,
-decode-loop mesh transposes. early_exit=False (Pax's fixed-length nn.scan) runs the same
-while loop: the results are equal.
+decode-loop mesh transposes. early_exit=False is Pax's fixed-length scan: every step runs
+(finished rows emit padding), and summaries recorded in the loop come out stacked per step.
 
 Shape letters: B rows (batch * samples inside the loop), N samples, S seq_len, P the prompt
 buffer length (max_prefix_len), V vocabulary.
@@ -230,6 +230,70 @@ def sample_decode(
   return result
 
 
+def _early_exit_loop(model, body, cond_for, transform_state_fn, steps, val) -> NestedMap:
+  """Pax's early_exit=True: a while loop per bucket of max_decode_steps that stops once every
+  row is done (the cache grows between buckets)."""
+  result = val
+  for i, stop_after in enumerate(steps):
+    if i > 0:
+      # Pax's growing cache: room for the next bucket of steps.
+      transform_state_fn(model, decoder_utils.pad_state_fn(stop_after - steps[i - 1]))
+    result = nn.while_loop(
+      cond_for(stop_after),
+      body,
+      model,
+      result,
+      split_rngs={RANDOM: True},
+      carry_variables=[DECODE_CACHE],
+    )
+  return result
+
+
+def _fixed_length_loop(model, body, val, length: int) -> NestedMap:
+  """Pax's early_exit=False: `length` steps of a scan, even for finished rows, so what the
+  model records inside (summaries, aux losses) comes out stacked along a new leading step
+  axis, e.g. a [B, V] summary becomes [length, B, V]."""
+
+  def step_fn(model, val, unused_x):
+    return body(model, val), None
+
+  scan = nn.scan(
+    step_fn,
+    variable_axes={SUMMARIES: 0, AUX_LOSS: 0, HYPER_PARAMS: 0},
+    variable_broadcast=[PARAMS, NON_TRAINABLE],
+    variable_carry=[DECODE_CACHE, PREFIX_DECODE_CACHE],
+    split_rngs={RANDOM: True},
+    length=length,
+  )
+  # The scan stacks the summaries it sees: ones recorded before the loop would be stacked
+  # (and clash), so they step aside and come back after, the loop's own keys winning.
+  before = _take_collection(model, SUMMARIES)
+  result, _ = scan(model, val, None)
+  if before:
+    _merge_missing(model.scope._mutable_collection(SUMMARIES), before)  # noqa: SLF001
+  return result
+
+
+def _take_collection(model, name: str) -> dict:
+  """Empties the model's (mutable) collection `name`; returns what it held."""
+  if not model.is_mutable_collection(name):
+    return {}
+  store = model.scope._mutable_collection(name)  # noqa: SLF001
+  taken = {key: store[key] for key in list(store.keys())}
+  for key in taken:
+    del store[key]
+  return taken
+
+
+def _merge_missing(target, extra: dict) -> None:
+  """Adds extra's leaves to the nested dict `target` where target has no value yet."""
+  for key, value in extra.items():
+    if key not in target:
+      target[key] = value
+    elif isinstance(value, dict) and isinstance(target[key], dict):
+      _merge_missing(target[key], value)
+
+
 def sample_decode_after_fprop(
   model: Any,
   extend_step_fn: decoder_utils.ExtendStepFn | decoder_utils.ExpandedExtendStepFn,
@@ -281,7 +345,6 @@ def sample_decode_after_fprop(
     NestedMap of [B, N, ...]: output_ids, logprobs (1.0 = padding), decode_lengths,
     prefix_lengths, original_lengths, prefix_ids (and the optional fields above).
   """
-  del early_exit  # The while loop stops when every row is done either way.
   _refuse_unsupported(
     cf_guidance_scale=cf_guidance_scale,
     controlled_decoding=controlled_decoding,
@@ -499,20 +562,10 @@ def sample_decode_after_fprop(
 
     return cond
 
-  result = val
-  for i, stop_after in enumerate(steps):
-    if i > 0:
-      # Pax's growing cache: room for the next bucket of steps.
-      transform_state_fn(model, decoder_utils.pad_state_fn(stop_after - steps[i - 1]))
-    result = nn.while_loop(
-      cond_for(stop_after),
-      body,
-      model,
-      result,
-      split_rngs={RANDOM: True},
-      carry_variables=[DECODE_CACHE],
-    )
-
+  if not early_exit:
+    result = _fixed_length_loop(model, body, val, seq_len - (max_prefix_len or 0))
+  else:
+    result = _early_exit_loop(model, body, cond_for, transform_state_fn, steps, val)
   if result_callback is not None and result_callback.done_fn is not None:
     result_callback.done_fn()
   if optimize_eos:
