@@ -120,6 +120,34 @@ class SampleDecodeLoopTest(absltest.TestCase):
     entropy = -(np.exp(LOG_PROBS[0]) * LOG_PROBS[0]).sum()
     self.assertAlmostEqual(float(out.entropy[0, 0, 1]), entropy, places=5)
 
+  def test_fixed_length_scan_matches_the_while_loop_and_stacks_summaries(self):
+    ids = jnp.array([[1], [1]])
+    sampler = token_samplers.DefaultNextTokenSampler(top_k=1)
+
+    def method(mdl, early_exit):
+      mdl.add_summary("before_loop", jnp.ones(()))  # recorded outside: must survive the scan
+      return sample_decode.sample_decode(
+        mdl, lambda m, i, pos: m.extend_step(i, pos).logits, None, None, sampler, ids,
+        jnp.zeros((2, 1)), 5, num_samples=1, fprop_fn=lambda m, i, p: m(i, p),
+        prefix_lengths=jnp.array([1, 1]), eos_id=EOS, early_exit=early_exit,
+      )  # fmt: skip
+
+    outs = {}
+    for early_exit in (True, False):
+      outs[early_exit] = TableLm(table=TABLE).apply(
+        {}, early_exit, method=method, mutable=[DECODE_CACHE, base_layer.SUMMARIES],
+        rngs={"random": jax.random.PRNGKey(0)},
+      )  # fmt: skip
+    (loop, _), (scan, scan_vars) = outs[True], outs[False]
+    for name in ("output_ids", "logprobs", "decode_lengths"):
+      np.testing.assert_array_equal(loop[name], scan[name])
+    # Steps 0..4 from position 0: argmaxes 3, 4, EOS, then padding; the scan runs all 5 steps
+    # and its summary holds each step's sampled ids [steps, B].
+    summaries = scan_vars[base_layer.SUMMARIES]
+    self.assertEqual(summaries["new_ids_scalar"].shape, (5, 2))
+    np.testing.assert_array_equal(summaries["new_ids_scalar"][:3, 0], [3, 4, EOS])
+    self.assertIn("before_loop_scalar", summaries)
+
   def test_result_callback_streams_every_interval(self):
     chunks, calls = [], []
 
