@@ -158,9 +158,11 @@ class DotProductAttentionWithLPB(DotProductAttention):
     segment_pos: jax.Array | None = None,
     is_cross_attention: bool = False,
   ) -> jax.Array:
-    """One step (query_vec [B', D]) or n steps (query_vec [B', T, D]) over prefixes + state."""
-    if is_cross_attention:
-      raise NotImplementedError("DotProductAttentionWithLPB.extend_step is for self-attention.")
+    """One step (query_vec [B', D]) or n steps (query_vec [B', T, D]) over prefixes + state.
+
+    With is_cross_attention (Pax's), only the query is projected (and rotated): the keys and
+    values are the source's, cached by the fprop, and stay as they are.
+    """
     count = self._broadcast_prefixes_count
     batch_dims = self.get_decode_state("key_state").shape[: 1 + count]
     one_step = query_vec.ndim == 2
@@ -182,14 +184,19 @@ class DotProductAttentionWithLPB(DotProductAttention):
       query_proj, key_proj, value_proj = self.combined_qkv(query_vec)
     else:
       query_proj = self.query(query_vec)
-      key_proj = self.key(query_vec)
-      value_proj = self.value(query_vec)
-    extend("key_state", key_proj)
-    extend("value_state", value_proj)
+      key_proj = value_proj = None
+      if not is_cross_attention:
+        key_proj = self.key(query_vec)
+        value_proj = self.value(query_vec)
+    if not is_cross_attention:
+      extend("key_state", key_proj)
+      extend("value_state", value_proj)
     key_name, value_name = "key_state", "value_state"
     if segment_pos is not None:
       segment_pos = flatten(unflatten(segment_pos))
     if self.dconv_qkv:
+      if is_cross_attention:
+        raise NotImplementedError("DotProductAttentionWithLPB: cross-attention with dconv_qkv.")
       if not one_step:
         raise NotImplementedError("DotProductAttentionWithLPB: extending n steps with dconv.")
       extend("query_state", query_proj)
@@ -216,15 +223,15 @@ class DotProductAttentionWithLPB(DotProductAttention):
       else:
         position = segment_pos
       if one_step:
-        query_proj = self.rotary_position_emb.extend_step(query_proj, position)
-        key_proj = self.rotary_position_emb.extend_step(key_proj, position)
+        rotate = self.rotary_position_emb.extend_step
       else:  # each of the T steps at its own position
         if position.ndim == 1:
           position = position[:, None] + jnp.arange(query_vec.shape[1])[None, :]
-        query_proj = self.rotary_position_emb(query_proj, position)
-        key_proj = self.rotary_position_emb(key_proj, position)
+        rotate = self.rotary_position_emb
+      query_proj = rotate(query_proj, position)
       key_name = "key_state" if self.consolidate_rope_key_state else "key_post_rotary_pos_emb"
-      extend(key_name, key_proj)
+      if not is_cross_attention:
+        extend(key_name, rotate(key_proj, position))
     relative_bias = None
     if self.relative_bias_tpl is not None:
       if not one_step:
