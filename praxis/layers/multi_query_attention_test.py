@@ -153,5 +153,47 @@ class MultiQueryAttentionTest(parameterized.TestCase):
       )
 
 
+class LpbCrossAttentionTest(absltest.TestCase):
+  def test_cross_attention_steps_attend_to_the_cached_source(self):
+    # Pax's is_cross_attention decoding with the LPB class: each step projects only its query
+    # and attends to the source's keys / values that the fprop cached.
+    s = 5
+    cfg = pax_fiddle.Config(
+      multi_query_attention.MultiQueryDotProductAttentionLPB,
+      name="mqa", input_dim=D, hidden_dim=N * H, num_heads=N,
+    )  # fmt: skip
+    layer = base_layer.instantiate(cfg)
+    rng = np.random.default_rng(3)
+    x = jnp.asarray(rng.normal(size=(B, T, D)), jnp.float32)
+    src = jnp.asarray(rng.normal(size=(B, s, D)), jnp.float32)
+    mask = jnp.zeros((1, 1, T, s))
+    with base_layer.JaxContext.new_context():
+      params = layer.init(jax.random.PRNGKey(0), jnp.zeros_like(x), src, src, mask)
+      params = {"params": randomize(params["params"], 4)}
+      _, cache = layer.apply(
+        params, jnp.zeros_like(x), src, src, mask, mutable=[base_layer.DECODE_CACHE]
+      )
+      variables = {**params, **cache}
+      steps = []
+      for t in range(T):
+        out, cache = layer.apply(
+          variables, x[:, t], atten_mask=mask[:, :, t], time_step=t, is_cross_attention=True,
+          method=layer.extend_step, mutable=[base_layer.DECODE_CACHE],
+        )  # fmt: skip
+        variables = {**params, **cache}
+        steps.append(out)
+    p = jax.tree.map(lambda a: np.asarray(a, np.float64), params["params"])
+    q = np.einsum("btd,dnh->btnh", np.asarray(x, np.float64), p["query"]["w"]) + p["query"]["b"]
+    src64 = np.asarray(src, np.float64)
+    k = src64 @ p["key"]["w"] + p["key"]["b"]  # [B, S, H]
+    v = src64 @ p["value"]["w"] + p["value"]["b"]
+    logits = np.einsum("btnh,bsh->bnts", q / np.sqrt(H), k)
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    ctx = np.einsum("bnts,bsh->btnh", probs, v)
+    want = np.einsum("btnh,dnh->btd", ctx, p["post"]["w"]) + p["post"]["b"]
+    np.testing.assert_allclose(np.stack(steps, axis=1), want, rtol=1e-4, atol=1e-4)
+
+
 if __name__ == "__main__":
   absltest.main()
