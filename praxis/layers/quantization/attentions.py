@@ -110,16 +110,43 @@ def _serving_params(layer, q_w, q_s, zp, bias) -> NestedJTensor:
   return {base_layer.PARAMS: out}
 
 
-def _serving_pspecs(layer, scale_mapping) -> Any:
-  """Pax's PartitionSpecs of the serving params; the scale's shape does not matter, its mapping does."""
+def mesh_mapping(layer, mapping, shape):
+  """`mapping` for a WeightHParams of `shape`.
+
+  Without a mesh Pax keeps whatever wt says, even one of another rank (its tests shard a
+  [N, H, D] weight with wt=['mdl', 'data']), and only quantized_partition_specs reads it; our
+  WeightHParams rejects a rank mismatch, so such a mapping stays out of it (see pspec_of).
+  """
+  if layer.mesh_shape is None and mapping is not None and len(mapping) != len(shape):
+    return None
+  return mapping
+
+
+def pspec_of(layer, mapping, ndim: int) -> Any:
+  """Pax's boxed PartitionSpec of a weight of rank `ndim` split by `mapping` (None: replicated)."""
+  if mapping is None:
+    mapping = [None] * ndim
+  return base_layer.BoxedPartitionSpec(
+    meta=base_layer.to_partition_spec(list(mapping), layer.mesh_axis_names)
+  )
+
+
+def _serving_pspecs(layer, scale_mapping, w_mapping=None) -> Any:
+  """Pax's PartitionSpecs of the serving params; the scale's shape does not matter, its mapping does.
+
+  w_mapping: the weight's mapping when the WeightHParams could not hold it (mesh_mapping).
+  """
   q = _require_quantization(layer, "quantized_partition_specs")
   if layer._do_static_activation_quantization():  # pylint: disable=protected-access
     raise NotImplementedError("Static activation quantization is not supported yet.")
   names = layer.mesh_axis_names
-  scale = weight_hparams_to_pspec(
-    WeightHParams(shape=(), tensor_split_dims_mapping=scale_mapping), names
-  )
-  specs = {"w": weight_hparams_to_pspec(layer._weight_hparams["w"], names), "w" + SCALE: scale}  # pylint: disable=protected-access
+  scale = pspec_of(layer, scale_mapping, 0)
+  w_hp = layer._weight_hparams["w"]  # pylint: disable=protected-access
+  if w_mapping is not None:
+    w_spec = pspec_of(layer, w_mapping, len(w_hp.shape))
+  else:
+    w_spec = weight_hparams_to_pspec(w_hp, names)
+  specs = {"w": w_spec, "w" + SCALE: scale}
   if not q.weight_params.use_symmetric:
     specs["w" + ZP] = copy.deepcopy(scale)
   if getattr(layer, "use_bias", False):
@@ -202,7 +229,9 @@ class AttentionProjection(attentions.AttentionProjection, quantizer.Quantization
     self.set_up_weights(
       weight_name="w",
       weight_params=WeightHParams(
-        shape=weight_shape, mesh_shape=self.mesh_shape, tensor_split_dims_mapping=wt
+        shape=weight_shape,
+        mesh_shape=self.mesh_shape,
+        tensor_split_dims_mapping=mesh_mapping(self, wt, weight_shape),
       ),
       scale_shape=scale_shape,
     )
@@ -274,7 +303,8 @@ class AttentionProjection(attentions.AttentionProjection, quantizer.Quantization
       mapping = None
     else:
       mapping = [wt[0]] if self.is_output_projection else [wt[1], wt[2]]
-    return _serving_pspecs(self, mapping)
+    _, _, w_mapping = self._get_weight_scale_shape(0, False)
+    return _serving_pspecs(self, mapping, w_mapping)
 
   def quantize_weight(self) -> NestedJTensor:
     """Pax's serving params: {'params': {'w': int, 'w_quantized_scale', ...}} from the float w."""
@@ -287,6 +317,13 @@ class AttentionProjection(attentions.AttentionProjection, quantizer.Quantization
       w = w.reshape(shape)
     q_w, q_s, zp = quantize_einsum_weight(self, w, contract)
     return _serving_params(self, q_w, q_s, zp, self.theta.b if self.use_bias else None)
+
+
+def _right_mapping(wt, right_dims):
+  """LoRA's w_right mapping; a wt too short for the rank dims (no mesh) gives none."""
+  if wt is not None and any(d >= len(wt) for d in right_dims):
+    return None
+  return utils.get_right_weight_split_dims_mapping(wt, right_dims)
 
 
 class AttentionProjectionLoRA(AttentionProjection):
@@ -339,7 +376,9 @@ class AttentionProjectionLoRA(AttentionProjection):
         shape=left_shape,
         mesh_shape=self.mesh_shape,
         init=WeightInit.Gaussian(left_std),
-        tensor_split_dims_mapping=utils.get_left_weight_split_dims_mapping(wt, left_dims),
+        tensor_split_dims_mapping=mesh_mapping(
+          self, utils.get_left_weight_split_dims_mapping(wt, left_dims), left_shape
+        ),
       ),
     )
     # Pax draws a non-zero w_right with w_left's std.
@@ -350,7 +389,9 @@ class AttentionProjectionLoRA(AttentionProjection):
         shape=right_shape,
         mesh_shape=self.mesh_shape,
         init=right_init,
-        tensor_split_dims_mapping=utils.get_right_weight_split_dims_mapping(wt, right_dims),
+        tensor_split_dims_mapping=mesh_mapping(
+          self, _right_mapping(wt, right_dims), right_shape
+        ),
       ),
     )
     if self.norm_order is not None:
