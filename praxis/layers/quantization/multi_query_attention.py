@@ -18,6 +18,7 @@ from praxis.layers.quantization import quantizer
 from praxis.layers.quantization.attentions import _require_quantization
 from praxis.layers.quantization.attentions import _serving_params
 from praxis.layers.quantization.attentions import _serving_pspecs
+from praxis.layers.quantization.attentions import mesh_mapping
 from praxis.layers.quantization.attentions import quantize_einsum_weight
 
 QuantizationMode = quantization_hparams.QuantizationMode
@@ -48,7 +49,7 @@ class OneHeadedAttentionProjection(  # pytype: disable=signature-mismatch
       weight_params=WeightHParams(
         shape=[self.input_dim, self.output_dim],
         mesh_shape=self.mesh_shape,
-        tensor_split_dims_mapping=wt,
+        tensor_split_dims_mapping=mesh_mapping(self, wt, [self.input_dim, self.output_dim]),
       ),
       scale_shape=[self.output_dim],
     )
@@ -77,7 +78,7 @@ class OneHeadedAttentionProjection(  # pytype: disable=signature-mismatch
 
   def quantized_partition_specs(self) -> Any:
     wt = self.weight_split_dims_mapping.wt
-    return _serving_pspecs(self, None if wt is None else [wt[1]])
+    return _serving_pspecs(self, None if wt is None else [wt[1]], wt)
 
   def quantize_weight(self) -> NestedJTensor:
     """Pax's serving params: int w [D, H], w_quantized_scale [H] (+ zp), b."""
