@@ -154,7 +154,9 @@ def _serving_pspecs(layer, scale_mapping, w_mapping=None) -> Any:
   return {base_layer.PARAMS: specs}
 
 
-class AttentionProjection(attentions.AttentionProjection, quantizer.QuantizationLayer):  # pytype: disable=signature-mismatch
+class AttentionProjection(
+  attentions.AttentionProjection, quantizer.QuantizationLayer
+):  # pytype: disable=signature-mismatch
   """attentions.AttentionProjection with a quantized weight (module docstring)."""
 
   _PACK_4BIT_DIM = 0
@@ -206,8 +208,11 @@ class AttentionProjection(attentions.AttentionProjection, quantizer.Quantization
     scale_shape = (
       [self.input_dim]
       if self.is_output_projection
-      else ([self.num_heads * self.dim_per_head] if self.attention_combine_dims else
-            [self.num_heads, self.dim_per_head])
+      else (
+        [self.num_heads * self.dim_per_head]
+        if self.attention_combine_dims
+        else [self.num_heads, self.dim_per_head]
+      )
     )
     if block_size > 0 and use_block_size:
       weight_shape, dims = operations.get_sub_channel_shape(
@@ -224,7 +229,9 @@ class AttentionProjection(attentions.AttentionProjection, quantizer.Quantization
 
   def setup(self) -> None:
     block = self._sub_channel_block_size()
-    use_block = self.quantization is not None and self.quantization.mode == QuantizationMode.INFERENCE
+    use_block = (
+      self.quantization is not None and self.quantization.mode == QuantizationMode.INFERENCE
+    )
     weight_shape, scale_shape, wt = self._get_weight_scale_shape(block, use_block)
     self.set_up_weights(
       weight_name="w",
@@ -389,9 +396,7 @@ class AttentionProjectionLoRA(AttentionProjection):
         shape=right_shape,
         mesh_shape=self.mesh_shape,
         init=right_init,
-        tensor_split_dims_mapping=mesh_mapping(
-          self, _right_mapping(wt, right_dims), right_shape
-        ),
+        tensor_split_dims_mapping=mesh_mapping(self, _right_mapping(wt, right_dims), right_shape),
       ),
     )
     if self.norm_order is not None:
@@ -426,7 +431,9 @@ class AttentionProjectionLoRA(AttentionProjection):
     return out
 
 
-class CombinedQKVProjectionLayer(attentions.CombinedQKVProjectionLayer, quantizer.QuantizationLayer):  # pytype: disable=signature-mismatch
+class CombinedQKVProjectionLayer(
+  attentions.CombinedQKVProjectionLayer, quantizer.QuantizationLayer
+):  # pytype: disable=signature-mismatch
   """attentions.CombinedQKVProjectionLayer with a quantized w [3, D, N, H] (module docstring)."""
 
   _PACK_4BIT_DIM = 1
@@ -525,7 +532,9 @@ class CombinedQKVProjectionLayer(attentions.CombinedQKVProjectionLayer, quantize
     return _serving_params(self, q_w, q_s, zp, self.theta.b if self.use_bias else None)
 
 
-class DotProductAttention(attentions.DotProductAttention, quantizer.QuantizationLayer):  # pytype: disable=signature-mismatch
+class DotProductAttention(
+  attentions.DotProductAttention, quantizer.QuantizationLayer
+):  # pytype: disable=signature-mismatch
   """attentions.DotProductAttention whose two attention einsums are AQT-quantized.
 
   Both the query x key and the probs x value einsums quantize their operands with

@@ -128,9 +128,7 @@ class QuantizedProjectionTest(parameterized.TestCase):
     for i in range(3):
       expected = np.einsum("btd,dnh->btnh", x, deq[i]) + b[i]
       np.testing.assert_allclose(q_out[i], expected, rtol=1e-4, atol=1e-4)
-      np.testing.assert_allclose(
-        q_out[i], float_out[i], atol=0.02 * np.abs(float_out[i]).max()
-      )
+      np.testing.assert_allclose(q_out[i], float_out[i], atol=0.02 * np.abs(float_out[i]).max())
 
   def test_one_headed_projection_int8_matches_numpy(self):
     x = np.random.default_rng(3).normal(size=(4, 8)).astype(np.float32)
