@@ -9,3 +9,7 @@ from praxis.layers.quantization.linears import LinearLoRA
 from praxis.layers.quantization.operations import einsum
 from praxis.layers.quantization.einsum import Einsum
 from praxis.layers.quantization.convolutions import Conv2D
+from praxis.layers.quantization.overflow_check import AttentionProjectionOverflowCheck
+from praxis.layers.quantization.overflow_check import CombinedQKVProjectionLayerOverflowCheck
+from praxis.layers.quantization.overflow_check import FeedForwardOverflowCheck
+from praxis.layers.quantization.overflow_check import OneHeadedAttentionProjectionOverflowCheck
