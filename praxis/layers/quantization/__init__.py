@@ -9,6 +9,11 @@ from praxis.layers.quantization.linears import LinearLoRA
 from praxis.layers.quantization.operations import einsum
 from praxis.layers.quantization.einsum import Einsum
 from praxis.layers.quantization.convolutions import Conv2D
+from praxis.layers.quantization.attentions import AttentionProjection
+from praxis.layers.quantization.attentions import AttentionProjectionLoRA
+from praxis.layers.quantization.attentions import CombinedQKVProjectionLayer
+from praxis.layers.quantization.attentions import DotProductAttention
+from praxis.layers.quantization.multi_query_attention import OneHeadedAttentionProjection
 from praxis.layers.quantization.overflow_check import AttentionProjectionOverflowCheck
 from praxis.layers.quantization.overflow_check import CombinedQKVProjectionLayerOverflowCheck
 from praxis.layers.quantization.overflow_check import FeedForwardOverflowCheck
