@@ -18,3 +18,6 @@ from praxis.layers.quantization.overflow_check import AttentionProjectionOverflo
 from praxis.layers.quantization.overflow_check import CombinedQKVProjectionLayerOverflowCheck
 from praxis.layers.quantization.overflow_check import FeedForwardOverflowCheck
 from praxis.layers.quantization.overflow_check import OneHeadedAttentionProjectionOverflowCheck
+from praxis.layers.quantization.searchable import SearchableAttentionProjection
+from praxis.layers.quantization.searchable import SearchableCombinedQKVProjectionLayer
+from praxis.layers.quantization.searchable import SearchableLinear
