@@ -66,7 +66,9 @@ def _out_sharding(ap, ndim):
   return out
 
 
-class Linear(linears.Linear, quantizer.QuantizationLayer, sparsifier.SparsityBaseLayer):  # pytype: disable=signature-mismatch
+class Linear(
+  linears.Linear, quantizer.QuantizationLayer, sparsifier.SparsityBaseLayer
+):  # pytype: disable=signature-mismatch
   """Quantized, optionally low-rank Linear without bias (see the module docstring).
 
   Attributes:

@@ -142,7 +142,9 @@ class SparsityBaseLayer(base_layer.BaseLayer):
         shape=[], init=WeightInit.Constant(value), dtype=dtype, collections=list(_MEAN_SYNC)
       )
 
-    self.create_variable("num_shots", scalar(self.sparsity.mode.get_num_shots(), jnp.int32), trainable=False)
+    self.create_variable(
+      "num_shots", scalar(self.sparsity.mode.get_num_shots(), jnp.int32), trainable=False
+    )
     self.create_variable("mask_update_count", scalar(0, jnp.int32), trainable=False)
     self.create_variable("step", scalar(0, jnp.int32), trainable=False)
     if self.sparsity.track_sad_metric:
@@ -286,7 +288,14 @@ class SparsityBaseLayer(base_layer.BaseLayer):
       return w * new_float, count, new_float.astype(jnp.float32), new_binary, sad
 
     weight, update_cnt, new_float, new_binary, sad = jax.lax.cond(
-      sp.mode.update_cond(step, update_cnt), learn, keep, binary_mask, weight, update_cnt, logits, float_mask
+      sp.mode.update_cond(step, update_cnt),
+      learn,
+      keep,
+      binary_mask,
+      weight,
+      update_cnt,
+      logits,
+      float_mask,
     )
     self.update_var("mask_update_count", update_cnt)
     self.update_var(bin_name, new_binary)
