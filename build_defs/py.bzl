@@ -8,6 +8,9 @@
         shard_count, cpu_devices, srcs, main, ...); a name with no such file is an error. Use it for
         a package that no package it imports imports back, so one target can hold it whole: its
         modules import each other freely and no BUILD line lists a module of its own.
+        `parent_init = False` leaves out the parent package's target, for a subpackage that its
+        parent's library imports (praxis/layers/quantization/sparsity): the parent then lists the
+        subpackage in its `deps` and the subpackage's tests list the parent in `test_deps`.
     pax_py_package(deps = [])
         A package whose modules are declared one by one (packages that import each other, such as
         paxml and paxml/data, need a target per module). Declares the package's __init__.py as a
@@ -97,13 +100,13 @@ def pax_py_package(deps = [], **kwargs):
     )
     _sources()
 
-def pax_py_package_library(deps = [], test_deps = [], tests = {}):
+def pax_py_package_library(deps = [], test_deps = [], tests = {}, parent_init = True):
     """The package's modules as one library, and its tests; see the file's docstring."""
     name = native.package_name().split("/")[-1]
     native.py_library(
         name = name,
         srcs = native.glob(["*.py"], exclude = ["*_test.py"]),
-        deps = _dedup(_parent_init() + deps + _COMMON),
+        deps = _dedup((_parent_init() if parent_init else []) + deps + _COMMON),
     )
     _sources()
     found = [f[:-len(".py")] for f in native.glob(["*_test.py"])]

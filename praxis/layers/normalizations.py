@@ -125,7 +125,8 @@ class LayerNorm(BaseNormalization):
 
   def __call__(self, inputs: jax.Array, paddings: jax.Array | None = None) -> jax.Array:
     del paddings  # unused, as in Pax
-    if inputs.shape[-1] != self.dim:
+    # A size-1 last dim broadcasts against scale / bias [D], as Pax's LayerNorm lets it.
+    if inputs.shape[-1] not in (self.dim, 1):
       raise ValueError(f"LayerNorm expects inputs [..., {self.dim}], got {inputs.shape}.")
     dtype = inputs.dtype
     x = inputs.astype(jnp.float32) if self.reductions_in_fp32 else inputs

@@ -10,12 +10,15 @@ checkpoint_policy), so activation memory does not grow with the depth.
 
 Variables. Every collection the sub-layer writes gets a leading [x_times] dim: "params" (their
 logical axes gain the name "layers" in front, so the sharding rules can place it),
+"non_trainable" (per-iteration state such as sparsity masks and step counters),
 "decoder_cache" (each iteration has its own cache), "summaries", "aux_loss", "intermediates".
 Each iteration draws its own "params", "dropout" and "random" rngs.
 
-Contract of the sub-layer: `sub(carry, *args, deterministic=...) -> carry` (same shape and
-dtype as carry) and, for decoding, `sub.extend_step(carry, **kwargs) -> carry`; args/kwargs are
-passed unchanged to every iteration.
+Contract of the sub-layer: `sub(carry, *args, **kwargs) -> carry` (same shape and dtype as
+carry) and, for decoding, `sub.extend_step(carry, *args, **kwargs) -> carry`; args/kwargs are
+passed unchanged to every iteration (`deterministic` only when the caller gives it, as a static
+flag). `quantize_weight()` / `quantized_partition_specs()` run the sub-layer's own in every
+iteration and stack the results under "sub", as Pax's Repeat does.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from praxis.layers import checkpoint_policy as cp
 # Collections that are stacked along the repeat dim (one slice per iteration).
 _STACKED_COLLECTIONS = (
   "params",
+  base_layer.NON_TRAINABLE,
   "decoder_cache",
   base_layer.SUMMARIES,
   base_layer.AUX_LOSS,
@@ -43,12 +47,14 @@ _STACKED_COLLECTIONS = (
 class _Iteration(base_layer.BaseLayer):
   """One scan iteration: builds the sub-layer and adapts it to scan's (carry, x) -> (carry, y).
 
-  Both methods take (carry, packed arguments, flag) so that one `in_axes` fits both under
-  nn.scan; the flag (deterministic) is a static argument of the remat.
+  Every method takes (carry, packed (args, kwargs), flag) so that one `in_axes` fits all under
+  nn.scan; the flag (deterministic, or None when the caller gave none) is a static argument of
+  the remat.
   """
 
   sub_tpl: base_hyperparams.Config = base_hyperparams.template_field(None)
   carry_all_args: bool = False
+  stack_outputs: bool = False
 
   def setup(self):
     self.sub = self.create_child(self.sub_tpl)
@@ -57,26 +63,37 @@ class _Iteration(base_layer.BaseLayer):
     nn.share_scope(self, self.sub)
 
   def __call__(
-    self, carry: jax.Array, args: tuple[Any, ...], deterministic: bool
-  ) -> tuple[jax.Array, None]:
+    self, carry: jax.Array, packed: tuple[tuple[Any, ...], dict[str, Any]], deterministic
+  ) -> tuple[jax.Array, Any]:
     carry = checkpoint_name(carry, "iteration_input")
+    args, kwargs = packed
+    if deterministic is not None:
+      kwargs = {**kwargs, "deterministic": deterministic}
     if self.carry_all_args:
       # carry is the tuple of every positional argument; the sub-layer returns the same tuple.
-      out = self.sub(*carry, deterministic=deterministic)
+      out = self.sub(*carry, **kwargs)
       out = out if isinstance(out, tuple) else (out,)
       if len(out) != len(carry):
         raise ValueError(
           f"Repeat with positional_args_as_scan_carry: the sub-layer returned {len(out)} "
           f"values for {len(carry)} positional args; it must return one per argument."
         )
-      return out, None
-    return self.sub(carry, *args, deterministic=deterministic), None
+      return out, (out if self.stack_outputs else None)
+    out = self.sub(carry, *args, **kwargs)
+    return out, (out if self.stack_outputs else None)
 
-  def extend_step(
-    self, carry: jax.Array, kwargs: dict[str, Any], unused_flag: bool
-  ) -> tuple[jax.Array, None]:
+  def extend_step(self, carry: jax.Array, packed, unused_flag) -> tuple[jax.Array, None]:
     del unused_flag
-    return self.sub.extend_step(carry, **kwargs), None
+    args, kwargs = packed
+    return self.sub.extend_step(carry, *args, **kwargs), None
+
+  def quantize_weight(self, carry, packed, unused_flag) -> tuple[Any, Any]:
+    del packed, unused_flag
+    return carry, self.sub.quantize_weight()
+
+  def quantized_partition_specs(self, carry, packed, unused_flag) -> tuple[Any, Any]:
+    del packed, unused_flag
+    return carry, self.sub.quantized_partition_specs()
 
 
 class Repeat(base_layer.BaseLayer):
@@ -92,6 +109,9 @@ class Repeat(base_layer.BaseLayer):
     unroll: iterations per scan loop step (XLA's unroll); 1 keeps one compiled body.
     positional_args_as_scan_carry: every positional argument is carried from iteration to
       iteration (the sub-layer returns all of them, as a tuple), not only the first.
+    collect_intermediate_outputs: sow the stacked [x_times, ...] per-iteration outputs as
+      "intermediates" / "repeat_intermediates" (read with capture_intermediates).
+    return_intermediate_outputs: return those stacked outputs instead of the last one.
   """
 
   sub_tpl: base_hyperparams.Config = base_hyperparams.template_field(None)
@@ -99,6 +119,8 @@ class Repeat(base_layer.BaseLayer):
   checkpoint_policy: cp.AutodiffCheckpointType = cp.AutodiffCheckpointType.SAVE_NOTHING
   unroll: int = 1
   positional_args_as_scan_carry: bool = False
+  collect_intermediate_outputs: bool = False
+  return_intermediate_outputs: bool = False
 
   def setup(self):
     if self.x_times <= 0:
@@ -122,7 +144,7 @@ class Repeat(base_layer.BaseLayer):
       length=self.x_times,
       unroll=self.unroll,
       metadata_params={nn.PARTITION_NAME: "layers"},
-      methods=["__call__", "extend_step"],
+      methods=["__call__", "extend_step", "quantize_weight", "quantized_partition_specs"],
     )
     sub_tpl = self.sub_tpl.clone()
     if issubclass(sub_tpl.__fn_or_cls__, base_layer.BaseLayer):
@@ -130,22 +152,48 @@ class Repeat(base_layer.BaseLayer):
     self.sub = scanned(
       sub_tpl=sub_tpl,
       carry_all_args=self.positional_args_as_scan_carry,
+      stack_outputs=self.collect_intermediate_outputs or self.return_intermediate_outputs,
       dtype=self.dtype,
       fprop_dtype=self.fprop_dtype,
     )
 
-  def __call__(self, inputs: jax.Array, *args: Any, deterministic: bool = True) -> jax.Array:
-    """inputs: the carry (e.g. [B, T, D]); args go unchanged to every iteration.
+  def __call__(self, inputs: jax.Array, *args: Any, **kwargs: Any) -> Any:
+    """inputs: the carry (e.g. [B, T, D]); args / kwargs go unchanged to every iteration.
 
     With positional_args_as_scan_carry, (inputs, *args) is the carry and is returned as a tuple.
     """
+    deterministic = kwargs.pop("deterministic", None)
     if self.positional_args_as_scan_carry:
-      outputs, _ = self.sub((inputs, *args), (), deterministic)
-      return outputs if len(outputs) > 1 else outputs[0]
-    outputs, _ = self.sub(inputs, tuple(args), deterministic)
+      outputs, stacked = self.sub((inputs, *args), ((), kwargs), deterministic)
+      outputs = outputs if len(outputs) > 1 else outputs[0]
+    else:
+      outputs, stacked = self.sub(inputs, (tuple(args), kwargs), deterministic)
+    if self.return_intermediate_outputs:
+      return stacked
+    if self.collect_intermediate_outputs:
+      self.sow(base_layer.INTERMEDIATES, "repeat_intermediates", stacked)
     return outputs
 
-  def extend_step(self, step_inputs: jax.Array, **kwargs: Any) -> jax.Array:
+  def extend_step(self, step_inputs: jax.Array, *args: Any, **kwargs: Any) -> jax.Array:
     """One decoding step through every iteration (apply with mutable=["decoder_cache"])."""
-    outputs, _ = self.sub.extend_step(step_inputs, kwargs, True)
+    outputs, _ = self.sub.extend_step(step_inputs, (tuple(args), kwargs), None)
     return outputs
+
+  def quantize_weight(self) -> Any:
+    """{collection: {'sub': the sub-layer's quantize_weight(), stacked [x_times, ...]}}."""
+    _, stacked = self.sub.quantize_weight(None, ((), {}), None)
+    return {col: {"sub": tree} for col, tree in stacked.items()}
+
+  def quantized_partition_specs(self) -> Any:
+    """As quantize_weight, with each PartitionSpec given a leading None for the layer dim."""
+    _, specs = self.sub.quantized_partition_specs(None, ((), {}), None)
+
+    def add_layer_dim(x):
+      if isinstance(x, base_layer.BoxedPartitionSpec):
+        return base_layer.BoxedPartitionSpec(meta=jax.sharding.PartitionSpec(None, *x.meta))
+      return x
+
+    specs = jax.tree.map(
+      add_layer_dim, specs, is_leaf=lambda x: isinstance(x, base_layer.BoxedPartitionSpec)
+    )
+    return {col: {"sub": tree} for col, tree in specs.items()}

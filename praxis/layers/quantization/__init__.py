@@ -14,3 +14,10 @@ from praxis.layers.quantization.attentions import AttentionProjectionLoRA
 from praxis.layers.quantization.attentions import CombinedQKVProjectionLayer
 from praxis.layers.quantization.attentions import DotProductAttention
 from praxis.layers.quantization.multi_query_attention import OneHeadedAttentionProjection
+from praxis.layers.quantization.overflow_check import AttentionProjectionOverflowCheck
+from praxis.layers.quantization.overflow_check import CombinedQKVProjectionLayerOverflowCheck
+from praxis.layers.quantization.overflow_check import FeedForwardOverflowCheck
+from praxis.layers.quantization.overflow_check import OneHeadedAttentionProjectionOverflowCheck
+from praxis.layers.quantization.searchable import SearchableAttentionProjection
+from praxis.layers.quantization.searchable import SearchableCombinedQKVProjectionLayer
+from praxis.layers.quantization.searchable import SearchableLinear

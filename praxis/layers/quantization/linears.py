@@ -11,8 +11,9 @@ w ~ w_a [I, r] @ w_b [r, O], each quantized.
 `quantize_weight()` turns a float layer's `w` into those inference variables;
 `quantized_partition_specs()` gives their PartitionSpecs.
 
-Not here yet: Pax's sparsity mixin (SparsityBaseLayer: `sparsity` field,
-masks); these layers are dense.
+The layers mix in sparsifier.SparsityBaseLayer: with `sparsity` set, each
+weight gets a `<name>_sparsity_mask` (plus step counters) and is pruned by
+`sparsifiy` before the einsum.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from praxis.layers.quantization import operations
 from praxis.layers.quantization import quantization_hparams
 from praxis.layers.quantization import quantizer
 from praxis.layers.quantization import utils
+from praxis.layers.quantization.sparsity import sparsifier
 
 QuantizationMode = quantization_hparams.QuantizationMode
 QuantizationType = quantization_hparams.QuantizationType
@@ -64,7 +66,9 @@ def _out_sharding(ap, ndim):
   return out
 
 
-class Linear(linears.Linear, quantizer.QuantizationLayer):  # pytype: disable=signature-mismatch
+class Linear(
+  linears.Linear, quantizer.QuantizationLayer, sparsifier.SparsityBaseLayer
+):  # pytype: disable=signature-mismatch
   """Quantized, optionally low-rank Linear without bias (see the module docstring).
 
   Attributes:
@@ -123,16 +127,14 @@ class Linear(linears.Linear, quantizer.QuantizationLayer):  # pytype: disable=si
         ("w_a", [self.input_dims, self.rank], [self.rank]),
         ("w_b", [self.rank, self.output_dims], [self.output_dims]),
       ):
-        self.set_up_weights(
-          weight_name=name,
-          weight_params=WeightHParams(
-            shape=shape,
-            init=self.weight_init,
-            mesh_shape=self.mesh_shape,
-            tensor_split_dims_mapping=wt,
-          ),
-          scale_shape=scale,
+        weight = WeightHParams(
+          shape=shape,
+          init=self.weight_init,
+          mesh_shape=self.mesh_shape,
+          tensor_split_dims_mapping=wt,
         )
+        self.set_up_weights(weight_name=name, weight_params=weight, scale_shape=scale)
+        self.create_sparsity_variables(name, weight, scale_shape=scale)
       return
     using_sub_channel = False
     if self._sub_channel_block_size() > 0:
@@ -145,15 +147,19 @@ class Linear(linears.Linear, quantizer.QuantizationLayer):  # pytype: disable=si
     if self.quantization is None:
       weight.logical_axes = tuple(self.weight_axes)
     self.set_up_weights(weight_name="w", weight_params=weight, scale_hparams=scale)
+    self.create_sparsity_variables("w", weight, scale_shape=[self.output_dims])
 
   def __call__(self, inputs: JTensor) -> JTensor:
     """inputs [..., I] -> [..., O]."""
     params = {"eqn": "...y,yz->...z", "reshape": []}
     if self.rank > 0:
-      mid = self.quantized_einsum(x=inputs, w=self.theta.w_a, weight_name="w_a", **params)
-      out = self.quantized_einsum(x=mid, w=self.theta.w_b, weight_name="w_b", **params)
+      w_a = self.sparsifiy(self.theta.w_a, inputs=inputs, name="w_a")
+      mid = self.quantized_einsum(x=inputs, w=w_a, weight_name="w_a", **params)
+      # Pax scores w_b's activation-weighted pruning with the layer inputs too.
+      w_b = self.sparsifiy(self.theta.w_b, inputs=inputs, name="w_b")
+      out = self.quantized_einsum(x=mid, w=w_b, weight_name="w_b", **params)
     else:
-      w = self.theta.w
+      w = self.sparsifiy(self.theta.w, inputs=inputs, name="w")
       b = self._sub_channel_block_size()
       q = self.quantization
       if (

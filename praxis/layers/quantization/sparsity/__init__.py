@@ -1,0 +1,1 @@
+"""Pax's sparsity for quantized layers: hparams, modes, pruning functions, SparsityBaseLayer."""
