@@ -9,3 +9,8 @@ from praxis.layers.quantization.linears import LinearLoRA
 from praxis.layers.quantization.operations import einsum
 from praxis.layers.quantization.einsum import Einsum
 from praxis.layers.quantization.convolutions import Conv2D
+from praxis.layers.quantization.embedding_softmax import Embedding
+from praxis.layers.quantization.embedding_softmax import NClassMajorSharedEmbeddingSoftmax
+from praxis.layers.quantization.embedding_softmax import SharedEmbeddingSoftmax
+from praxis.layers.quantization.ngrammer import Ngrammer
+from praxis.layers.quantization.ngrammer import VQNgrammer
