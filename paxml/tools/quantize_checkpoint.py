@@ -108,9 +108,10 @@ def int_leaves(tree: Any) -> list[str]:
   ]
 
 
-def convert(exp: str, float_dir: str, job_log_dir: str, step: int | None = None) -> dict:
-  """Writes the quantized checkpoint; returns a summary (step, bytes, integer weights)."""
-  experiment = experiment_registry.get_experiment(exp)()
+def convert(exp: Any, float_dir: str, job_log_dir: str, step: int | None = None) -> dict:
+  """Writes the quantized checkpoint of serving experiment `exp` (a registered name or an
+  experiment instance); returns a summary (step, weight bytes, integer weights)."""
+  experiment = experiment_registry.get_experiment(exp)() if isinstance(exp, str) else exp
   task = tasks_lib.to_task_config(experiment.task())
   step, float_params = read_float_params(float_dir, step)
   params = quantize_params(task.model, float_params)

@@ -26,8 +26,9 @@ class DotProductAttentionWithContext(qattentions.DotProductAttention):
   left_context: int | None = None
   right_context: int | None = None
 
-  def _dot_atten(self, query: JTensor, key: JTensor, value: JTensor, atten_mask: JTensor,
-                 *args, **kwargs):
+  def _dot_atten(
+    self, query: JTensor, key: JTensor, value: JTensor, atten_mask: JTensor, *args, **kwargs
+  ):
     """query [B, T, N, H], key / value [B, S, N, H], atten_mask [1|B, 1, 1|T, S]."""
     atten_mask = conformers._with_context_mask(self, query, atten_mask)  # pylint: disable=protected-access
     return super()._dot_atten(query, key, value, atten_mask, *args, **kwargs)

@@ -162,9 +162,11 @@ def _serving_vars(name: str, q_w, q_s, zp, use_symmetric: bool) -> dict[str, JTe
 def _class_scale_pspecs(layer, name: str, weight_hp: WeightHParams, class_axis) -> dict[str, Any]:
   """PartitionSpecs of a per-class quantized table `name`: the table's own, scales split like V."""
   weight_spec = quantized_linears.weight_hparams_to_pspec(weight_hp, layer.mesh_axis_names)
-  # Only the mapping matters for the scale's spec, not its shape.
-  scale_hp = WeightHParams(shape=(), tensor_split_dims_mapping=class_axis)
-  scale_spec = quantized_linears.weight_hparams_to_pspec(scale_hp, layer.mesh_axis_names)
+  scale_spec = base_layer.BoxedPartitionSpec(
+    meta=base_layer.to_partition_spec(
+      class_axis if class_axis is not None else [], layer.mesh_axis_names
+    )
+  )
   specs = {name: weight_spec, name + _SCALE: scale_spec}
   if not layer.quantization.weight_params.use_symmetric:
     specs[name + _ZP] = copy.deepcopy(scale_spec)
@@ -246,8 +248,9 @@ class SharedEmbeddingSoftmax(embedding_softmax.SharedEmbeddingSoftmax):
         output_dims=self.num_classes,
         activation_tpl=pax_fiddle.Config(activations.Identity),
         bias_init=self.bias_init,
-        weight_split_dims_mapping=self.weight_split_dims_mapping.clone(),
-        activation_split_dims_mapping=self.activation_split_dims_mapping.clone(),
+        # deepcopy: a sharding may be a Config or a built (frozen) WeightSharding.
+        weight_split_dims_mapping=copy.deepcopy(self.weight_split_dims_mapping),
+        activation_split_dims_mapping=copy.deepcopy(self.activation_split_dims_mapping),
       )
       linear = pax_fiddle.Config(
         quantized_linears.Linear, quantization=copy.deepcopy(self.quantization)
@@ -323,7 +326,9 @@ class NClassMajorSharedEmbeddingSoftmax(embedding_softmax.SharedEmbeddingSoftmax
       if self._packs_int4():
         dtype = self.quantization.weight_params.int4_packed_weights_container_dtype
         factor = 2 if dtype == jnp.int8 else 8  # int4 values per container element
-        table.shape = utils.get_packed_shape(table.shape, self._PACK_4BIT_DIM, packing_factor=factor)
+        table.shape = utils.get_packed_shape(
+          table.shape, self._PACK_4BIT_DIM, packing_factor=factor
+        )
       self.create_quantized_variable(
         "w",
         table,

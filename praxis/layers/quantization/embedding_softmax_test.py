@@ -25,7 +25,9 @@ def _qparams(mode, qtype=qh.QuantizationType.PTQ, use_symmetric=True):
 
 def _build(cls, mode, **kwargs):
   return base_layer.instantiate(
-    pax_fiddle.Config(cls, name="emb", num_classes=V, input_dims=D, quantization=_qparams(mode, **kwargs))
+    pax_fiddle.Config(
+      cls, name="emb", num_classes=V, input_dims=D, quantization=_qparams(mode, **kwargs)
+    )
   )
 
 
@@ -102,7 +104,10 @@ class SharedEmbeddingSoftmaxTest(absltest.TestCase):
         float_embedding_softmax.SharedEmbeddingSoftmax, name="softmax", num_classes=V, input_dims=D
       )
     )
-    materialize, serve = build(qh.QuantizationMode.MATERIALIZE), build(qh.QuantizationMode.INFERENCE)
+    materialize, serve = (
+      build(qh.QuantizationMode.MATERIALIZE),
+      build(qh.QuantizationMode.INFERENCE),
+    )
     x = np.random.default_rng(3).normal(size=(2, D)).astype(np.float32)
     ids = np.array([[4, 0, 11]])
     with base_layer.JaxContext.new_context():
@@ -122,7 +127,10 @@ class SharedEmbeddingSoftmaxTest(absltest.TestCase):
 class NClassMajorSharedEmbeddingSoftmaxTest(absltest.TestCase):
   def test_materialize_then_serve(self):
     build = lambda mode: _build(embedding_softmax.NClassMajorSharedEmbeddingSoftmax, mode)
-    materialize, serve = build(qh.QuantizationMode.MATERIALIZE), build(qh.QuantizationMode.INFERENCE)
+    materialize, serve = (
+      build(qh.QuantizationMode.MATERIALIZE),
+      build(qh.QuantizationMode.INFERENCE),
+    )
     x = np.random.default_rng(4).normal(size=(3, D)).astype(np.float32)
     ids = np.array([1, 10])
     with base_layer.JaxContext.new_context():
@@ -139,7 +147,9 @@ class NClassMajorSharedEmbeddingSoftmaxTest(absltest.TestCase):
     np.testing.assert_allclose(embs, q_np[ids] * scale[ids][:, None], rtol=1e-5)
 
   def test_training_mode_is_refused(self):
-    layer = _build(embedding_softmax.NClassMajorSharedEmbeddingSoftmax, qh.QuantizationMode.TRAINING)
+    layer = _build(
+      embedding_softmax.NClassMajorSharedEmbeddingSoftmax, qh.QuantizationMode.TRAINING
+    )
     with self.assertRaisesRegex(ValueError, "INFERENCE or MATERIALIZE"):
       layer.init(jax.random.PRNGKey(0), np.zeros((1, D), np.float32), method=layer.get_logits)
 

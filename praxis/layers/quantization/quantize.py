@@ -93,9 +93,7 @@ def _quantize_embedding_softmax_layer_weights(
 ) -> None:
   """Swaps a TransformerLm's / TransformerEncoderDecoder's shared softmax (and, unless
   softmax_only, embedding) templates for quantized ones."""
-  quant = _qparams(
-    quantization_type, mode, weight_quantization_params, act_quantization_params
-  )
+  quant = _qparams(quantization_type, mode, weight_quantization_params, act_quantization_params)
   new_cls = (
     quantization.NClassMajorSharedEmbeddingSoftmax
     if transposed_embedding_softmax

@@ -13,7 +13,6 @@ from praxis import base_layer
 from praxis import layers
 from praxis import pax_fiddle
 from praxis import py_utils
-from praxis.layers import embedding_softmax
 from praxis.layers import ngrammer
 from praxis.layers import quantization
 from praxis.layers.quantization import quantization_hparams as qh
@@ -50,6 +49,7 @@ def _linear_classes(config):
 class RewriteTest(absltest.TestCase):
   def test_linear_only_swaps_ffn_linears_and_softmax(self):
     config = _lm_config()
+    config.softmax_tpl.scale_sqrt_depth = True
     quantize.set_transformer_quantization(
       config, linear_only=True, quantize_embedding_softmax=True, num_bits=4, block_size=8
     )
@@ -59,7 +59,7 @@ class RewriteTest(absltest.TestCase):
     self.assertEqual((wp.precision, wp.block_size), (4, 8))
     self.assertIs(fdl.get_callable(config.softmax_tpl), quantization.SharedEmbeddingSoftmax)
     # The softmax keeps the float template's settings.
-    self.assertEqual(config.softmax_tpl.num_classes, VOCAB)
+    self.assertTrue(config.softmax_tpl.scale_sqrt_depth)
     atten = config.stacked_transformer_tpl.transformer_layer_params_tpl.tr_atten_tpl
     self.assertIs(fdl.get_callable(atten.proj_tpl), layers.attentions.AttentionProjection)
 
@@ -99,7 +99,9 @@ class RewriteTest(absltest.TestCase):
       num_bits={qh.TransformerLayer.LINEAR: 4, qh.TransformerLayer.EMBEDDING_SOFTMAX: 8},
     )
     tr = config.stacked_transformer_tpl.transformer_layer_params_tpl
-    self.assertEqual(tr.tr_fflayer_tpl.fflayer_tpl.linear_tpl.quantization.weight_params.precision, 4)
+    self.assertEqual(
+      tr.tr_fflayer_tpl.fflayer_tpl.linear_tpl.quantization.weight_params.precision, 4
+    )
     self.assertEqual(config.softmax_tpl.quantization.weight_params.precision, 8)
     quantize.set_inference_mode(config)
     self.assertEqual(config.softmax_tpl.quantization.mode, qh.QuantizationMode.INFERENCE)
@@ -130,11 +132,10 @@ class RewriteTest(absltest.TestCase):
     self.assertIsInstance(model, layers.TransformerLm)
     linear = model.stacked_transformer_tpl.transformer_layer_params_tpl.tr_fflayer_tpl
     self.assertIs(fdl.get_callable(linear.fflayer_tpl.linear_tpl), quantization.Linear)
-    self.assertIs(
-      fdl.get_callable(Exp().task().model.stacked_transformer_tpl.transformer_layer_params_tpl
-                       .tr_fflayer_tpl.fflayer_tpl.linear_tpl),
-      layers.Linear,
-    )  # the float experiment is untouched
+    float_model = Exp().task().model
+    float_ffn = float_model.stacked_transformer_tpl.transformer_layer_params_tpl.tr_fflayer_tpl
+    self.assertIs(fdl.get_callable(float_ffn.fflayer_tpl.linear_tpl), layers.Linear)
+    # (the float experiment is untouched)
 
 
 class PtqLmTest(absltest.TestCase):
