@@ -9,8 +9,14 @@ from praxis.layers.quantization.linears import LinearLoRA
 from praxis.layers.quantization.operations import einsum
 from praxis.layers.quantization.einsum import Einsum
 from praxis.layers.quantization.convolutions import Conv2D
+from praxis.layers.quantization.attentions import AttentionProjection
+from praxis.layers.quantization.attentions import AttentionProjectionLoRA
+from praxis.layers.quantization.attentions import CombinedQKVProjectionLayer
+from praxis.layers.quantization.attentions import DotProductAttention
+from praxis.layers.quantization.multi_query_attention import OneHeadedAttentionProjection
 from praxis.layers.quantization.embedding_softmax import Embedding
 from praxis.layers.quantization.embedding_softmax import NClassMajorSharedEmbeddingSoftmax
 from praxis.layers.quantization.embedding_softmax import SharedEmbeddingSoftmax
 from praxis.layers.quantization.ngrammer import Ngrammer
 from praxis.layers.quantization.ngrammer import VQNgrammer
+from praxis.layers.quantization.conformers import DotProductAttentionWithContext

@@ -205,11 +205,18 @@ class QuantizationLayer(base_layer.BaseLayer):
       w = w.astype(jnp.int8)
     return w, s, zp
 
-  def _inference_einsum(self, eqn, x, weight_name, scale_eqn, zp_eqn, swap_xw):
+  def _inference_einsum(self, eqn, x, weight_name, scale_eqn, zp_eqn, swap_xw, reshape=None):
     q = self.quantization
     if q.quantization_type == QuantizationType.FR:
       raise NotImplementedError("FR quantization has no inference mode yet.")
     w, s, zp = self.get_quantized_weight(weight_name, use_symmetric=q.weight_params.use_symmetric)
+    if reshape and list(w.shape) != list(reshape) and not swap_xw:
+      # A weight stored with merged dims (e.g. [D, N*H] of attention_combine_dims): split them
+      # as eqn reads them; the per-channel scale / zp are the kept dims of that shape.
+      w = jnp.reshape(w, reshape)
+      kept = operations.get_scale_shape(reshape, operations.eqn_to_weight_contract_dims(eqn))
+      s = jnp.reshape(s, kept)
+      zp = None if zp is None else jnp.reshape(zp, kept)
     scale_act = zp_act = None
     if do_static_activation_quantization(q.act_params):
       logging.info("Static activation quantization is not supported yet.")
@@ -298,7 +305,7 @@ class QuantizationLayer(base_layer.BaseLayer):
   ) -> JTensor:
     """einsum(eqn, x, w) as the layer's quantization says (see the module docstring).
 
-    `reshape` (if non-empty) reshapes the float weight first; swap_xw
+    `reshape` (if non-empty) reshapes the weight first (in INFERENCE its scale / zp too); swap_xw
     (inference only) computes einsum(eqn, w, x).
     """
     q = self.quantization
@@ -312,7 +319,7 @@ class QuantizationLayer(base_layer.BaseLayer):
         self.update_var("step_count", step_count + 1)
       self.add_summary("step_count", step_count)
     if q.mode == QuantizationMode.INFERENCE:
-      return self._inference_einsum(eqn, x, weight_name, scale_eqn, zp_eqn, swap_xw)
+      return self._inference_einsum(eqn, x, weight_name, scale_eqn, zp_eqn, swap_xw, reshape)
     if q.mode == QuantizationMode.QT:
       return operations.custom_einsum(
         x,
