@@ -4,6 +4,7 @@ weights with a loss close to the float model's."""
 import dataclasses
 
 from absl.testing import absltest
+from absl.testing import parameterized
 import fiddle as fdl
 import jax
 import jax.numpy as jnp
@@ -138,8 +139,9 @@ class RewriteTest(absltest.TestCase):
     # (the float experiment is untouched)
 
 
-class PtqLmTest(absltest.TestCase):
-  def test_int8_lm_loss_close_to_float(self):
+class PtqLmTest(parameterized.TestCase):
+  @parameterized.parameters(True, False)
+  def test_int8_lm_loss_close_to_float(self, linear_only):
     ids = np.random.default_rng(0).integers(0, VOCAB, size=(2, 8))
     paddings = np.zeros((2, 8), np.float32)
     labels = py_utils.NestedMap(class_ids=ids, class_weights=1.0 - paddings)
@@ -148,7 +150,7 @@ class PtqLmTest(absltest.TestCase):
       config = _lm_config()
       if mode is not None:
         quantize.set_transformer_quantization(
-          config, mode=mode, linear_only=True, quantize_embedding_softmax=True
+          config, mode=mode, linear_only=linear_only, quantize_embedding_softmax=True
         )
       return base_layer.instantiate(config)
 
@@ -163,6 +165,8 @@ class PtqLmTest(absltest.TestCase):
     ffn = q["params"]["transformer"]["x_layers_0"]["ff_layer"]["ffn_layer1"]["linear"]
     self.assertEqual(ffn["w"].dtype, jnp.int8)
     self.assertEqual(q["params"]["softmax"]["logits_ffn"]["linear"]["w"].dtype, jnp.int8)
+    query = q["params"]["transformer"]["x_layers_0"]["self_attention"]["query"]["w"]
+    self.assertEqual(query.dtype, jnp.float32 if linear_only else jnp.int8)
     np.testing.assert_allclose(int8_loss, float_loss, rtol=0.01)
 
 

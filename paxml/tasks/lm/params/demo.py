@@ -183,9 +183,10 @@ class SyntheticDemoLm(model_params.ProgressionLm):
 
 
 # int8 DemoLm (quantized training and post-training quantization; docs/experiments.md).
-# Quantized: the feed-forward linears and the shared embedding / softmax table (per-class
-# scales). _INT8_LINEAR_ONLY leaves the attention projections float.
-_INT8_LINEAR_ONLY = True
+# Quantized: the attention projections, the feed-forward linears and the shared embedding /
+# softmax table (per-class scales); layer norms and biases stay float. True would leave the
+# attention projections float.
+_INT8_LINEAR_ONLY = False
 _INT8 = dict(num_bits=8, quantize_embedding_softmax=True, linear_only=_INT8_LINEAR_ONLY)
 
 
@@ -196,8 +197,8 @@ _INT8 = dict(num_bits=8, quantize_embedding_softmax=True, linear_only=_INT8_LINE
   **_INT8,
 )
 class DemoLmInt8Aqt(DemoLm):
-  """DemoLm trained int8-aware (AQT): the forward pass runs int8-quantized weights and
-  activations-free integer einsums, the gradients reach the float weights.
+  """DemoLm trained int8-aware (AQT): the forward pass sees the weights quantized to int8 (per
+  output channel), the gradients update the float weights (straight-through).
 
     ./bazelw run //paxml:main -- --exp=demo.DemoLmInt8Aqt --job_log_dir=/tmp/pax_demo_aqt
   """
