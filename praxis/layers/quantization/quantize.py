@@ -213,10 +213,11 @@ def quantize_attention_layer_weights(
     if atten_tpl is None:
       return
     cls = fdl.get_callable(atten_tpl)
-    if issubclass(cls, layers.attentions.DotProductAttention):
-      quantize_dot_product_attention_layer_weights(atten_tpl, *args)
-    elif issubclass(cls, layers.multi_query_attention.MultiQueryDotProductAttention):
+    # Multi-query first: ours subclasses DotProductAttention (Pax's does not).
+    if issubclass(cls, layers.multi_query_attention.MultiQueryDotProductAttention):
       quantize_mq_dot_product_attention_layer_weights(atten_tpl, *args)
+    elif issubclass(cls, layers.attentions.DotProductAttention):
+      quantize_dot_product_attention_layer_weights(atten_tpl, *args)
     else:
       raise ValueError(
         f"tr_tpl.{field} builds {cls}; quantization supports DotProductAttention and "

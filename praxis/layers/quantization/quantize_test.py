@@ -110,6 +110,20 @@ class RewriteTest(absltest.TestCase):
       tr.tr_fflayer_tpl.fflayer_tpl.linear_tpl.quantization.mode, qh.QuantizationMode.INFERENCE
     )
 
+  def test_multi_query_attention(self):
+    tr = pax_fiddle.Config(
+      layers.transformers.Transformer,
+      tr_atten_tpl=pax_fiddle.Config(layers.multi_query_attention.MultiQueryDotProductAttention),
+    )
+    quantize.quantize_transformer_layer_weights(
+      tr, qh.QuantizationType.PTQ, qh.QuantizationMode.TRAINING, qh.WeightQuantizationParams()
+    )
+    self.assertIs(
+      fdl.get_callable(tr.tr_atten_tpl.headless_proj_tpl),
+      quantization.multi_query_attention.OneHeadedAttentionProjection,
+    )
+    self.assertIs(fdl.get_callable(tr.tr_atten_tpl.proj_tpl), quantization.AttentionProjection)
+
   def test_diffusion(self):
     class Block(base_layer.BaseLayer):
       conv_tpl: pax_fiddle.Config = base_layer.template_field(layers.Conv2D)
