@@ -37,7 +37,7 @@ import dataclasses
 import functools
 import itertools
 import weakref
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from absl import flags
 from flax import struct
@@ -687,8 +687,21 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
     return self._quantize_fn(return_pspec=True)
 
   def _quantize_fn(self, return_pspec: bool) -> Any:
+    self._try_setup()  # A child's setup may not have run yet: its children are made there.
     # getattr gives the children bound to this apply (the registry holds unbound copies).
-    children = {name: getattr(self, name) for name in self._private_children}
+    children = {name: self._bound_child(name) for name in self._private_children}
+    # Children made by setup's `self.x = self.create_child(tpl)` shorthand are not in
+    # _private_children: their variable subtrees name them.
+    for col in (PARAMS, NON_TRAINABLE):
+      for name, value in self.variables.get(col, {}).items():
+        if name in children or not isinstance(value, Mapping):
+          continue
+        try:
+          child = self._bound_child(name)
+        except (AttributeError, ValueError, IndexError, TypeError):
+          continue
+        if isinstance(child, BaseLayer):
+          children[name] = child
     hparams = dict(self._weight_hparams)
     for f in dataclasses.fields(self):
       value = getattr(self, f.name, None)
@@ -712,6 +725,13 @@ class BaseLayer(base_hyperparams.HParamsMixin, nn.Module):
           value = BoxedPartitionSpec(meta=to_partition_spec(mapping, self.mesh_axis_names))
         out.setdefault(col, {})[name] = maybe_unbox_value(value)
     return out
+
+  def _bound_child(self, name: str) -> Any:
+    """Child `name` bound to this apply; create_children's `x_3` is the attribute list x's [3]."""
+    if hasattr(self, name):
+      return getattr(self, name)
+    base, _, index = name.rpartition("_")
+    return getattr(self, base)[int(index)]
 
   @nn.nowrap
   def get_var(self, name: str) -> Any:

@@ -23,6 +23,8 @@ Letters: B batch, T time, D input dims, V classes.
 
 from __future__ import annotations
 
+import copy
+
 import jax
 import jax.numpy as jnp
 
@@ -88,8 +90,9 @@ def _create_logits_ffn(layer) -> None:
     output_dims=layer.num_classes,
     activation_tpl=pax_fiddle.Config(activations.Identity),
     bias_init=layer.bias_init,
-    weight_split_dims_mapping=layer.weight_split_dims_mapping.clone(),
-    activation_split_dims_mapping=layer.activation_split_dims_mapping.clone(),
+    # deepcopy: a sharding may be a Config or a built (frozen) WeightSharding.
+    weight_split_dims_mapping=copy.deepcopy(layer.weight_split_dims_mapping),
+    activation_split_dims_mapping=copy.deepcopy(layer.activation_split_dims_mapping),
   )
   try:
     ff.weight_axes = tuple(layer.weight_axes)  # Linear's default says mlp.

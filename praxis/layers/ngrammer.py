@@ -211,17 +211,21 @@ class Ngrammer(base_layer.BaseLayer):
     for _ in range(self.num_heads):
       emb_norms.append(pax_fiddle.Config(normalizations.LayerNorm, dim=self.dim_per_head))
       ngram_norms.append(pax_fiddle.Config(normalizations.LayerNorm, dim=self.ngram_emb_dim))
-      table = pax_fiddle.Config(
-        embedding_softmax.Embedding,
-        num_classes=self.ngram_vocab_size,
-        input_dims=self.ngram_emb_dim,
-        params_init=self.params_init,
-      )
+      table = self._ngram_table_tpl()
       table.weight_split_dims_mapping.wt = self.weight_split_dims_mapping.wt
       tables.append(table)
     self.create_children("emb_layer_norm", emb_norms)
     self.create_children("ngram_layer_norm", ngram_norms)
     self.create_children("ngram_table", tables)
+
+  def _ngram_table_tpl(self) -> pax_fiddle.Config:
+    """One head's bi-gram table (quantization.Ngrammer swaps in a quantized Embedding)."""
+    return pax_fiddle.Config(
+      embedding_softmax.Embedding,
+      num_classes=self.ngram_vocab_size,
+      input_dims=self.ngram_emb_dim,
+      params_init=self.params_init,
+    )
 
   def __call__(
     self,
@@ -353,6 +357,10 @@ class VQNgrammer(base_layer.BaseLayer):
     vqngrammer_p.weight_split_dims_mapping.wt = [mdl_axis, data_axis]
     return vqngrammer_p
 
+  def _ngram_layer_tpl(self) -> pax_fiddle.Config:
+    """Child `ngram_layer`'s config before sizing (quantization.VQNgrammer swaps in its own)."""
+    return pax_fiddle.Config(Ngrammer)
+
   def setup(self) -> None:
     _check_ngram_dims(self)
     self.create_child(
@@ -378,8 +386,7 @@ class VQNgrammer(base_layer.BaseLayer):
         ),
         trainable=False,
       )
-    ngram_layer = pax_fiddle.Config(
-      Ngrammer,
+    ngram_layer = self._ngram_layer_tpl().set(
       ngram_vocab_size=self.ngram_vocab_size,
       unigram_vocab_size=self.num_clusters,  # the bi-grams are over cluster ids
       ngram_emb_dim=self.ngram_emb_dim,

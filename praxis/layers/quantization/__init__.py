@@ -21,3 +21,9 @@ from praxis.layers.quantization.overflow_check import OneHeadedAttentionProjecti
 from praxis.layers.quantization.searchable import SearchableAttentionProjection
 from praxis.layers.quantization.searchable import SearchableCombinedQKVProjectionLayer
 from praxis.layers.quantization.searchable import SearchableLinear
+from praxis.layers.quantization.embedding_softmax import Embedding
+from praxis.layers.quantization.embedding_softmax import NClassMajorSharedEmbeddingSoftmax
+from praxis.layers.quantization.embedding_softmax import SharedEmbeddingSoftmax
+from praxis.layers.quantization.ngrammer import Ngrammer
+from praxis.layers.quantization.ngrammer import VQNgrammer
+from praxis.layers.quantization.conformers import DotProductAttentionWithContext

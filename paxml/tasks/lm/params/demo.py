@@ -33,6 +33,8 @@ from praxis.layers import models
 from praxis.layers import sample_decode
 from praxis.layers import transformer_models
 from praxis.layers import transformers
+from praxis.layers.quantization import quantization_hparams
+from praxis.layers.quantization import quantize
 
 
 @experiment_registry.register
@@ -178,3 +180,43 @@ class SyntheticDemoLm(model_params.ProgressionLm):
   SUMMARY_INTERVAL_STEPS = 20
   EVAL_INTERVAL_STEPS = 100
   DECODE_INTERVAL_STEPS = 100
+
+
+# int8 DemoLm (quantized training and post-training quantization; docs/experiments.md).
+# Quantized: the attention projections, the feed-forward linears and the shared embedding /
+# softmax table (per-class scales); layer norms and biases stay float. True would leave the
+# attention projections float.
+_INT8_LINEAR_ONLY = False
+_INT8 = dict(num_bits=8, quantize_embedding_softmax=True, linear_only=_INT8_LINEAR_ONLY)
+
+
+@experiment_registry.register
+@quantize.for_transformer(
+  quantization_type=quantization_hparams.QuantizationType.AQT,
+  mode=quantization_hparams.QuantizationMode.TRAINING,
+  **_INT8,
+)
+class DemoLmInt8Aqt(DemoLm):
+  """DemoLm trained int8-aware (AQT): the forward pass sees the weights quantized to int8 (per
+  output channel), the gradients update the float weights (straight-through).
+
+    ./bazelw run //paxml:main -- --exp=demo.DemoLmInt8Aqt --job_log_dir=/tmp/pax_demo_aqt
+  """
+
+
+@experiment_registry.register
+@quantize.for_transformer(
+  quantization_type=quantization_hparams.QuantizationType.PTQ,
+  mode=quantization_hparams.QuantizationMode.INFERENCE,
+  **_INT8,
+)
+class DemoLmInt8Ptq(DemoLm):
+  """DemoLm served from int8 weights (post-training quantization): eval / decode only.
+
+  Its checkpoints come from a trained float DemoLm through paxml/tools/quantize_checkpoint.py:
+
+    ./bazelw run //paxml/tools:quantize_checkpoint -- --exp=demo.DemoLmInt8Ptq \
+        --float_job_log_dir=/tmp/pax_demo --job_log_dir=/tmp/pax_demo_int8
+    ./bazelw run //paxml:main -- --exp=demo.DemoLmInt8Ptq --job_log_dir=/tmp/pax_demo_int8 \
+        --mode=eval
+  """
