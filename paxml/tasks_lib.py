@@ -376,6 +376,54 @@ class SingleTask(base_task.BaseTask):
   early_stopping_fn: Any = None
   summary_verbosity: int = 3
 
+  # Pax's train-state API (paxml/task_states.py): the state of this task's model and learners.
+
+  @property
+  def learners(self) -> list[learners.Learner]:
+    """The task's learners (one: `train.learner`), built."""
+    return [base_hyperparams.instantiate(self.train.learner)]
+
+  @property
+  def has_ema_decay(self) -> bool:
+    opt = self.learners[0].optimizer
+    return bool(opt is not None and (opt.ema_decay or 0.0) > 0)
+
+  def create_opt_states(self, mdl_vars: Any, var_weight_hparams: Any) -> list[Any]:
+    return task_states._create_opt_states(mdl_vars, var_weight_hparams, self.learners)  # noqa: SLF001
+
+  def create_train_state(self, mdl_vars, var_weight_hparams, discard_opt_states=False):
+    return task_states.create_state(
+      mdl_vars, var_weight_hparams, discard_opt_states, self.learners
+    )
+
+  def create_train_state_unpadded_shapes(self, var_weight_hparams, discard_opt_states=False):
+    return task_states.create_state_unpadded_shapes(
+      var_weight_hparams, discard_opt_states, self.learners
+    )
+
+  def create_train_state_padded_shapes(self, var_weight_hparams, discard_opt_states=False):
+    return task_states.create_state_padded_shapes(
+      var_weight_hparams,
+      self.model.mesh_shape,
+      self.model.mesh_axis_names,
+      discard_opt_states,
+      self.learners,
+    )
+
+  def create_train_state_partition_specs(self, var_weight_hparams, discard_opt_states=False):
+    """PartitionSpecs of the train state, or None when the model has no mesh (as in Pax)."""
+    if self.model.mesh_shape is None:
+      return None
+    shapes = self.create_train_state_unpadded_shapes(var_weight_hparams, discard_opt_states)
+    return task_states.create_state_partition_specs(
+      var_weight_hparams,
+      self.model.mesh_shape,
+      self.model.mesh_axis_names,
+      discard_opt_states,
+      self.learners,
+      shapes.opt_states,
+    )
+
 
 # Train fields that reach TaskConfig under the same name.
 _TRAIN_TO_TASK = (
@@ -521,3 +569,17 @@ def to_task_config(task: Any) -> TaskConfig:
 def _mesh(model: Any, field: str) -> Sequence[int] | None:
   value = getattr(model, field, None)
   return None if value is None else tuple(value)
+
+
+# Pax's tasks_lib state functions (imported last: task_states needs train_states, which needs
+# this module's TaskConfig).
+from paxml import task_states  # noqa: E402
+
+create_state = task_states.create_state
+create_state_unpadded_shapes = task_states.create_state_unpadded_shapes
+create_state_padded_shapes = task_states.create_state_padded_shapes
+create_state_partition_specs = task_states.create_state_partition_specs
+get_excluded_var_mask_for_grad_or_opt = task_states.get_excluded_var_mask_for_grad_or_opt
+get_excluded_var_mask_for_grad = task_states.get_excluded_var_mask_for_grad
+get_excluded_var_mask_for_opt = task_states.get_excluded_var_mask_for_opt
+filter_vars_for_grad_or_opt = task_states.filter_vars_for_grad_or_opt
