@@ -35,7 +35,6 @@ from praxis import optimizers
 from praxis import py_utils
 from praxis import trees
 
-TrainState = train_states.TrainState
 PartitionSpec = jax.sharding.PartitionSpec
 
 
@@ -118,13 +117,13 @@ def create_state(
   var_weight_hparams: Any,
   discard_opt_states: bool,
   learners: Sequence[Any] | None,
-) -> TrainState:
+) -> "train_states.TrainState":
   """The step-0 TrainState around (a copy of) `mdl_vars`; no optimizer state if discarded."""
   mdl_vars = trees.copy(mdl_vars)
   opt_states = (
     [] if discard_opt_states else _create_opt_states(mdl_vars, var_weight_hparams, learners)
   )
-  return TrainState(
+  return train_states.TrainState(
     step=jnp.array(0, dtype=jnp.uint32), mdl_vars=mdl_vars, opt_states=opt_states, extra_state=()
   )
 
@@ -136,7 +135,7 @@ def _var_shape(hp: Any) -> jax.ShapeDtypeStruct:
 
 def create_state_unpadded_shapes(
   var_weight_hparams: Any, discard_opt_states: bool, learners: Sequence[Any] | None
-) -> TrainState:
+) -> "train_states.TrainState":
   """`create_state`'s result as ShapeDtypeStructs (nothing is allocated)."""
   var_shapes = jax.tree.map(_var_shape, var_weight_hparams, is_leaf=_is_hparams)
   return jax.eval_shape(
@@ -151,7 +150,7 @@ def create_state_partition_specs(
   discard_opt_states: bool,
   learners: Sequence[Any] | None,
   opt_states: Any = None,
-) -> TrainState:
+) -> "train_states.TrainState":
   """The train state's PartitionSpecs: variables from their split dims, optimizer state from
   each transformation's `init_partition_spec` (or, for plain optax ones, its shapes)."""
   var_specs = base_layer.var_partition_specs(
@@ -181,7 +180,7 @@ def create_state_partition_specs(
       opt_specs,
       is_leaf=lambda x: isinstance(x, optax.MaskedState),
     )
-  return TrainState(step=PartitionSpec(), mdl_vars=var_specs, opt_states=opt_specs, extra_state=())
+  return train_states.TrainState(step=PartitionSpec(), mdl_vars=var_specs, opt_states=opt_specs, extra_state=())
 
 
 def _padded(shape: Sequence[int], spec: Any, mesh_shape: Sequence[int], names: Sequence[str]):
@@ -203,7 +202,7 @@ def create_state_padded_shapes(
   mesh_axis_names: Sequence[str] | None,
   discard_opt_states: bool,
   learners: Sequence[Any] | None,
-) -> TrainState:
+) -> "train_states.TrainState":
   """The unpadded shapes, each sharded dim padded to divide evenly (unchanged without a mesh)."""
   shapes = create_state_unpadded_shapes(var_weight_hparams, discard_opt_states, learners)
   if mesh_shape is None:

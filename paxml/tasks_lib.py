@@ -259,7 +259,7 @@ class SingleTask(base_task.BaseTask):
   """
 
   @dataclasses.dataclass(frozen=True, kw_only=True)
-  class InferWriter:
+  class InferWriter(base_hyperparams.HParamsMixin):
     """Pax's inference-writer settings (`--mode=infer` writes through eval_lib instead)."""
 
     restore_checkpoint_dir: str = ""
@@ -269,7 +269,7 @@ class SingleTask(base_task.BaseTask):
     output_num_shards: int = 32
 
   @dataclasses.dataclass(frozen=True, kw_only=True)
-  class VariationalNoise:
+  class VariationalNoise(base_hyperparams.HParamsMixin):
     """Gaussian noise of scale `vn_scale` on the weights matching `vn_regex` from `vn_start_step`."""
 
     vn_scale: float = 0.0
@@ -277,7 +277,7 @@ class SingleTask(base_task.BaseTask):
     vn_start_step: int = 0
 
   @dataclasses.dataclass(frozen=True, kw_only=True)
-  class Train:
+  class Train(base_hyperparams.HParamsMixin):
     """Pax's training settings; `to_task_config` lists which reach the trainer.
 
     Attributes (applied here):
@@ -339,7 +339,7 @@ class SingleTask(base_task.BaseTask):
     gc_interval_steps: int = 0
 
   @dataclasses.dataclass(frozen=True, kw_only=True)
-  class Decode:
+  class Decode(base_hyperparams.HParamsMixin):
     """Pax's decode settings (this trainer seeds decoding from train.random_seed)."""
 
     prng_key_fold_with_batch_index: bool = False
@@ -352,17 +352,25 @@ class SingleTask(base_task.BaseTask):
     metrics_prefix: str = "Metrics/"
 
   @dataclasses.dataclass(frozen=True, kw_only=True)
-  class Evaluate:
+  class Evaluate(base_hyperparams.HParamsMixin):
     """Pax's eval settings (this trainer seeds evaluation from train.random_seed)."""
 
     random_seed: int = 1234
     apply_mutable_list: list[str] = _list(_EVAL_MUTABLE)
 
   @dataclasses.dataclass(frozen=True, kw_only=True)
-  class Infer:
+  class Infer(base_hyperparams.HParamsMixin):
     """Pax's inference settings."""
 
     random_seed: int = 1234
+
+  # Pax's names for configs of the nested settings (isinstance(task_p.train, TrainHParams)).
+  TrainHParams = Train.HParams
+  DecodeHParams = Decode.HParams
+  EvaluateHParams = Evaluate.HParams
+  InferHParams = Infer.HParams
+  VariationalNoiseHParams = VariationalNoise.HParams
+  InferWriterHParams = InferWriter.HParams
 
   model: Any = None
   train: Any = base_hyperparams.template_field(Train)

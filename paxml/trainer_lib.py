@@ -20,6 +20,7 @@ what Pax's early-stopping functions receive.
 
 import dataclasses
 import enum
+import re
 from typing import Any, Callable
 
 from absl import logging
@@ -272,6 +273,28 @@ def _summaries(updated_vars: Any) -> dict[str, Any]:
   return {k: v for k, v in zip(jax.tree.leaves(flat), jax.tree.leaves(summaries))}
 
 
+def _with_variational_noise(jax_task, mdl_vars: Any, step: Any, prng_key: jax.Array) -> Any:
+  """`mdl_vars` with Gaussian noise of scale vn.vn_scale on the params whose path matches
+  vn.vn_regex (from the start), from step vn.vn_start_step on (Pax's variational noise): only
+  the forward pass sees it; the stored weights are updated without it."""
+  vn = jax_task.vn
+  if not vn.vn_scale:
+    return mdl_vars
+  pattern = re.compile(vn.vn_regex)
+  params = mdl_vars[PARAMS]
+  names = jax.tree.leaves(py_utils.extract_prefixed_keys_from_nested_map(params))
+  leaves, treedef = jax.tree.flatten(params)
+  keys = jax.random.split(prng_key, len(leaves))
+  on = jnp.asarray(step) >= vn.vn_start_step
+  noisy = [
+    jnp.where(on, x + vn.vn_scale * jax.random.normal(k, x.shape, x.dtype), x)
+    if pattern.match(name)
+    else x
+    for x, k, name in zip(leaves, keys, names)
+  ]
+  return {**mdl_vars, PARAMS: jax.tree.unflatten(treedef, noisy)}
+
+
 def train_step_single_learner(
   jax_task: tasks_lib.SingleTask,
   states: TrainState,
@@ -300,11 +323,14 @@ def train_step_single_learner(
   rngs = _step_rngs(prng_key, states.step)
   mutable = [base_layer.AUX_LOSS, base_layer.SUMMARIES, NON_TRAINABLE]
 
+  vn_key = jax.random.fold_in(rngs[base_layer.RANDOM], 1)
+
   def loss_fn(trainable, inputs, rngs):
     # Excluded variables enter as constants: no gradient flows to them.
     mdl_vars = jax.tree.map(
       lambda e, fixed, var: fixed if e else var, excluded_grad, states.mdl_vars, trainable
     )
+    mdl_vars = _with_variational_noise(jax_task, mdl_vars, states.step, vn_key)
     context = base_layer.JaxContext.HParams(
       do_eval=False, summary_verbosity=jax_task.summary_verbosity
     )
