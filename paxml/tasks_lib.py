@@ -259,7 +259,7 @@ class SingleTask(base_task.BaseTask):
   """
 
   @dataclasses.dataclass(frozen=True, kw_only=True)
-  class InferWriter:
+  class InferWriter(base_hyperparams.HParamsMixin):
     """Pax's inference-writer settings (`--mode=infer` writes through eval_lib instead)."""
 
     restore_checkpoint_dir: str = ""
@@ -269,7 +269,7 @@ class SingleTask(base_task.BaseTask):
     output_num_shards: int = 32
 
   @dataclasses.dataclass(frozen=True, kw_only=True)
-  class VariationalNoise:
+  class VariationalNoise(base_hyperparams.HParamsMixin):
     """Gaussian noise of scale `vn_scale` on the weights matching `vn_regex` from `vn_start_step`."""
 
     vn_scale: float = 0.0
@@ -277,7 +277,7 @@ class SingleTask(base_task.BaseTask):
     vn_start_step: int = 0
 
   @dataclasses.dataclass(frozen=True, kw_only=True)
-  class Train:
+  class Train(base_hyperparams.HParamsMixin):
     """Pax's training settings; `to_task_config` lists which reach the trainer.
 
     Attributes (applied here):
@@ -339,7 +339,7 @@ class SingleTask(base_task.BaseTask):
     gc_interval_steps: int = 0
 
   @dataclasses.dataclass(frozen=True, kw_only=True)
-  class Decode:
+  class Decode(base_hyperparams.HParamsMixin):
     """Pax's decode settings (this trainer seeds decoding from train.random_seed)."""
 
     prng_key_fold_with_batch_index: bool = False
@@ -352,17 +352,25 @@ class SingleTask(base_task.BaseTask):
     metrics_prefix: str = "Metrics/"
 
   @dataclasses.dataclass(frozen=True, kw_only=True)
-  class Evaluate:
+  class Evaluate(base_hyperparams.HParamsMixin):
     """Pax's eval settings (this trainer seeds evaluation from train.random_seed)."""
 
     random_seed: int = 1234
     apply_mutable_list: list[str] = _list(_EVAL_MUTABLE)
 
   @dataclasses.dataclass(frozen=True, kw_only=True)
-  class Infer:
+  class Infer(base_hyperparams.HParamsMixin):
     """Pax's inference settings."""
 
     random_seed: int = 1234
+
+  # Pax's names for configs of the nested settings (isinstance(task_p.train, TrainHParams)).
+  TrainHParams = Train.HParams
+  DecodeHParams = Decode.HParams
+  EvaluateHParams = Evaluate.HParams
+  InferHParams = Infer.HParams
+  VariationalNoiseHParams = VariationalNoise.HParams
+  InferWriterHParams = InferWriter.HParams
 
   model: Any = None
   train: Any = base_hyperparams.template_field(Train)
@@ -375,6 +383,54 @@ class SingleTask(base_task.BaseTask):
   infer_writer: Any = None
   early_stopping_fn: Any = None
   summary_verbosity: int = 3
+
+  # Pax's train-state API (paxml/task_states.py): the state of this task's model and learners.
+
+  @property
+  def learners(self) -> list[learners.Learner]:
+    """The task's learners (one: `train.learner`), built."""
+    return [base_hyperparams.instantiate(self.train.learner)]
+
+  @property
+  def has_ema_decay(self) -> bool:
+    opt = self.learners[0].optimizer
+    return bool(opt is not None and (opt.ema_decay or 0.0) > 0)
+
+  def create_opt_states(self, mdl_vars: Any, var_weight_hparams: Any) -> list[Any]:
+    return task_states._create_opt_states(mdl_vars, var_weight_hparams, self.learners)  # noqa: SLF001
+
+  def create_train_state(self, mdl_vars, var_weight_hparams, discard_opt_states=False):
+    return task_states.create_state(
+      mdl_vars, var_weight_hparams, discard_opt_states, self.learners
+    )
+
+  def create_train_state_unpadded_shapes(self, var_weight_hparams, discard_opt_states=False):
+    return task_states.create_state_unpadded_shapes(
+      var_weight_hparams, discard_opt_states, self.learners
+    )
+
+  def create_train_state_padded_shapes(self, var_weight_hparams, discard_opt_states=False):
+    return task_states.create_state_padded_shapes(
+      var_weight_hparams,
+      self.model.mesh_shape,
+      self.model.mesh_axis_names,
+      discard_opt_states,
+      self.learners,
+    )
+
+  def create_train_state_partition_specs(self, var_weight_hparams, discard_opt_states=False):
+    """PartitionSpecs of the train state, or None when the model has no mesh (as in Pax)."""
+    if self.model.mesh_shape is None:
+      return None
+    shapes = self.create_train_state_unpadded_shapes(var_weight_hparams, discard_opt_states)
+    return task_states.create_state_partition_specs(
+      var_weight_hparams,
+      self.model.mesh_shape,
+      self.model.mesh_axis_names,
+      discard_opt_states,
+      self.learners,
+      shapes.opt_states,
+    )
 
 
 # Train fields that reach TaskConfig under the same name.
@@ -521,3 +577,17 @@ def to_task_config(task: Any) -> TaskConfig:
 def _mesh(model: Any, field: str) -> Sequence[int] | None:
   value = getattr(model, field, None)
   return None if value is None else tuple(value)
+
+
+# Pax's tasks_lib state functions (imported last: task_states needs train_states, which needs
+# this module's TaskConfig).
+from paxml import task_states  # noqa: E402
+
+create_state = task_states.create_state
+create_state_unpadded_shapes = task_states.create_state_unpadded_shapes
+create_state_padded_shapes = task_states.create_state_padded_shapes
+create_state_partition_specs = task_states.create_state_partition_specs
+get_excluded_var_mask_for_grad_or_opt = task_states.get_excluded_var_mask_for_grad_or_opt
+get_excluded_var_mask_for_grad = task_states.get_excluded_var_mask_for_grad
+get_excluded_var_mask_for_opt = task_states.get_excluded_var_mask_for_opt
+filter_vars_for_grad_or_opt = task_states.filter_vars_for_grad_or_opt

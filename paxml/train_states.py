@@ -177,3 +177,28 @@ def state_layout(
     shardings=partitioner.state_shardings(boxed),
     init_fn=lambda r: nn.unbox(boxed_init(r)),
   )
+
+
+@dataclasses.dataclass
+class TrainStateProvenance:
+  """Where each part of a train state came from (Pax's fields): "random_init", or the
+  checkpoint a warm start read it from."""
+
+  checkpoints: dict[str, Any] = dataclasses.field(default_factory=dict)
+  mdl_vars: Any = None
+  opt_states: Any = None
+
+
+def build_train_state_provenance(train_state: TrainState, checkpoint_path: str | None = None):
+  """Every variable and optimizer-state array of `train_state` marked as coming from
+  `checkpoint_path` (None: "random_init")."""
+  source = "random_init" if checkpoint_path is None else str(checkpoint_path)
+
+  def mark(tree):
+    return jax.tree.map(lambda _: source, tree)
+
+  return TrainStateProvenance(
+    checkpoints={} if checkpoint_path is None else {source: None},
+    mdl_vars=mark(train_state.mdl_vars),
+    opt_states=mark(train_state.opt_states),
+  )

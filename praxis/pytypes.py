@@ -137,6 +137,8 @@ class NestedMap(dict):
     def convert(x):
       if isinstance(x, dict):
         return {k: convert(v) for k, v in x.items()}
+      if isinstance(x, tuple) and hasattr(x, "_fields"):  # A NamedTuple (optax.MaskedNode, ...).
+        return type(x)(*(convert(v) for v in x))
       if isinstance(x, (list, tuple)):
         return type(x)(convert(v) for v in x)
       return x
