@@ -5,6 +5,7 @@ functions themselves are paxml/trainer.py's here.
 """
 
 import enum
+from typing import Any, Callable
 
 
 class RunningMode(enum.Flag):
@@ -38,3 +39,9 @@ class RunningMode(enum.Flag):
   @property
   def has_decode(self) -> bool:
     return bool(self & RunningMode.DECODE)
+
+
+# Pax's signature of the early-stopping function the trainer calls after each eval/decode:
+# (tuning metrics, running mode, global step, is last checkpoint, checkpoint path) -> stop?
+# tuning_lib.EarlyStoppingFn is the one `tuning_lib.tune` gives each trial.
+EarlyStoppingFn = Callable[[dict[str, float], RunningMode, int, bool, Any], bool]
