@@ -70,6 +70,17 @@ class BaseExperiment(abc.ABC):
   # Pax's deprecated name for the same.
   training_dataset = train_dataset
 
+  def get_input_specs_provider_params(self) -> Any:
+    """Config of the input specs provider that model initialization reads (Pax's).
+
+    By default the training input's specs (`base_input.DatasetInputSpecsProvider`); experiments
+    without a training input override it to return a provider of fixed specs.
+    """
+    from praxis import base_input  # pylint: disable=import-outside-toplevel
+    from praxis import pax_fiddle  # pylint: disable=import-outside-toplevel
+
+    return pax_fiddle.Config(base_input.DatasetInputSpecsProvider, input_p=self.train_dataset())
+
   def search(self) -> Any:
     """Returns the `automl.SearchHParams` of a tuning experiment (Pax's); experiments that are
     tuned override it."""
