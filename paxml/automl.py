@@ -140,9 +140,7 @@ class Sweeping(BaseAlgorithm):
 class RegularizedEvolution(BaseAlgorithm):
   """Regularized (aging) evolution, https://arxiv.org/abs/1802.01548."""
 
-  mutator: pg.evolution.Mutator = dataclasses.field(
-    default_factory=pg.evolution.mutators.Uniform
-  )
+  mutator: pg.evolution.Mutator = dataclasses.field(default_factory=pg.evolution.mutators.Uniform)
   population_size: int = 100
   tournament_size: int = 10
   seed: int | None = None
@@ -175,7 +173,9 @@ class SingleObjective(BaseReward):
     if self.metric is None:
       raise ValueError("Param `metric` should not be None: give the automl.Metric to optimise.")
     if self.goal not in _GOALS:
-      raise ValueError(f"Param `goal` should be either 'maximize' or 'minimize', got {self.goal!r}.")
+      raise ValueError(
+        f"Param `goal` should be either 'maximize' or 'minimize', got {self.goal!r}."
+      )
 
   def __call__(self, metrics_dict: dict[str, float], global_step: int) -> float:
     del global_step
@@ -284,7 +284,9 @@ class TwoObjectiveAggregator(MultiObjectiveAggregator):
 
   def __call__(self, values: Sequence[float]) -> float | complex:
     if len(values) != 2:
-      raise ValueError(f"Only two objectives are supported (quality, cost). Encountered: {values!r}")
+      raise ValueError(
+        f"Only two objectives are supported (quality, cost). Encountered: {values!r}"
+      )
     return self.aggregate(*values)
 
   @abc.abstractmethod
@@ -487,7 +489,9 @@ def _check_combinations(combinations: list[tuple[Any, ...]]) -> None:
       )
     width = len(row)
     if width == 0:
-      raise ValueError(f"`combinations` must have at least 1 columns. Encountered: {combinations!r}")
+      raise ValueError(
+        f"`combinations` must have at least 1 columns. Encountered: {combinations!r}"
+      )
     if i == 0 and not all(isinstance(name, str) for name in row):
       raise ValueError(
         "The first row of `combinations` must be a list of class attribute names. "
@@ -539,7 +543,9 @@ def parameter_sweep(
         raise ValueError(f"Attribute {missing[0]!r} does not exist in {cls!r}")
       # The swept attributes read their column of the one combined decision point.
       for column, name in enumerate(names):
-        setattr(cls, name, property(lambda self, c=column: getattr(self, COMBINED_DECISION_ATTR)[c]))
+        setattr(
+          cls, name, property(lambda self, c=column: getattr(self, COMBINED_DECISION_ATTR)[c])
+        )
       setattr(_ParameterSweeping, COMBINED_DECISION_ATTR, pg.oneof(combinations[1:]))
       setattr(_ParameterSweeping, COMBINED_DECISION_POINT_NAMES, names)
       automl_interfaces.enable_class_level_hyper_primitives(_ParameterSweeping)

@@ -275,14 +275,18 @@ class Metric:
   @classmethod
   def train(cls, metric_name: str, sub_experiment_id=None, aggregator=None) -> Metric:
     return cls(
-      metric_name, MetricType.TRAIN_METRICS, sub_experiment_id=sub_experiment_id,
+      metric_name,
+      MetricType.TRAIN_METRICS,
+      sub_experiment_id=sub_experiment_id,
       aggregator=aggregator,
     )
 
   @classmethod
   def eval_train(cls, metric_name: str, sub_experiment_id=None, aggregator=None) -> Metric:
     return cls(
-      metric_name, MetricType.EVAL_TRAIN_METRICS, sub_experiment_id=sub_experiment_id,
+      metric_name,
+      MetricType.EVAL_TRAIN_METRICS,
+      sub_experiment_id=sub_experiment_id,
       aggregator=aggregator,
     )
 

@@ -28,13 +28,15 @@ class MetricTest(absltest.TestCase):
   def test_matches_the_keys_a_prefix_filter_finds(self):
     # Independent reference: the keys of the eval accuracy, by string tests.
     expected = [
-      v for k, v in _METRICS.items()
+      v
+      for k, v in _METRICS.items()
       if k.startswith("eval_test_") and k.split(":")[0].endswith("/metrics/accuracy")
     ]
     self.assertEqual(automl.Metric.eval("accuracy").get_values(_METRICS), expected)
     self.assertEqual(automl.Metric.eval("accuracy", "c4").get_values(_METRICS), [0.75, 0.5])
-    self.assertEqual(automl.Metric.eval("accuracy", sub_experiment_id="big").get_values(_METRICS),
-                     [0.5])
+    self.assertEqual(
+      automl.Metric.eval("accuracy", sub_experiment_id="big").get_values(_METRICS), [0.5]
+    )
 
   def test_aggregators_reduce_several_matches(self):
     values = [0.25, 0.75, 0.5]
@@ -62,20 +64,28 @@ class MetricTest(absltest.TestCase):
 
 class RewardTest(absltest.TestCase):
   def test_single_objective_goal_and_nan(self):
-    reward = build(pax_fiddle.Config(
-      automl.SingleObjective, metric=automl.Metric.train("loss"), goal="minimize"))
+    reward = build(
+      pax_fiddle.Config(automl.SingleObjective, metric=automl.Metric.train("loss"), goal="minimize")
+    )
     self.assertEqual(reward(_METRICS, 0), -2.0)
     self.assertTrue(reward.needs_train)
     self.assertFalse(reward.needs_eval)
-    nan_reward = build(pax_fiddle.Config(
-      automl.SingleObjective, metric=automl.Metric.train("loss"), reward_for_nan=-7.0))
+    nan_reward = build(
+      pax_fiddle.Config(
+        automl.SingleObjective, metric=automl.Metric.train("loss"), reward_for_nan=-7.0
+      )
+    )
     self.assertEqual(nan_reward({"train/loss": math.nan}, 0), -7.0)
 
   def test_weighted_sum(self):
-    reward = build(automl.weighted_sum_reward([
-      (automl.Metric.eval("accuracy", "wiki"), 3.0),
-      (automl.Metric.decode("bleu"), -1.0),
-    ]))
+    reward = build(
+      automl.weighted_sum_reward(
+        [
+          (automl.Metric.eval("accuracy", "wiki"), 3.0),
+          (automl.Metric.decode("bleu"), -1.0),
+        ]
+      )
+    )
     expected = (3.0 * 0.25 - 1.0 * 30.0) / (3.0 + 1.0)
     self.assertAlmostEqual(reward(_METRICS, 0), expected)
     self.assertTrue(reward.needs_decode)
@@ -97,8 +107,11 @@ class RewardTest(absltest.TestCase):
 
 class CrossStepTest(absltest.TestCase):
   def test_average_and_select(self):
-    reports = [(10, {"reward": 1.0, "x": 5.0}), (20, {"reward": 3.0, "x": 1.0}),
-               (30, {"reward": 2.0, "x": 3.0})]
+    reports = [
+      (10, {"reward": 1.0, "x": 5.0}),
+      (20, {"reward": 3.0, "x": 1.0}),
+      (30, {"reward": 2.0, "x": 3.0}),
+    ]
     average = build(pax_fiddle.Config(automl.AverageMetricValues))(reports)
     self.assertAlmostEqual(average["x"], np.mean([5.0, 1.0, 3.0]))
     last_two = build(pax_fiddle.Config(automl.AverageMetricValues, last_n=2))(reports)
@@ -156,8 +169,10 @@ class SearchSpaceTest(absltest.TestCase):
 
   def test_presets(self):
     nas = automl.neural_architecture_search(
-      [automl.Metric.eval("accuracy", "wiki"), automl.Metric.train_steps_per_second()], 100.0,
-      reward_type="mnas_soft")
+      [automl.Metric.eval("accuracy", "wiki"), automl.Metric.train_steps_per_second()],
+      100.0,
+      reward_type="mnas_soft",
+    )
     reward = build(nas.search_reward)
     self.assertAlmostEqual(reward(_METRICS, 0), 0.25 * (4.0 / 100.0) ** -0.07)
     self.assertIsInstance(build(nas.search_algorithm)(), pg.evolution.Evolution)

@@ -58,7 +58,8 @@ class ExperimentImportsTestHelper(absltest.TestCase):
       return
     specs_provider = instantiate(experiment.get_input_specs_provider_params())
     self.assertNotIsInstance(
-      specs_provider, base_input.DatasetInputSpecsProvider,
+      specs_provider,
+      base_input.DatasetInputSpecsProvider,
       f"{name} is tagged smoke_test_abstract_init, so its input specs provider must give specs "
       "without building the training input.",
     )

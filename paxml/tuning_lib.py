@@ -198,13 +198,15 @@ def tune(
     work_unit.create_artifact(platform.ArtifactType.FILE, str(job_log_dir / filename), artifact)
 
   if controller_mode == "primary":
-    _run_dedicated_controller(study, search_space.dna_spec, search_algorithm,
-                              early_stopping_policy, max_num_trials)
+    _run_dedicated_controller(
+      study, search_space.dna_spec, search_algorithm, early_stopping_policy, max_num_trials
+    )
     return
 
   sub_experiments = experiment_config.sub_experiments()
   dirnames = TrialDirectoryNameGenerator(
-    job_log_dir, search_space,
+    job_log_dir,
+    search_space,
     getattr(experiment_config, automl.COMBINED_DECISION_POINT_NAMES, None),
   )
   for example, feedback in pg.sample(
@@ -219,8 +221,11 @@ def tune(
     logging.info("Start working on trial %d (group=%r)...", feedback.id, tuner_group)
     with example():
       trial_dir = dirnames.dirname(feedback.id)
-      if (search_hparams.add_experiment_config_to_metadata and is_metric_reporting_role
-          and jax.process_index() == 0):
+      if (
+        search_hparams.add_experiment_config_to_metadata
+        and is_metric_reporting_role
+        and jax.process_index() == 0
+      ):
         _record_experiment_config(sub_experiments, feedback)
       for i, (sub_id, sub_cls) in enumerate(sub_experiments.items()):
         early_stopping_fn = EarlyStoppingFn(
@@ -359,7 +364,11 @@ def should_early_stop(
   ):
     train_metrics = metric_utils.as_float_dict(_unreplicated(train_weighted_scalars))
   tuning_metrics = _aggregate_metrics(
-    train_metrics, eval_train_metrics, eval_metrics, decode_metrics, num_params,
+    train_metrics,
+    eval_train_metrics,
+    eval_metrics,
+    decode_metrics,
+    num_params,
     train_steps_per_sec,
   )
   return early_stop_fn(tuning_metrics, running_mode, global_step, is_last_ckpt, checkpoint_path)
@@ -379,8 +388,12 @@ def _per_input_metrics(input_names, metrics_list, prefix_format: str) -> dict[st
 
 
 def _aggregate_metrics(
-  train_metrics=None, eval_train_metrics=None, eval_metrics=None, decode_metrics=None,
-  num_params=None, train_steps_per_sec=None,
+  train_metrics=None,
+  eval_train_metrics=None,
+  eval_metrics=None,
+  decode_metrics=None,
+  num_params=None,
+  train_steps_per_sec=None,
 ) -> dict[str, float | None]:
   """The flat tuning metric dict, keyed as `automl.Metric` patterns expect."""
   metrics = {}

@@ -47,7 +47,8 @@ def _trial(experiment, work_unit, job_log_dir, early_stopping_fn):
   task = experiment.task()
   for step in (10, 20):  # Scores improve with the step: the max-value aggregator picks step 20.
     metrics = tuning_lib.EvalMetrics(
-      input_names=["dev"], metrics_list=[{"score": _score(task["rate"], task["width"], step)}],
+      input_names=["dev"],
+      metrics_list=[{"score": _score(task["rate"], task["width"], step)}],
       steps_per_sec=1.0,
     )
     if tuning_lib.should_early_stop(
@@ -85,17 +86,30 @@ class ShouldEarlyStopTest(absltest.TestCase):
       seen.append((metrics, mode, step, is_last, ckpt))
       return False
 
-    self.assertFalse(tuning_lib.should_early_stop(
-      record, global_step=5, is_last_ckpt=True, train_steps_per_sec=2.0, num_params=9.0,
-      train_weighted_scalars={"loss": (3.0, 1.0)},
-      decode_metrics=tuning_lib.DecodeMetrics(
-        input_names=["a", "b"], metrics_list=[{"f1": 0.5}, None], steps_per_sec=3.0),
-    ))
+    self.assertFalse(
+      tuning_lib.should_early_stop(
+        record,
+        global_step=5,
+        is_last_ckpt=True,
+        train_steps_per_sec=2.0,
+        num_params=9.0,
+        train_weighted_scalars={"loss": (3.0, 1.0)},
+        decode_metrics=tuning_lib.DecodeMetrics(
+          input_names=["a", "b"], metrics_list=[{"f1": 0.5}, None], steps_per_sec=3.0
+        ),
+      )
+    )
     metrics, mode, step, is_last, _ = seen[0]
-    self.assertEqual(metrics, {
-      "train/loss": 3.0, "decode_test_a/f1": 0.5, "train_steps_per_sec": 2.0,
-      "decode_steps_per_sec": 3.0, "num_params": 9.0,
-    })
+    self.assertEqual(
+      metrics,
+      {
+        "train/loss": 3.0,
+        "decode_test_a/f1": 0.5,
+        "train_steps_per_sec": 2.0,
+        "decode_steps_per_sec": 3.0,
+        "num_params": 9.0,
+      },
+    )
     self.assertEqual(mode, trainer_lib.RunningMode.TRAIN | trainer_lib.RunningMode.DECODE)
     self.assertEqual((step, is_last), (5, True))
     self.assertFalse(tuning_lib.should_early_stop(None, global_step=1, is_last_ckpt=False))
@@ -109,8 +123,9 @@ class IsLastCheckpointTest(absltest.TestCase):
     self.assertFalse(tuning_lib.is_last_checkpoint(mode.TRAIN | mode.EVAL, 900, 1000, 50, 10, 10))
     # A separate eval job waits for checkpoints: the save interval gates it.
     self.assertTrue(tuning_lib.is_last_checkpoint(mode.EVAL, 900, 1000, 50, 10, 200))
-    self.assertFalse(tuning_lib.is_last_checkpoint(mode.EVAL, 900, 1000, 50, 10, 200,
-                                                   train_to_end=True))
+    self.assertFalse(
+      tuning_lib.is_last_checkpoint(mode.EVAL, 900, 1000, 50, 10, 200, train_to_end=True)
+    )
 
 
 if __name__ == "__main__":

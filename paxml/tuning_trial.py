@@ -144,15 +144,21 @@ class EarlyStoppingFn:
       self._feedback.add_measurement(reward, metrics=used, step=tuning_step, checkpoint_path=ckpt)
       logging.info(
         "Trial %d (sub-experiment %r) step %d: reward %f (mode=%s, last=%s) %s",
-        self._feedback.id, self._sub_experiment_id, tuning_step, reward, running_mode,
-        is_last_ckpt, used,
+        self._feedback.id,
+        self._sub_experiment_id,
+        tuning_step,
+        reward,
+        running_mode,
+        is_last_ckpt,
+        used,
       )
       if is_last_ckpt and self._is_last_experiment:
         self._complete_trial(True, tuning_step + 1, ckpt)
     except automl.EarlyStoppingError as e:
       if e.skip:
-        logging.info("Trial %d stopped early at step %s: %s", self._feedback.id, e.step,
-                     e.skip_reason)
+        logging.info(
+          "Trial %d stopped early at step %s: %s", self._feedback.id, e.step, e.skip_reason
+        )
         self._done_or_skip(e.skip_reason or "Unknown.")
         return
       reward = e.reward
@@ -162,8 +168,9 @@ class EarlyStoppingFn:
         reward=reward, step=e.step, metrics=e.metrics, checkpoint_path=e.checkpoint
       )
       self._complete_trial(checkpoint_path=ckpt)
-      logging.info("Trial %d stopped early at step %s with reward %f.", self._feedback.id,
-                   e.step, reward)
+      logging.info(
+        "Trial %d stopped early at step %s with reward %f.", self._feedback.id, e.step, reward
+      )
 
   def _complete_trial(self, aggregate_metrics=False, global_step=None, checkpoint_path=None):
     """Completes the trial, first adding the cross-step aggregate as its final measurement."""
@@ -176,7 +183,9 @@ class EarlyStoppingFn:
       final = dict(self._aggregator(across_steps))
       final.pop("reward", None)  # The final reward is recomputed from the final metrics.
       reward, used = self._reward_and_used_metrics(final, global_step)
-      self._feedback.add_measurement(reward, used, step=global_step, checkpoint_path=checkpoint_path)
+      self._feedback.add_measurement(
+        reward, used, step=global_step, checkpoint_path=checkpoint_path
+      )
     self._feedback.done()
 
 

@@ -32,7 +32,9 @@ class BaselineExperiment(metaclass=abc.ABCMeta):
     """The low-level config of the experiment, read from this instance's settings."""
 
   @classmethod
-  def make_experiment(cls, **highlevel_settings) -> parameterized_experiment.ParameterizedExperiment:
+  def make_experiment(
+    cls, **highlevel_settings
+  ) -> parameterized_experiment.ParameterizedExperiment:
     """Builds the experiment from settings (what `highlevel_config` configures)."""
     return pax_fiddle.build(cls(**highlevel_settings).experiment_fixture())
 

@@ -63,10 +63,13 @@ class BaseImageNetInput(base_input.BaseInput):
     )
 
   def _parse(self, record):
-    features = tf.io.parse_single_example(record, {
-      "image/encoded": tf.io.FixedLenFeature((), tf.string, default_value=""),
-      "image/class/label": tf.io.FixedLenFeature([], tf.int64, default_value=-1),
-    })
+    features = tf.io.parse_single_example(
+      record,
+      {
+        "image/encoded": tf.io.FixedLenFeature((), tf.string, default_value=""),
+        "image/class/label": tf.io.FixedLenFeature([], tf.int64, default_value=-1),
+      },
+    )
     image = self._preprocess(features["image/encoded"])
     if self.fprop_dtype:
       image = tf.cast(image, self.fprop_dtype)
@@ -80,8 +83,10 @@ class BaseImageNetInput(base_input.BaseInput):
     if self.use_per_host_infeed and self.num_infeed_hosts > 1:
       files = files.shard(self.num_infeed_hosts, self.infeed_host_index)
     records = files.interleave(
-      tf.data.TFRecordDataset, cycle_length=max(1, self.file_parallelism),
-      num_parallel_calls=tf.data.AUTOTUNE, deterministic=not training,
+      tf.data.TFRecordDataset,
+      cycle_length=max(1, self.file_parallelism),
+      num_parallel_calls=tf.data.AUTOTUNE,
+      deterministic=not training,
     )
     if training:
       records = records.shuffle(self.file_buffer_size, seed=self.input_random_seed).repeat()

@@ -20,10 +20,14 @@ def _write_records(path: str, labels) -> None:
   with tf.io.TFRecordWriter(path) as writer:
     for label in labels:
       image = rng.integers(0, 256, size=(40, 48, 3), dtype=np.uint8)
-      example = tf.train.Example(features=tf.train.Features(feature={
-        "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[_jpeg(image)])),
-        "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=[label])),
-      }))
+      example = tf.train.Example(
+        features=tf.train.Features(
+          feature={
+            "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[_jpeg(image)])),
+            "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=[label])),
+          }
+        )
+      )
       writer.write(example.SerializeToString())
 
 
@@ -54,14 +58,15 @@ class ImageNetInputTest(absltest.TestCase):
     # Reference: side = 56 / (56 + 8) * 64 = 56 pixels centred; resize is then the identity.
     side = 56
     top, left = (64 - side + 1) // 2, (96 - side + 1) // 2
-    expected = image[top:top + side, left:left + side].astype(np.float32)
+    expected = image[top : top + side, left : left + side].astype(np.float32)
     self.assertEqual(out.shape, (56, 56, 3))
     self.assertLess(np.abs(out - expected).mean(), 3.0)
 
   def test_train_crop_shape_and_range(self):
     image = np.random.default_rng(1).integers(0, 256, (40, 48, 3), dtype=np.uint8)
     out = resnet_preprocessing.preprocess_image(
-      tf.constant(_jpeg(image)), is_training=True, image_size=24).numpy()
+      tf.constant(_jpeg(image)), is_training=True, image_size=24
+    ).numpy()
     self.assertEqual(out.shape, (24, 24, 3))
     self.assertEqual(out.dtype, np.float32)
     self.assertGreater(out.max(), 1.0)  # Values stay in [0, 255], not rescaled.

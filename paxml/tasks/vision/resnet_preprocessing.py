@@ -60,8 +60,12 @@ def _decode_and_center_crop(image_bytes, image_size):
 def _decode_and_random_crop(image_bytes, image_size):
   whole = tf.constant([0.0, 0.0, 1.0, 1.0], dtype=tf.float32, shape=[1, 1, 4])
   image = distorted_bounding_box_crop(
-    image_bytes, whole, min_object_covered=0.1, aspect_ratio_range=(3.0 / 4, 4.0 / 3.0),
-    area_range=(0.08, 1.0), max_attempts=10,
+    image_bytes,
+    whole,
+    min_object_covered=0.1,
+    aspect_ratio_range=(3.0 / 4, 4.0 / 3.0),
+    area_range=(0.08, 1.0),
+    max_attempts=10,
   )
   # Sampling gave up and kept the whole image: use the evaluation crop instead.
   kept_whole = tf.reduce_all(tf.equal(tf.image.extract_jpeg_shape(image_bytes), tf.shape(image)))

@@ -11,7 +11,9 @@ from paxml.tools.fiddle import test_fixtures
 def _shared_sharding_config():
   return make_parameterized_experiment.from_legacy(
     test_fixtures.SampleExperimentWithSharedShardingAnnotations,
-    normalizer=None, has_train_dataset=False, has_input_specs_provider=False,
+    normalizer=None,
+    has_train_dataset=False,
+    has_input_specs_provider=False,
   )
 
 
@@ -41,7 +43,8 @@ class ConfigNormalizationTest(absltest.TestCase):
   def test_defaults_trimmed_and_inputs_dropped(self):
     config = make_parameterized_experiment.from_legacy(
       test_fixtures.SampleExperimentWithDatasets,
-      normalizer=config_normalization.noop_normalizer(), has_input_specs_provider=False,
+      normalizer=config_normalization.noop_normalizer(),
+      has_input_specs_provider=False,
     )
     self.assertEqual([d.batch_size for d in config.eval_datasets], [128])
     normalized = config_normalization.ConfigNormalizer(remove_eval_datasets=True)(config)
