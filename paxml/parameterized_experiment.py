@@ -19,8 +19,16 @@ from typing import Any
 import warnings
 
 from paxml import base_experiment
+from paxml import base_task
+from praxis import base_input
+from praxis import pax_fiddle
 
-_InputConfigs = Sequence[Any]  # pax_fiddle.Config[base_input.BaseInput]s.
+# The arguments are annotated as configs so that building the experiment's config leaves them
+# configs (templates): the trainer builds the task and inputs itself.
+_TaskConfig = pax_fiddle.Config[base_task.BaseTask]
+_InputConfig = pax_fiddle.Config[base_input.BaseInput]
+_InputConfigs = Sequence[_InputConfig]
+_SpecsConfig = pax_fiddle.Config[base_input.BaseInputSpecsProvider]
 
 
 def _check_inputs(configs: _InputConfigs, is_training: bool, role: str) -> None:
@@ -43,12 +51,12 @@ class ParameterizedExperiment(base_experiment.BaseExperiment):
   def __init__(
     self,
     *,
-    task: Any,
+    task: _TaskConfig,
     train_datasets: _InputConfigs = (),
     eval_datasets: _InputConfigs = (),
     decode_datasets: _InputConfigs = (),
-    input_specs_provider: Any = None,
-    training_dataset: Any = None,
+    input_specs_provider: _SpecsConfig | None = None,
+    training_dataset: _InputConfig | None = None,
     decoder_datasets: _InputConfigs = (),
   ):
     _check_inputs(train_datasets, True, "training")
