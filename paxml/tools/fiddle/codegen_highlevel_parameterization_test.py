@@ -19,7 +19,7 @@ class HighlevelParameterizationTest(absltest.TestCase):
     self.assertEqual(fn.parameters[0].name.value, "self")
     self.assertEqual(
       ir_printer.format_expr(fn.output_value),
-      "{'layers': self.num_layers, 'dims': [self.num_layers, 3]}",
+      '{"layers": self.num_layers, "dims": [self.num_layers, 3]}',
     )
     self.assertEqual(list(task.highlevel_accesses), ["num_layers"])
     self.assertEqual(task.highlevel_accesses["num_layers"], 6)
