@@ -37,6 +37,11 @@ Public modules (import them directly; this file imports nothing, so
   leader: `is_leader()`, the one process that writes what the job writes once.
   main: the command-line entry point; pax_flags: Pax's flags it accepts and what each does;
     fiddle_overrides: --fdl_config / --fdl_set applied to experiments.
+  automl (automl_interfaces): Pax's tuning search spaces, rewards, early stopping and
+    `parameter_sweep`; tuning_lib (tuning_trial): the tuning loop and `should_early_stop`.
+  parameterized_experiment: Pax's `ParameterizedExperiment` (an experiment as one config);
+    experiment_utils / experiment_vars_summary_parser: class-variable summaries;
+    experiment_imports_test_helper: one smoke test per registered experiment.
 Packages:
   toolkit: a bobbin-compatible training toolkit (`from paxml import toolkit as bobbin`).
   experiment_api: a JAXline-compatible experiment API (platform.main, AbstractExperiment).

@@ -8,6 +8,7 @@ stays cheap.
 """
 
 import abc
+import sys
 import typing
 from typing import Any
 
@@ -68,3 +69,37 @@ class BaseExperiment(abc.ABC):
 
   # Pax's deprecated name for the same.
   training_dataset = train_dataset
+
+  def get_input_specs_provider_params(self) -> Any:
+    """Config of the input specs provider that model initialization reads (Pax's).
+
+    By default the training input's specs (`base_input.DatasetInputSpecsProvider`); experiments
+    without a training input override it to return a provider of fixed specs.
+    """
+    from praxis import base_input  # pylint: disable=import-outside-toplevel
+    from praxis import pax_fiddle  # pylint: disable=import-outside-toplevel
+
+    return pax_fiddle.Config(base_input.DatasetInputSpecsProvider, input_p=self.train_dataset())
+
+  def search(self) -> Any:
+    """Returns the `automl.SearchHParams` of a tuning experiment (Pax's); experiments that are
+    tuned override it."""
+    raise NotImplementedError(
+      f"{type(self).__name__} has no `search` method: implement it (returning "
+      "automl.SearchHParams, e.g. automl.hyperparameter_tuning(...)) to tune this experiment."
+    )
+
+  def sub_experiments(self) -> dict[str, type["BaseExperiment"]]:
+    """The experiments one tuning trial runs in turn, by id (Pax's); by default only this one,
+    with id ''."""
+    return {"": self.__class__}
+
+  def __init_subclass__(cls, **kwargs):
+    super().__init_subclass__(**kwargs)
+    # Pax lets an experiment declare decision points as class attributes (`LR = pg.oneof(...)`);
+    # they become properties that build a fresh primitive on each read. Such an attribute can
+    # only exist once pyglove was imported, so experiments that never tune don't import it.
+    if "pyglove" in sys.modules:
+      from paxml import automl_interfaces  # pylint: disable=import-outside-toplevel
+
+      automl_interfaces.enable_class_level_hyper_primitives(cls)

@@ -1,0 +1,1 @@
+"""Vision inputs: ImageNet TFRecords (`input_generator`) and ResNet preprocessing."""
