@@ -31,6 +31,7 @@ from hostenv import quiet_tensorflow
 quiet_tensorflow.import_tensorflow()
 import seqio  # After TensorFlow's quiet import: seqio imports TensorFlow too.
 
+from paxml.data import input_error
 from t5.data import preprocessors as t5_preprocessors
 
 C4_TFDS_NAME = "c4/en:3.0.1"
@@ -39,6 +40,33 @@ TRAIN_TASK = "c4_lm_v301_gpt"
 EVAL_TASK = "c4_lm_v301_gpt_eval_tokenized"
 # Documents concatenated per packed group (Pax's reduce_concat_tokens batch size).
 CONCAT_DOCUMENTS = 4096
+
+
+class C4TfdsSource(seqio.TfdsDataSource):
+  """SeqIO's TFDS source; C4 missing from the TFDS directory is an error naming the flags."""
+
+  def _check_prepared(self) -> None:
+    loader = self.tfds_dataset
+    try:
+      ready, cause = loader.builder.is_prepared(), ""
+    except Exception as e:  # pylint: disable=broad-except  (TFDS: unknown version, no files)
+      ready, cause = False, f" ({type(e).__name__}: {e})"
+    if not ready:
+      where = loader.data_dir or "TFDS's default directory (~/tensorflow_datasets)"
+      raise input_error.InputDataError(
+        f"TFDS {loader.name} is not in {where}{cause}. Pass --tfds_data_dir=DIR where "
+        f"DIR/{loader.name.replace(':', '/')}/ holds the prepared dataset (TFDS's `tfds build "
+        f"{loader.name} --data_dir=DIR` writes it), or read prepared TFRecords instead with "
+        "--data_dir (`bazel run //paxml/data:prepare`)."
+      )
+
+  def list_shards(self, split: str):
+    self._check_prepared()
+    return super().list_shards(split)
+
+  def get_dataset(self, *args, **kwargs):
+    self._check_prepared()
+    return super().get_dataset(*args, **kwargs)
 
 
 def _preprocessors(concat_documents: int) -> list:
@@ -66,7 +94,7 @@ def register(
   """
   vocabulary = vocabulary or seqio.SentencePieceVocabulary(GPT_SPM_PATH)
   features = {"targets": seqio.Feature(vocabulary=vocabulary, add_eos=False)}
-  source = seqio.TfdsDataSource(tfds_name=tfds_name, tfds_data_dir=tfds_data_dir)
+  source = C4TfdsSource(tfds_name=tfds_name, tfds_data_dir=tfds_data_dir)
   registered = set(seqio.TaskRegistry.names())
   for name, shuffle_buffer in ((train_task, 10000), (eval_task, None)):
     if name in registered:

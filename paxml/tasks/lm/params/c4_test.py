@@ -24,6 +24,7 @@ import tensorflow_datasets as tfds  # noqa: E402
 from paxml import experiment_registry  # noqa: E402
 from paxml import seqio_input  # noqa: E402
 from paxml import trainer  # noqa: E402
+from paxml.data import input_error  # noqa: E402
 from paxml.tasks.lm import c4_seqio_tasks  # noqa: E402
 from paxml.tasks.lm.params import c4  # noqa: E402
 from paxml.tasks.lm.params import c4_multislice  # noqa: E402, F401
@@ -167,6 +168,22 @@ class C4SeqIOTest(absltest.TestCase):
     # Token id 0 is padding: every other id of the pass is a validation token.
     seen = sum(int((b["ids"] != 0).sum()) for b in inp.dataset.as_numpy_iterator())
     self.assertEqual(seen, tokens)
+
+  def test_missing_tfds_c4_is_an_input_error_naming_the_flags(self):
+    class Missing(TinyC4):
+      TRAIN_MIXTURE, EVAL_MIXTURE = "c4_missing_lm", "c4_missing_lm_eval"
+
+    # Fresh tasks: a source reads the override once, on first use.
+    c4_seqio_tasks.register(Missing.TRAIN_MIXTURE, Missing.EVAL_MIXTURE, vocabulary=self.vocab)
+    train_p, _ = Missing().datasets()
+    empty = os.path.join(self.tmp, "empty")
+    os.makedirs(empty, exist_ok=True)
+    seqio.set_tfds_data_dir_override(empty)
+    try:
+      with self.assertRaisesRegex(input_error.InputDataError, "--tfds_data_dir=DIR.*--data_dir"):
+        base_hyperparams.instantiate(train_p)
+    finally:
+      seqio.set_tfds_data_dir_override(self.tfds_dir)
 
   def test_small_c4_experiment_trains_through_seqio(self):
     job_log_dir = os.path.join(self.tmp, "job")
