@@ -190,7 +190,8 @@ class _RegistryView(type):
     tags = _REGISTRY._tags  # pylint: disable=protected-access
     _REGISTRY.__init__()
     for c in dict(classes).values():
-      _REGISTRY.register(c, tags=tags.get(canonical_name(c)))
+      _REGISTRY.register(c)
+    _REGISTRY._tags.update(tags)  # pylint: disable=protected-access  (Pax keeps the tags too)
 
 
 class _ExperimentRegistryHelper(metaclass=_RegistryView):
@@ -213,6 +214,8 @@ class _ExperimentRegistryHelper(metaclass=_RegistryView):
     if (
       existing is not None
       and existing is not experiment_class
+      # The same file imported as `x` and as `paxml.x` shares a canonical name: the later wins.
+      and existing.__module__ == experiment_class.__module__
       and not (allow_overwrite or cls._allow_overwrite or _being_reloaded())
     ):
       raise ValueError(
