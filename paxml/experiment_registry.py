@@ -204,7 +204,10 @@ class _ExperimentRegistryHelper(metaclass=_RegistryView):
 
   @classmethod
   def register(
-    cls, experiment_class: _T | None = None, *, tags: list[str] | None = None,
+    cls,
+    experiment_class: _T | None = None,
+    *,
+    tags: list[str] | None = None,
     allow_overwrite: bool = False,
   ) -> Any:
     if experiment_class is None:

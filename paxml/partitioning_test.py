@@ -104,7 +104,6 @@ class PreprocessInputConfigTest(absltest.TestCase):
     self.assertFalse((batches[0].ids == batches[1].ids).all())
 
 
-
 class FilterNestedMapTest(absltest.TestCase):
   def test_keeps_partial_keys_type_and_partition_spec_leaves(self):
     spec = jax.sharding.PartitionSpec("data", None)
@@ -117,6 +116,7 @@ class FilterNestedMapTest(absltest.TestCase):
   def test_list_length_mismatch_is_an_error(self):
     with self.assertRaisesRegex(ValueError, "same children"):
       partitioning.filter_nestedmap([1, 2], [0])
+
 
 if __name__ == "__main__":
   absltest.main()

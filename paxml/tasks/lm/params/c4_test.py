@@ -76,13 +76,16 @@ class C4(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   def _generate_examples(self, start, count):
     for i in range(start, start + count):
       text = _document(i)
-      yield i, {
-        "text": text,
-        "url": f"https://example.com/{i}",
-        "content-type": "text/plain",
-        "content-length": str(len(text)),
-        "timestamp": "2019-04-25T00:00:00Z",
-      }
+      yield (
+        i,
+        {
+          "text": text,
+          "url": f"https://example.com/{i}",
+          "content-type": "text/plain",
+          "content-length": str(len(text)),
+          "timestamp": "2019-04-25T00:00:00Z",
+        },
+      )
 
 
 class TinyC4(c4.C4SpmdAdam):
