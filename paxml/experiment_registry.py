@@ -17,7 +17,9 @@ whether the experiment exists, and a typo should fail in well under a second.
 
 import collections
 import difflib
+import functools
 import importlib
+import sys
 from typing import Any, TypeVar
 
 _PACKAGE_PREFIX = "paxml."
@@ -165,19 +167,106 @@ class Registry:
 _REGISTRY = Registry()
 
 
+def _being_reloaded() -> bool:
+  """Whether a module is being re-executed by importlib.reload (a notebook's edit loop)."""
+  frame = sys._getframe(1)  # pylint: disable=protected-access
+  while frame is not None:
+    if frame.f_code.co_name == "reload" and frame.f_globals.get("__name__") == "importlib":
+      return True
+    frame = frame.f_back
+  return False
+
+
+class _RegistryView(type):
+  """Pax's `_ExperimentRegistryHelper._registry` as the shared registry's {name: class}; assigning
+  a dict (Pax's tests reset it with `= {}`) replaces what is registered."""
+
+  @property
+  def _registry(cls) -> dict[str, type]:
+    return _REGISTRY._classes  # pylint: disable=protected-access
+
+  @_registry.setter
+  def _registry(cls, classes: dict[str, type]) -> None:
+    tags = _REGISTRY._tags  # pylint: disable=protected-access
+    _REGISTRY.__init__()
+    for c in dict(classes).values():
+      _REGISTRY.register(c)
+    _REGISTRY._tags.update(tags)  # pylint: disable=protected-access  (Pax keeps the tags too)
+
+
+class _ExperimentRegistryHelper(metaclass=_RegistryView):
+  """Pax's registry class: its classmethods over the shared registry (module functions below).
+
+  `_allow_overwrite = True` (Pax's notebook switch) lets `register` replace any class.
+  """
+
+  _allow_overwrite = False
+
+  @classmethod
+  def register(
+    cls,
+    experiment_class: _T | None = None,
+    *,
+    tags: list[str] | None = None,
+    allow_overwrite: bool = False,
+  ) -> Any:
+    if experiment_class is None:
+      return functools.partial(cls.register, tags=tags, allow_overwrite=allow_overwrite)
+    canonical = canonical_name(experiment_class)
+    existing = _REGISTRY._classes.get(canonical)  # pylint: disable=protected-access
+    if (
+      existing is not None
+      and existing is not experiment_class
+      # The same file imported as `x` and as `paxml.x` shares a canonical name: the later wins.
+      and existing.__module__ == experiment_class.__module__
+      and not (allow_overwrite or cls._allow_overwrite or _being_reloaded())
+    ):
+      raise ValueError(
+        f"Experiment already registered: {canonical}; pass allow_overwrite=True to replace it "
+        "(a reloaded module replaces its classes by itself)"
+      )
+    return _REGISTRY.register(experiment_class, tags=tags)
+
+  @classmethod
+  def get(cls, key: str) -> type | None:
+    """Pax's lookup: the class, None when nothing has that name, ValueError when several do.
+
+    Besides the names of `Registry.get`, a bare class name works when it is unique.
+    """
+    try:
+      return _REGISTRY.get(key)
+    except AmbiguousNameError as e:
+      raise ValueError(str(e)) from e
+    except NotFoundError:
+      pass
+    if "." in key:
+      return None
+    found = [c for c in _REGISTRY._classes.values() if c.__name__ == key]  # pylint: disable=protected-access
+    if len(found) > 1:
+      names = ", ".join(sorted(canonical_name(c) for c in found))
+      raise ValueError(f"key={key} does not uniquely identify an experiment; use one of: {names}")
+    return found[0] if found else None
+
+  @classmethod
+  def get_all(cls) -> dict[str, type]:
+    return _REGISTRY.all_classes()
+
+  @classmethod
+  def get_registry_tags(cls, key: str) -> list[str]:
+    return _REGISTRY.tags(key)
+
+
 def register(
   cls: _T | None = None, *, tags: list[str] | None = None, allow_overwrite: bool = False
 ) -> Any:
-  """Class decorator: makes `cls` findable by `get` and `get_experiment`.
+  """Class decorator: makes `cls` findable by `get` and `get_experiment` (Pax's).
 
   Pax's forms all work: `@register`, `@register()`, `@register(tags=[...],
-  allow_overwrite=True)`. Registering a name again replaces the class whatever
-  `allow_overwrite` says (as a module reload does; see `Registry.register`).
+  allow_overwrite=True)`. As in Pax, registering a different class under a taken name raises
+  ValueError unless `allow_overwrite` (or `_ExperimentRegistryHelper._allow_overwrite`) is set
+  or the module is being reloaded.
   """
-  del allow_overwrite  # Re-registering always replaces here.
-  if cls is None:
-    return lambda c: _REGISTRY.register(c, tags=tags)
-  return _REGISTRY.register(cls, tags=tags)
+  return _ExperimentRegistryHelper.register(cls, tags=tags, allow_overwrite=allow_overwrite)
 
 
 def get_all() -> dict[str, type]:
@@ -190,9 +279,12 @@ def get_registry_tags(key: str) -> list[str]:
   return _REGISTRY.tags(key)
 
 
-def get(name: str) -> type:
-  """Returns the registered experiment `name` (see `Registry.get`)."""
-  return _REGISTRY.get(name)
+def get(name: str) -> type | None:
+  """Pax's `get`: the registered experiment `name`, or None; ValueError if ambiguous.
+
+  `get_experiment` is the lookup that imports modules and explains a miss.
+  """
+  return _ExperimentRegistryHelper.get(name)
 
 
 def canonical_names() -> list[str]:

@@ -143,6 +143,31 @@ class PaxRegisterFormsTest(absltest.TestCase):
     self.assertEqual(experiment_registry.get_registry_tags(f"{short}.Plain"), [])
     self.assertIs(experiment_registry.get(f"{short}.Tagged"), tagged)
 
+  def test_pax_get_none_bare_names_and_overwrite_rules(self):
+    tag = uuid.uuid4().hex
+    module = f"paxml.tasks.p31_{tag}"
+    first = experiment_registry.register(_experiment_class(module, f"Only{tag}"))
+    self.assertIsNone(experiment_registry.get(f"nothing_{tag}.Only"))
+    self.assertIs(experiment_registry.get(f"Only{tag}"), first)  # A unique bare class name.
+    experiment_registry.register(_experiment_class(f"paxml.tasks.q_{tag}", f"Only{tag}"))
+    with self.assertRaisesRegex(ValueError, "does not uniquely identify"):
+      experiment_registry.get(f"Only{tag}")
+    # Another class under a taken name: an error unless allow_overwrite.
+    second = _experiment_class(module, f"Only{tag}")
+    with self.assertRaisesRegex(ValueError, "already registered.*allow_overwrite"):
+      experiment_registry.register(second)
+    self.assertIs(experiment_registry.register(second, allow_overwrite=True), second)
+    self.assertIs(experiment_registry.get(f"p31_{tag}.Only{tag}"), second)
+    self.assertIs(experiment_registry.register(second), second)  # The same class again is fine.
+
+  def test_registry_helper_reset_empties_the_registry(self):
+    helper = experiment_registry._ExperimentRegistryHelper  # pylint: disable=protected-access
+    saved = dict(helper._registry)  # pylint: disable=protected-access
+    self.addCleanup(setattr, helper, "_registry", saved)
+    helper._registry = {}  # pylint: disable=protected-access
+    self.assertEqual(experiment_registry.get_all(), {})
+    self.assertEqual(experiment_registry.canonical_names(), [])
+
 
 class GetExperimentTest(absltest.TestCase):
   """Import-on-miss, against the shared registry, with throwaway modules."""

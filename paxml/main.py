@@ -10,8 +10,10 @@ included (paxml/fiddle_overrides.py), and JAX's --jax_* options.
 
 from collections.abc import Sequence
 import errno
+import importlib
 import logging as std_logging
 import os
+import pprint
 import sys
 import traceback
 from typing import Any
@@ -114,6 +116,33 @@ _JAX_PROFILER_PORT = flags.DEFINE_integer(
 
 class UsageError(Exception):
   """A request this program cannot carry out, explained in one sentence."""
+
+
+def get_experiment(experiment_name: str) -> type[base_experiment.BaseExperiment]:
+  """Pax's: the registered experiment class `experiment_name` (`module.Class` or a short name).
+
+  When nothing has that name yet, imports the module part (`experiment_name.rsplit('.', 1)[0]`)
+  and looks again. Raises ValueError saying which step failed; `--exp` goes through
+  `experiment_registry.get_experiment`, whose errors also list the closest names.
+  """
+  found = experiment_registry.get(experiment_name)
+  if found is not None:
+    return found
+  module_name = experiment_name.rsplit(".", 1)[0]
+  try:
+    importlib.import_module(module_name)
+  except ModuleNotFoundError as e:
+    raise ValueError(
+      f"Could not find experiment `{experiment_name}` because could not import module "
+      f"`{module_name}`."
+    ) from e
+  found = experiment_registry.get(experiment_name)
+  if found is not None:
+    return found
+  raise ValueError(
+    f"Could not find experiment `{experiment_name}`.\nRegistered experiments are: "
+    f"{pprint.pformat(experiment_registry.get_all())}"
+  )
 
 
 def initialize_distributed(

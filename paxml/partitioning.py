@@ -203,3 +203,27 @@ def for_experiment(experiment: Any, task: Any) -> Partitioner:
     return custom
   mesh = create_mesh(task.ici_mesh_shape, task.dcn_mesh_shape)
   return Partitioner(mesh, rules_for(mesh.axis_names))
+
+
+def filter_nestedmap(full_specs: Any, partial_specs: Any) -> Any:
+  """`full_specs` cut down to the keys of `partial_specs` (Pax's helper).
+
+  Dicts (NestedMap included) keep their own type and only the keys `partial_specs` has, recursively;
+  lists are filtered element by element and must have the same length (a layer's list of
+  children). Anything else, a PartitionSpec included (a tuple, hence not recursed into), is a leaf
+  taken from `full_specs` whatever `partial_specs` holds there.
+  """
+  if isinstance(full_specs, dict):
+    kept = type(full_specs)()
+    for key in partial_specs.keys():
+      kept[key] = filter_nestedmap(full_specs[key], partial_specs[key])
+    return kept
+  if isinstance(full_specs, list):
+    if len(full_specs) != len(partial_specs):
+      raise ValueError(
+        f"filter_nestedmap: a list of {len(full_specs)} entries against one of "
+        f"{len(partial_specs)}; both trees must list the same children ({full_specs=}, "
+        f"{partial_specs=})"
+      )
+    return [filter_nestedmap(f, p) for f, p in zip(full_specs, partial_specs)]
+  return full_specs

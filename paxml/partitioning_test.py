@@ -104,5 +104,19 @@ class PreprocessInputConfigTest(absltest.TestCase):
     self.assertFalse((batches[0].ids == batches[1].ids).all())
 
 
+class FilterNestedMapTest(absltest.TestCase):
+  def test_keeps_partial_keys_type_and_partition_spec_leaves(self):
+    spec = jax.sharding.PartitionSpec("data", None)
+    full = {"a": 1, "b": {"c": spec, "d": [3, {"e": 6, "f": 7}]}, "g": 9}
+    got = partitioning.filter_nestedmap(full, {"b": {"d": [0, {"f": 0}]}, "a": 0})
+    self.assertEqual(got, {"a": 1, "b": {"d": [3, {"f": 7}]}})
+    # The spec is a leaf (a tuple): taken whole, not filtered by the partial tree's value.
+    self.assertIs(partitioning.filter_nestedmap(full, {"b": {"c": (0,)}})["b"]["c"], spec)
+
+  def test_list_length_mismatch_is_an_error(self):
+    with self.assertRaisesRegex(ValueError, "same children"):
+      partitioning.filter_nestedmap([1, 2], [0])
+
+
 if __name__ == "__main__":
   absltest.main()

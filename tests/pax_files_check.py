@@ -40,6 +40,8 @@ def _registered_in(module: str) -> dict[str, type]:
 def _load_pax(pax_dir: str) -> dict[str, type]:
   """Pax's files as paxml.tasks.lm.params.*; their registrations replace ours in the registry."""
   found = {}
+  # Pax's switch: their classes take our classes' names.
+  experiment_registry._ExperimentRegistryHelper._allow_overwrite = True  # pylint: disable=protected-access
   for name in _MODULES:
     path = os.path.join(pax_dir, f"{name}.py")
     module_name = f"paxml.tasks.lm.params.{name}"

@@ -5,21 +5,25 @@ vocab 32128, float32, [1, 4, 2]; the GPT-3 `...AdamOrgHP` and MLPerf sets; the p
 family), plus `C4SpmdPipelineGpt3SmallAdam64Replicas`, which Pax's file no longer has (see its
 docstring).
 
-Data. Pax reads C4 through SeqIO tasks registered with t5 over a TFDS copy in a Google Cloud
-bucket. Here `C4UnsupervisedDataset` keeps Pax's batch arithmetic, names (C4Train,
-C4Validation) and seeds, and reads C4 (or any corpus) from a directory prepared by
-`bazel run //paxml/data:prepare`, given on the command line:
+Data. As in Pax, the default input is SeqIO: the tasks `c4_lm_v301_gpt` (train) and
+`c4_lm_v301_gpt_eval_tokenized` (eval) over TFDS `c4/en:3.0.1` with Pax's GPT SentencePiece
+vocabulary (paxml/tasks/lm/c4_seqio_tasks.py, registered when `datasets()` is called), read as
+`seqio_input.SeqIOInput` with Pax's fields. A local TFDS copy (DIR/c4/en/3.0.1/) is read with
+
+  ./bazelw run //paxml:main -- --exp=tasks.lm.params.c4.C4Spmd1BAdam4Replicas \\
+      --tfds_data_dir=DIR --job_log_dir=DIR
+
+Every experiment builds its task and datasets without data present. Reading prepared TFRecords
+instead stays an option: `--data_dir=DIR` (DATA_DIR) holding
 
   DATA_DIR/train-*.tfrecord   tf.train.Example with a bytes feature `text`, one per document
   DATA_DIR/eval-*.tfrecord    the validation documents
   DATA_DIR/spm.model          a SentencePiece model with at most VOCAB_SIZE pieces
 
-  ./bazelw run //paxml:main -- --exp=tasks.lm.params.c4.C4Spmd1BAdam4Replicas \\
-      --data_dir=/data/c4 --job_log_dir=DIR
-
-Documents are tokenised, concatenated and split into MAX_SEQ_LEN rows (packed, with segment
-ids) for training; evaluation makes one padded pass. Pax's own c4.py (its SeqIO tasks) imports
-and builds against this project too, through the `t5.data` subset in //t5.
+written by `bazel run //paxml/data:prepare`. Documents are tokenised, concatenated and split into
+MAX_SEQ_LEN rows (packed, with segment ids) for training; evaluation makes one padded pass. Pax's
+own c4.py (its SeqIO tasks) imports and builds against this project too, through the `t5.data`
+subset in //t5.
 
   experiment                 layers  dims   heads  per-core  ICI mesh     params
   C4SpmdAdam                 24      2048   32     1         [1, 4, 2]    1.3B
@@ -30,6 +34,7 @@ and builds against this project too, through the `t5.data` subset in //t5.
   GPT-3 175B sets            96      12288  96     ...       (pipelined: [stage, replica, data, mdl])
 """
 
+import functools
 import math
 import os
 
@@ -57,30 +62,24 @@ set_adam_and_learning_rate_schedule = model_params.set_adam_and_learning_rate_sc
 
 
 class C4UnsupervisedDataset(base_experiment.BaseExperiment):
-  """Pax's C4 input fields and batch arithmetic, reading files from DATA_DIR (module docstring)."""
+  """Pax's C4 input: SeqIO tasks over TFDS C4, or files from DATA_DIR (module docstring)."""
 
   PERCORE_BATCH_SIZE = 1
   PERCORE_EVAL_BATCH_SIZE = None
   MAX_SEQ_LEN = 1024
   TRAINING_SEED = 9876
   TRAINING_NUM_BATCHES_TO_SKIP = None
-  # Pax's SeqIO mixtures; here the files below are read instead.
   TRAIN_MIXTURE = "c4_lm_v301_gpt"
   EVAL_MIXTURE = "c4_lm_v301_gpt_eval_tokenized"
+  # Splits of the public c4/en:3.0.1 (Pax's MLPerf build names them "train2" and
+  # "validation_tokenized_5662seqs"; c4_seqio_tasks' docstring).
+  TRAIN_SPLIT = "train"
+  EVAL_SPLIT = "validation"
 
-  DATA_DIR = None  # Set by --data_dir.
+  DATA_DIR = None  # Set by --data_dir: read prepared TFRecords instead of SeqIO.
   TRAIN_FILES = "train-*.tfrecord"
   EVAL_FILES = "eval-*.tfrecord"
   TOKENIZER = "spm.model"
-
-  def _path(self, name: str) -> str:
-    if not self.DATA_DIR:
-      raise ValueError(
-        f"{type(self).__name__} reads C4 from a directory: pass --data_dir=DIR holding "
-        f"{self.TRAIN_FILES}, {self.EVAL_FILES} and {self.TOKENIZER} (write them with "
-        "`bazel run //paxml/data:prepare`)"
-      )
-    return os.path.join(self.DATA_DIR, name)
 
   def _batch(self, is_training: bool) -> tuple[int, int]:
     """(rows per process, infeed hosts): Pax's arithmetic, fractional per-core sizes included."""
@@ -96,21 +95,56 @@ class C4UnsupervisedDataset(base_experiment.BaseExperiment):
       return local, global_batch // local
     return int(percore * local + 1e-6), 1
 
-  def _dataset_common(self, is_training: bool) -> pax_fiddle.Config:
+  def _seqio_dataset(self, is_training: bool) -> pax_fiddle.Config:
+    """Pax's SeqIOInput config of the C4 mixtures (their tasks registered here if missing)."""
     # Imported here: main imports this module to register the experiments, and TensorFlow
-    # (which text_pipeline needs) takes seconds to load.
-    from paxml.data import text_pipeline  # pylint: disable=g-import-not-at-top
+    # (which SeqIO needs) takes seconds to load.
+    from paxml import seqio_input  # pylint: disable=g-import-not-at-top
+    from paxml.tasks.lm import c4_seqio_tasks  # pylint: disable=g-import-not-at-top
 
+    c4_seqio_tasks.register()
     batch_size, num_infeed_hosts = self._batch(is_training)
     seed = self.TRAINING_SEED if is_training else 4321
     if is_training:
       logging.info("Train input seed: %s", seed)
     return pax_fiddle.Config(
+      seqio_input.SeqIOInput,
+      name="C4Train" if is_training else "C4Validation",
+      mixture_name=self.TRAIN_MIXTURE if is_training else self.EVAL_MIXTURE,
+      split_name=self.TRAIN_SPLIT if is_training else self.EVAL_SPLIT,
+      task_feature_lengths={"targets": self.MAX_SEQ_LEN},
+      use_cached=False,
+      repeat=is_training,
+      feature_converter=seqio_input.LanguageModelFeatures(
+        pack=is_training,
+        use_custom_packing_ops=False,
+        bos_id=0,
+        reverse_bos_padding=True,
+        eos_id=GPT_EOS_ID,
+      ),
+      is_training=is_training,
+      input_random_seed=seed,
+      batch_size=batch_size,
+      drop_remainder=is_training,
+      num_batches_to_skip=self.TRAINING_NUM_BATCHES_TO_SKIP,
+      num_infeed_hosts=num_infeed_hosts,
+      reset_for_eval=not is_training,
+      annotate_padding_fields=True,
+    )
+
+  def _files_dataset(self, is_training: bool) -> pax_fiddle.Config:
+    """TextInput over the TFRecords prepared in DATA_DIR (same batch arithmetic and seeds)."""
+    from paxml.data import text_pipeline  # pylint: disable=g-import-not-at-top
+
+    batch_size, num_infeed_hosts = self._batch(is_training)
+    seed = self.TRAINING_SEED if is_training else 4321
+    path = functools.partial(os.path.join, self.DATA_DIR)
+    return pax_fiddle.Config(
       text_pipeline.TextInput,
       name="C4Train" if is_training else "C4Validation",
       is_training=is_training,
-      file_pattern=self._path(self.TRAIN_FILES if is_training else self.EVAL_FILES),
-      tokenizer_path=self._path(self.TOKENIZER),
+      file_pattern=path(self.TRAIN_FILES if is_training else self.EVAL_FILES),
+      tokenizer_path=path(self.TOKENIZER),
       file_format="tfrecord",
       seq_len=self.MAX_SEQ_LEN,
       packing="pack",
@@ -120,6 +154,11 @@ class C4UnsupervisedDataset(base_experiment.BaseExperiment):
       # Eval: one full padded pass over the validation files per evaluation.
       reset_for_eval=not is_training,
     )
+
+  def _dataset_common(self, is_training: bool) -> pax_fiddle.Config:
+    if self.DATA_DIR:
+      return self._files_dataset(is_training)
+    return self._seqio_dataset(is_training)
 
   def datasets(self) -> list[pax_fiddle.Config]:
     return [self._dataset_common(is_training=True), self._dataset_common(is_training=False)]
@@ -418,7 +457,7 @@ class _Gpt3Sized(C4SpmdAdam):
 class C4Spmd1BAdam4Replicas(_Gpt3Sized):
   """1.1B (13 x 2560, 20 heads) on 4 devices; global batch 128 x 1024 tokens.
 
-  ./bazelw run //paxml:main -- --exp=c4.C4Spmd1BAdam4Replicas --data_dir=DIR --job_log_dir=DIR
+  ./bazelw run //paxml:main -- --exp=c4.C4Spmd1BAdam4Replicas --tfds_data_dir=DIR --job_log_dir=DIR
   """
 
   NUM_LAYERS = 13
@@ -525,7 +564,7 @@ class C4SpmdPipelineGpt3SmallAdam64Replicas(C4SpmdPipelineGpt3SmallAdam8Replicas
   PERCORE_BATCH_SIZE, which is what is set here.
 
     ./bazelw run //paxml:main -- --exp=tasks.lm.params.c4.C4SpmdPipelineGpt3SmallAdam64Replicas \\
-        --data_dir=DIR --job_log_dir=DIR
+        --tfds_data_dir=DIR --job_log_dir=DIR
   """
 
   NUM_STAGES = 4

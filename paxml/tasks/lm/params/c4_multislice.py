@@ -6,7 +6,7 @@ batch is PERCORE_BATCH_SIZE x devices of all slices. `C4Spmd22BAdam...` sizes: "
 one TPU v4-128 slice (64 chips), "2x" two of them, and so on. Data: c4.py's module docstring.
 
   ./bazelw run //paxml:main -- --exp=tasks.lm.params.c4_multislice.C4Spmd22BAdam2xv4_8 \\
-      --data_dir=DIR --job_log_dir=DIR
+      --tfds_data_dir=DIR --job_log_dir=DIR
 
   family               layers  dims  heads x dims  per-core  ICI mesh     DCN sets
   C4Spmd22BAdam*v4_128  48      6144  24 x 256      16        [1, 64, 1]   1x, 2x, 4x
