@@ -25,7 +25,15 @@ with SeqIO's JSONLogger and returns floats that eval_lib writes to TensorBoard u
 `scoring_eval/<metric>` (eval_test_<name>) and `decoder/<metric>` (decode_test_<name>), as Pax.
 Each example carries `enum_shard_index` / `enum_index_within_shard`, its key in the targets.
 
-Input checkpointing: `get_state()` is {"num_batches", "seed"} plus, for a training input, the
+Input position in O(1): a repeating training input over a `seqio.Task` reads the task's rows by
+index from the row cache (paxml/data/seqio_cache.py: the split after its preprocessors and the
+feature converter, written once into ArrayRecord shards, read with Grain, shuffled per epoch by
+(seed, epoch); hosts read disjoint rows of one global stream). Batch i is computed from i, so its
+state is {"num_batches", "seed"} and `set_state` costs the same at batch 10 as at 10^6. Mixtures,
+finite and eval inputs, a split over the cache's size limit and `PAXML_SEQIO_CACHE=off` keep the
+tf.data pipeline below.
+
+Input checkpointing (tf.data): `get_state()` is {"num_batches", "seed"} plus, for a training input, the
 tf.data iterator's own checkpoint ("iterator": its files, base64; Pax too stores the iterator's
 bytes). `set_state` restores that iterator, which costs the size of its state (the shuffle buffer)
 whatever the position. A state without it (an eval input's, or one written before), or one tf.data
@@ -430,7 +438,9 @@ class SeqIOInput(base_input.BaseInput):
   def _rows_to_cache(self):
     """The whole split's converted rows in the task's stored order (packing runs over it once)."""
     ds = self._task_dataset(None, shuffle=False, num_epochs=1)
-    return self.feature_converter(ds, task_feature_lengths=self.task_feature_lengths).as_numpy_iterator()
+    return self.feature_converter(
+      ds, task_feature_lengths=self.task_feature_lengths
+    ).as_numpy_iterator()
 
   def _cached_batch(self) -> NestedMap:
     index = self._num_batches + (self.num_batches_to_skip or 0)

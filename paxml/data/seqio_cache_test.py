@@ -43,12 +43,12 @@ class SeqIOCacheTest(absltest.TestCase):
 
   def _input(self, **fields):
     fields.setdefault("input_random_seed", 11)
+    fields.setdefault("task_feature_lengths", {"targets": 16})
     return seqio_input.SeqIOInput(
       mixture_or_task=self.task,
       split_name="train",
       is_training=True,
       batch_size=_BATCH,
-      task_feature_lengths={"targets": 16},
       feature_converter=seqio_input.LanguageModelFeatures(bos_id=2),
       **fields,
     )
