@@ -420,6 +420,7 @@ class SeqIOInput(base_input.BaseInput):
       f"{task.name}-{self.split_name}",
       self._rows_to_cache,
       task,
+      expected_rows=_num_examples(task, self.split_name),
     )
     if summary is None:
       return None
@@ -671,6 +672,14 @@ def _row_output(out: Mapping[str, np.ndarray], row: int, score_metrics: bool) ->
   start, end = (int(np.ravel(out[k][row])[0]) for k in ("prefix_lengths", "decode_lengths"))
   ids = np.asarray(out["output_ids"][row])
   return (ids[0] if ids.ndim == 2 else ids)[start:end]
+
+
+def _num_examples(task: seqio.Task, split: str) -> int | None:
+  """The split's example count where SeqIO knows it without reading (TFDS metadata, a cache)."""
+  try:
+    return int(task.num_input_examples(split)) or None
+  except Exception:  # pylint: disable=broad-exception-caught  # Sources raise various errors.
+    return None
 
 
 def _save_iterator(iterator) -> dict[str, str]:

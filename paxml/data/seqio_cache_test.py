@@ -136,6 +136,21 @@ class SeqIOCacheTest(absltest.TestCase):
       self.assertIsNone(self._input()._rows)
     self.assertIsNone(self._input(repeat=False)._rows)  # A finite input: one epoch of tf.data.
 
+  def test_a_split_known_too_large_stops_at_its_first_row(self):
+    read = []
+
+    def rows():
+      for i in range(100):
+        read.append(i)
+        yield {"ids": np.zeros([16], np.int32)}  # 64 bytes a row.
+
+    directory = tempfile.mkdtemp(dir=self.cache_dir)
+    with self.assertRaisesRegex(seqio_cache._TooLarge, "1,000,000 examples of 64 bytes"):
+      seqio_cache._write(rows(), directory, max_bytes=10_000, expected_rows=1_000_000)
+    self.assertEqual(read, [0])
+    summary = seqio_cache._write(rows(), directory, max_bytes=10_000, expected_rows=100)
+    self.assertEqual((summary["num_rows"], summary["num_bytes"]), (100, 6400))
+
 
 if __name__ == "__main__":
   absltest.main()
