@@ -62,7 +62,22 @@ _PROCESS_DIRS: dict[str, tuple[str, Any]] = {}
 
 
 def enabled() -> bool:
-  return os.environ.get(ENV_MODE, "auto").lower() not in ("off", "0", "false", "no")
+  """Whether SeqIOInput may use the cache: not turned off, and Grain importable (a stack without
+  it, e.g. an older install of the pinned packages, keeps tf.data with a warning)."""
+  if os.environ.get(ENV_MODE, "auto").lower() in ("off", "0", "false", "no"):
+    return False
+  try:
+    import grain.python  # pylint: disable=g-import-not-at-top,unused-import  # noqa: F401
+  except ImportError as e:
+    logging.log_first_n(
+      logging.WARNING,
+      "SeqIO row cache off: Grain is not installed (%s); install the pinned `grain` "
+      "(third_party/py/requirements_lock.txt) for O(1) input positions.",
+      1,
+      e,
+    )
+    return False
+  return True
 
 
 def _max_bytes() -> int:
