@@ -25,7 +25,15 @@ with SeqIO's JSONLogger and returns floats that eval_lib writes to TensorBoard u
 `scoring_eval/<metric>` (eval_test_<name>) and `decoder/<metric>` (decode_test_<name>), as Pax.
 Each example carries `enum_shard_index` / `enum_index_within_shard`, its key in the targets.
 
-Input checkpointing: `get_state()` is {"num_batches", "seed"} plus, for a training input, the
+Input position in O(1): a repeating training input over a `seqio.Task` reads the task's rows by
+index from the row cache (paxml/data/seqio_cache.py: the split after its preprocessors and the
+feature converter, written once into ArrayRecord shards, read with Grain, shuffled per epoch by
+(seed, epoch); hosts read disjoint rows of one global stream). Batch i is computed from i, so its
+state is {"num_batches", "seed"} and `set_state` costs the same at batch 10 as at 10^6. Mixtures,
+finite and eval inputs, a split over the cache's size limit and `PAXML_SEQIO_CACHE=off` keep the
+tf.data pipeline below.
+
+Input checkpointing (tf.data): `get_state()` is {"num_batches", "seed"} plus, for a training input, the
 tf.data iterator's own checkpoint ("iterator": its files, base64; Pax too stores the iterator's
 bytes). `set_state` restores that iterator, which costs the size of its state (the shuffle buffer)
 whatever the position. A state without it (an eval input's, or one written before), or one tf.data
@@ -50,6 +58,7 @@ from praxis import base_input
 from praxis import py_utils
 from praxis import pytypes
 from hostenv import quiet_tensorflow
+from paxml.data import seqio_cache
 
 tf = quiet_tensorflow.import_tensorflow()
 import seqio  # After TensorFlow's quiet import: seqio imports TensorFlow too.
@@ -235,8 +244,13 @@ class SeqIOInput(base_input.BaseInput):
     self._shard_examples: list[list[dict[str, Any]]] | None = None
     self.dataset = self._get_dataset()
     self._num_batches = 0
-    self._iter = iter(self.dataset)  # A tf.data iterator, not a numpy one: it can be saved.
-    self._iterator_saves = self.is_training
+    self._row_seed = self.input_random_seed
+    if self._row_seed is None:  # Unseeded: a seed of this run, which the saved state records.
+      self._row_seed = int(np.random.SeedSequence().entropy % (2**31))
+    self._rows = self._row_reader()  # Index-addressed rows (seqio_cache.py), or None: tf.data.
+    # A tf.data iterator, not a numpy one: it can be saved.
+    self._iter = None if self._rows is not None else iter(self.dataset)
+    self._iterator_saves = self.is_training and self._rows is None
 
   def _validate(self) -> None:
     where = f"SeqIOInput {self.name}"
@@ -380,15 +394,82 @@ class SeqIOInput(base_input.BaseInput):
 
     return ds.concatenate(one.map(as_pad).repeat(pad))
 
+  # -- the row cache (position in O(1)) ------------------------------------------------------
+
+  def _row_reader(self) -> seqio_cache.RowReader | None:
+    """A repeating training input over a Task reads its rows by index from the row cache
+    (paxml/data/seqio_cache.py: built once, then batch i computed from i); None keeps tf.data
+    (eval inputs, finite inputs, mixtures, a split over the size limit, PAXML_SEQIO_CACHE=off)."""
+    task = self.mixture_or_task_inst
+    if not (
+      self.is_training
+      and self.repeat
+      and not self.reset_for_eval
+      and isinstance(task, seqio.Task)
+      and seqio_cache.enabled()
+    ):
+      return None
+    settings = {
+      "task_feature_lengths": dict(self.task_feature_lengths or {}),
+      "converter": (type(self.feature_converter), sorted(vars(self.feature_converter).items())),
+      "trim_output_features": self.trim_output_features,
+      "use_cached": self.use_cached,
+    }
+    summary = seqio_cache.ensure(
+      seqio_cache.fingerprint(task, self.split_name, settings),
+      f"{task.name}-{self.split_name}",
+      self._rows_to_cache,
+      task,
+      expected_rows=_num_examples(task, self.split_name),
+    )
+    if summary is None:
+      return None
+    return self._new_row_reader(summary, self._row_seed)
+
+  def _new_row_reader(self, summary, seed: int) -> seqio_cache.RowReader:
+    return seqio_cache.RowReader(
+      summary,
+      batch_size=self.batch_size,
+      host_index=self.infeed_host_index,
+      num_hosts=self.num_infeed_hosts,
+      shuffle=self.should_shuffle,
+      seed=seed,
+    )
+
+  def _rows_to_cache(self):
+    """The whole split's converted rows in the task's stored order (packing runs over it once)."""
+    ds = self._task_dataset(None, shuffle=False, num_epochs=1)
+    return self.feature_converter(
+      ds, task_feature_lengths=self.task_feature_lengths
+    ).as_numpy_iterator()
+
+  def _cached_batch(self) -> NestedMap:
+    index = self._num_batches + (self.num_batches_to_skip or 0)
+    batch = self._rows.batch(index)
+    batch[SHARD_FIELD] = np.full([self.batch_size], self.infeed_host_index, np.int32)
+    batch[INDEX_FIELD] = np.arange(
+      index * self.batch_size, (index + 1) * self.batch_size, dtype=np.int64
+    ).astype(np.int32)
+    batch["eval_sample_weights"] = np.ones([self.batch_size], np.float32)
+    return _to_nested_map(batch)
+
   # -- BaseInput ------------------------------------------------------------------------------
 
   def get_next(self) -> NestedMap:
+    if self._rows is not None:
+      batch = self._cached_batch()
+      self._num_batches += 1
+      return batch
     batch = next(self._iter)  # StopIteration at the end of a finite input, as BaseInput says.
     self._num_batches += 1
     return _to_nested_map(tf.nest.map_structure(lambda t: t.numpy(), batch))
 
   def get_state(self) -> dict[str, Any]:
     state = {"num_batches": self._num_batches, "seed": self.input_random_seed}
+    if self._rows is not None:
+      if self.input_random_seed is None:
+        state["row_seed"] = self._row_seed  # This run's own seed: a restore continues its stream.
+      return state
     if self._iterator_saves:
       try:
         state["iterator"] = _save_iterator(self._iter)
@@ -410,6 +491,12 @@ class SeqIOInput(base_input.BaseInput):
         "to continue that stream."
       )
     self._num_batches = int(state["num_batches"])
+    if self._rows is not None:  # Batch i is computed from i: nothing to rebuild or replay.
+      row_seed = state.get("row_seed", self._row_seed)
+      if self.input_random_seed is None and row_seed != self._row_seed:
+        self._row_seed = int(row_seed)
+        self._rows = self._new_row_reader(self._rows.summary, self._row_seed)
+      return
     # A new dataset object, not a second iterator over the old one: tf.data's seeded shuffle
     # reshuffles on every iteration of one dataset, so only a fresh one replays the stream.
     self.dataset = self._get_dataset()
@@ -585,6 +672,14 @@ def _row_output(out: Mapping[str, np.ndarray], row: int, score_metrics: bool) ->
   start, end = (int(np.ravel(out[k][row])[0]) for k in ("prefix_lengths", "decode_lengths"))
   ids = np.asarray(out["output_ids"][row])
   return (ids[0] if ids.ndim == 2 else ids)[start:end]
+
+
+def _num_examples(task: seqio.Task, split: str) -> int | None:
+  """The split's example count where SeqIO knows it without reading (TFDS metadata, a cache)."""
+  try:
+    return int(task.num_input_examples(split)) or None
+  except Exception:  # pylint: disable=broad-exception-caught  # Sources raise various errors.
+    return None
 
 
 def _save_iterator(iterator) -> dict[str, str]:

@@ -2,12 +2,14 @@
 
 import json
 import os
+from unittest import mock
 
 from absl.testing import absltest
 import jax
 import numpy as np
 
 from paxml import seqio_input
+from paxml.data import seqio_cache
 from praxis import base_input
 from paxml.data import tokenizer
 from paxml.tasks.lm import kjv_seqio_tasks
@@ -44,6 +46,10 @@ class SeqIOInputTest(absltest.TestCase):
     corpus = os.path.join(tmp, "kjv.txt")
     kjv_file.write_kjv(corpus, _NUM_CHAPTERS)
     cls.data_dir = os.path.join(tmp, "kjv_prepared")
+    # The training inputs' row cache (paxml/data/seqio_cache.py) under the test's tmp dir.
+    cls._cache_env = mock.patch.dict(os.environ, {seqio_cache.ENV_DIR: os.path.join(tmp, "rows")})
+    cls._cache_env.start()
+    cls.addClassCleanup(cls._cache_env.stop)
     cls.task = kjv_seqio_tasks.task(
       kjv_seqio_tasks.LM_TASK, data_dir=cls.data_dir, corpus_path=corpus, vocab_size=300
     )
@@ -87,6 +93,12 @@ class SeqIOInputTest(absltest.TestCase):
     self.assertCountEqual(real, [(0, 0), (0, 1), (1, 0), (2, 0), (3, 0)])
 
   def test_restored_input_continues_with_the_next_batch(self):
+    # The tf.data path (mixtures, splits over the row cache's limit): paxml/data/seqio_cache_test.py
+    # tests the row cache, which a training input over a Task reads by default.
+    with mock.patch.dict(os.environ, {seqio_cache.ENV_MODE: "off"}):
+      self._check_tf_data_restore()
+
+  def _check_tf_data_restore(self):
     first = _lm_input("train", batch_size=2, input_random_seed=7)
     for _ in range(3):
       first.get_next()

@@ -14,7 +14,10 @@ returns at N = 10.
 Inputs: DemoLm's TextInput (concat, batch 16 x 128, 1,024 pieces) and the same data packed
 ("pack"), SeqIOInput on the kjv_lm task (packed), and the synthetic inputs
 (paxml/synthetic_input.py's SyntheticLmInput, paxml/data/synthetic.py's SyntheticLmData).
-SeqIOInput is a tf.data pipeline, which cannot seek: given a bare position it reads N batches, so
+A training SeqIOInput over a Task reads its rows by index from the row cache
+(paxml/data/seqio_cache.py, built under this run's temporary directory: its build time is in the
+"build" column). With --seqio_tf_data, the same input with the cache off (PAXML_SEQIO_CACHE=off) is
+timed too: a tf.data pipeline, which cannot seek: given a bare position it reads N batches, so
 that is timed up to --seqio_max_batches only. Its own saved state holds tf.data's iterator
 checkpoint, whose restore is timed too ("saved at N", reached by reading N batches, so also up to
 --seqio_max_batches); that restore costs the size of the iterator's state (the shuffle buffer),
@@ -32,11 +35,15 @@ import numpy as np
 
 from paxml import synthetic_input
 from paxml.data import demo_data
+from paxml.data import seqio_cache
 from paxml.data import synthetic
 
 _CORPUS = flags.DEFINE_string("corpus_path", None, "KJV text (default: the Bazel runfile).")
 _POSITIONS = flags.DEFINE_list("positions", ["10", "10000", "1000000"], "Batch numbers.")
 _ONLY = flags.DEFINE_list("only", [], "Time only the inputs whose name starts with one of these.")
+_SEQIO_TF_DATA = flags.DEFINE_bool(
+  "seqio_tf_data", False, "Also time SeqIOInput's tf.data path (the row cache off)."
+)
 _SEQIO_MAX = flags.DEFINE_integer(
   "seqio_max_batches", 10_000, "Largest position timed for SeqIOInput (it replays)."
 )
@@ -137,7 +144,17 @@ def _inputs(data_dir: str):
       input_random_seed=1234,
     )
 
-  yield "SeqIOInput kjv_lm", seqio, _SEQIO_MAX.value
+  yield "SeqIOInput kjv_lm (cache)", seqio, None
+  if _SEQIO_TF_DATA.value:
+
+    def seqio_tf_data():
+      os.environ[seqio_cache.ENV_MODE] = "off"
+      try:
+        return seqio()
+      finally:
+        del os.environ[seqio_cache.ENV_MODE]
+
+    yield "SeqIOInput kjv_lm (tf.data)", seqio_tf_data, _SEQIO_MAX.value
 
 
 def main(argv: Sequence[str]) -> None:
@@ -145,6 +162,8 @@ def main(argv: Sequence[str]) -> None:
   positions = [int(p) for p in _POSITIONS.value]
   with tempfile.TemporaryDirectory() as tmp:
     data_dir = os.path.join(tmp, "kjv")
+    # SeqIOInput's row cache is built in this run (its cost shows in the build column).
+    os.environ[seqio_cache.ENV_DIR] = os.path.join(tmp, "seqio_rows")
     for name, make, limit in _inputs(data_dir):
       if _ONLY.value and not any(name.startswith(o) for o in _ONLY.value):
         continue
