@@ -257,9 +257,7 @@ class Learner(base_hyperparams.FiddleBaseParameterizable):
       _summary("learning/applied_grad_norm", _global_norm(transformed))
     masked = py_utils.is_bprop_masked_node
     transformed = jax.tree.map(
-      lambda hp, g, u: (
-        g if not masked(hp) and base_layer.var_overwrite_with_gradient(hp) else u
-      ),
+      lambda hp, g, u: g if not masked(hp) and base_layer.var_overwrite_with_gradient(hp) else u,
       var_weight_hparams,
       raw_grads,
       transformed,
@@ -424,7 +422,5 @@ class MultiOptimizerLearner(Learner):
       grads, valid = self.scale_gradients_by_optimizer(grads, var_weight_hparams)
     else:
       grads, valid = self.scale_gradients(grads)
-    transformed, new_states = self.get_grad_tx(var_weight_hparams).update(
-      grads, states, old_vars
-    )
+    transformed, new_states = self.get_grad_tx(var_weight_hparams).update(grads, states, old_vars)
     return self._skip_invalid(valid, transformed, new_states, states)

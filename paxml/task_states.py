@@ -180,7 +180,9 @@ def create_state_partition_specs(
       opt_specs,
       is_leaf=lambda x: isinstance(x, optax.MaskedState),
     )
-  return train_states.TrainState(step=PartitionSpec(), mdl_vars=var_specs, opt_states=opt_specs, extra_state=())
+  return train_states.TrainState(
+    step=PartitionSpec(), mdl_vars=var_specs, opt_states=opt_specs, extra_state=()
+  )
 
 
 def _padded(shape: Sequence[int], spec: Any, mesh_shape: Sequence[int], names: Sequence[str]):

@@ -80,7 +80,6 @@ def _reference_loss(params, batch):
 
 
 class PaxLibraryScriptTest(absltest.TestCase):
-
   def _init(self, task, batch):
     shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), batch)
     state, provenance = trainer_lib.initialize_model_state(task, jax.random.PRNGKey(0), shapes)
@@ -109,9 +108,7 @@ class PaxLibraryScriptTest(absltest.TestCase):
     self.assertLess(losses[-1], losses[0])
     self.assertIn("learning/lr_aggregate_scalar", out.summary_tensors)
 
-    _, eval_out = trainer_lib.eval_step_single_learner(
-      task, state.to_eval_state(), key, batch
-    )
+    _, eval_out = trainer_lib.eval_step_single_learner(task, state.to_eval_state(), key, batch)
     np.testing.assert_allclose(
       eval_out.weighted_scalars["loss"][0], _reference_loss(params, batch), rtol=1e-5
     )
@@ -142,7 +139,10 @@ class PaxLibraryScriptTest(absltest.TestCase):
     params = before
     for _ in range(2):
       grads = jax.grad(_reference_loss)(params, batch)
-      params = {"proj": params["proj"], "head": {"w": params["head"]["w"] - LR * grads["head"]["w"]}}
+      params = {
+        "proj": params["proj"],
+        "head": {"w": params["head"]["w"] - LR * grads["head"]["w"]},
+      }
     np.testing.assert_allclose(after["head"]["w"], params["head"]["w"], rtol=1e-5, atol=1e-6)
 
   def test_bprop_variable_exclusion_freezes_the_matched_layer(self):
@@ -161,9 +161,7 @@ class PaxLibraryScriptTest(absltest.TestCase):
     batch = _batch()
     metadata = trainer_lib.create_train_state_metadata(task, batch)
     state = self._init(task, batch)
-    self.assertEqual(
-      jax.tree.structure(metadata.unpadded_global_shapes), jax.tree.structure(state)
-    )
+    self.assertEqual(jax.tree.structure(metadata.unpadded_global_shapes), jax.tree.structure(state))
     self.assertIsNone(metadata.partition_specs)  # No mesh on the model.
     self.assertIsInstance(task.learners[0], learners.Learner)
 
