@@ -214,13 +214,16 @@ class Learner(base_hyperparams.FiddleBaseParameterizable):
 
   def _without_overwritten(self, tree: Any, var_weight_hparams: Any) -> Any:
     """`tree` with the overwrite-with-gradient variables (fp8 scales) masked out."""
+    masked = py_utils.is_bprop_masked_node
     return jax.tree.map(
       lambda x, hp: (
-        py_utils.BpropMaskedNode() if base_layer.var_overwrite_with_gradient(hp) else x
+        py_utils.BpropMaskedNode()
+        if masked(x) or masked(hp) or base_layer.var_overwrite_with_gradient(hp)
+        else x
       ),
       tree,
       var_weight_hparams,
-      is_leaf=py_utils.is_bprop_masked_node,
+      is_leaf=masked,
     )
 
   def _skip_invalid(self, valid: Any, transformed: Any, new_states: Any, states: Any):
@@ -252,12 +255,13 @@ class Learner(base_hyperparams.FiddleBaseParameterizable):
     transformed, new_states = self._skip_invalid(valid, transformed, new_states, states)
     if self.grad_norm_summary:
       _summary("learning/applied_grad_norm", _global_norm(transformed))
+    masked = py_utils.is_bprop_masked_node
     transformed = jax.tree.map(
-      lambda hp, g, u: g if base_layer.var_overwrite_with_gradient(hp) else u,
+      lambda hp, g, u: g if not masked(hp) and base_layer.var_overwrite_with_gradient(hp) else u,
       var_weight_hparams,
       raw_grads,
       transformed,
-      is_leaf=lambda x: isinstance(x, base_layer.WeightHParams),
+      is_leaf=lambda x: isinstance(x, base_layer.WeightHParams) or masked(x),
     )
     return transformed, new_states
 
@@ -279,7 +283,7 @@ class Learner(base_hyperparams.FiddleBaseParameterizable):
     names = py_utils.extract_prefixed_keys_from_nested_map(old_vars)
 
     def new_var(old, update, hp, name):
-      if base_layer.var_not_trainable(hp):
+      if py_utils.is_bprop_masked_node(old) or base_layer.var_not_trainable(hp):
         return old
       if base_layer.var_overwrite_with_gradient(hp):
         return update
@@ -290,7 +294,14 @@ class Learner(base_hyperparams.FiddleBaseParameterizable):
       logging.info("var %s: update scaled by %f", name, magnitude)
       return old + update * magnitude
 
-    return jax.tree.map(new_var, old_vars, transformed_grads, var_weight_hparams, names)
+    return jax.tree.map(
+      new_var,
+      old_vars,
+      transformed_grads,
+      var_weight_hparams,
+      names,
+      is_leaf=py_utils.is_bprop_masked_node,
+    )
 
 
 # The fields this trainer applies (see the module docstring); `name` only labels the learner,
@@ -411,7 +422,5 @@ class MultiOptimizerLearner(Learner):
       grads, valid = self.scale_gradients_by_optimizer(grads, var_weight_hparams)
     else:
       grads, valid = self.scale_gradients(grads)
-    transformed, new_states = self.get_grad_tx(var_weight_hparams).update(
-      grads, states, old_vars
-    )
+    transformed, new_states = self.get_grad_tx(var_weight_hparams).update(grads, states, old_vars)
     return self._skip_invalid(valid, transformed, new_states, states)

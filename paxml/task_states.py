@@ -62,10 +62,10 @@ def get_excluded_var_mask_for_grad_or_opt(
       f"(got {inclusion} and {exclusion})."
     )
   if inclusion:
-    included = py_utils.match_variable_names(var_weight_hparams, inclusion, is_leaf=_is_hparams)
+    included = py_utils.match_variable_names(var_weight_hparams, inclusion)
     excluded = jax.tree.map(lambda x: not x, included)
   else:
-    excluded = py_utils.match_variable_names(var_weight_hparams, exclusion, is_leaf=_is_hparams)
+    excluded = py_utils.match_variable_names(var_weight_hparams, exclusion)
 
   def also(pred):
     return jax.tree.map(lambda hp, e: e or pred(hp), var_weight_hparams, excluded)
@@ -180,7 +180,9 @@ def create_state_partition_specs(
       opt_specs,
       is_leaf=lambda x: isinstance(x, optax.MaskedState),
     )
-  return train_states.TrainState(step=PartitionSpec(), mdl_vars=var_specs, opt_states=opt_specs, extra_state=())
+  return train_states.TrainState(
+    step=PartitionSpec(), mdl_vars=var_specs, opt_states=opt_specs, extra_state=()
+  )
 
 
 def _padded(shape: Sequence[int], spec: Any, mesh_shape: Sequence[int], names: Sequence[str]):

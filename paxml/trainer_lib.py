@@ -200,8 +200,8 @@ def replicate_model_state(model_states: TrainState) -> TrainState:
   def replicate(x):
     if isinstance(x, jax.Array) and len(x.devices()) != 1:
       return x
-    stacked = jnp.stack([x] * len(devices)) if isinstance(x, jax.Array) else np.stack(
-      [x] * len(devices)
+    stacked = (
+      jnp.stack([x] * len(devices)) if isinstance(x, jax.Array) else np.stack([x] * len(devices))
     )
     return jax.device_put(stacked, sharding)
 
@@ -363,7 +363,10 @@ def train_step_single_learner(
     vars_opt = learner.apply_gradient(vars_opt, transformed, hparams_opt)
     learner_summaries = dict(base_layer.all_global_summaries())
   mdl_vars = jax.tree.map(
-    lambda e, old, new: old if e else new, excluded_grad, mdl_vars, vars_opt,
+    lambda e, old, new: old if e else new,
+    excluded_grad,
+    mdl_vars,
+    vars_opt,
     is_leaf=py_utils.is_bprop_masked_node,
   )
   if NON_TRAINABLE in updated:

@@ -307,7 +307,8 @@ class RowReader:
     if shuffle:
       # Grain's index shuffle: a permutation per epoch (seeded by seed and epoch) computed for
       # one index at a time, so row j costs the same at any j.
-      rows = rows.shuffle(seed=seed)
+      # Grain takes a 32-bit seed; Pax's input seeds may be 64-bit (the trainer derives them).
+      rows = rows.shuffle(seed=int(seed) % (1 << 32))
     rows = rows.repeat().map(self._decode)  # Unbounded: epochs run end to end.
     self._batches = rows.batch(batch_size, drop_remainder=True)[host_index::num_hosts]
 

@@ -90,6 +90,8 @@ class SeqIOCacheTest(absltest.TestCase):
     unshuffled = self._input(shuffle=False)
     in_order = [r.tobytes() for _ in range(14) for r in unshuffled.get_next().labels]
     self.assertEqual(in_order, split[: 14 * _BATCH])  # ... unless shuffle=False.
+    big_seed = self._input(input_random_seed=8216168636236079519)  # 64-bit, as the trainer's.
+    self.assertEqual(big_seed.get_next().labels.shape, (_BATCH, 16))
     other_seed = self._input(input_random_seed=12)
     self.assertFalse(np.array_equal(other_seed.get_next().labels, self._input().get_next().labels))
 
