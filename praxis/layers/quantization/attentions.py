@@ -39,6 +39,7 @@ from praxis.layers.quantization import operations
 from praxis.layers.quantization import quantization_hparams
 from praxis.layers.quantization import quantizer
 from praxis.layers.quantization import utils
+from praxis.layers.quantization.sparsity import sparsifier
 from praxis.layers.quantization.linears import weight_hparams_to_pspec
 
 QuantizationParams = quantization_hparams.QuantizationParams
@@ -155,7 +156,7 @@ def _serving_pspecs(layer, scale_mapping, w_mapping=None) -> Any:
 
 
 class AttentionProjection(
-  attentions.AttentionProjection, quantizer.QuantizationLayer
+  attentions.AttentionProjection, quantizer.QuantizationLayer, sparsifier.SparsityBaseLayer
 ):  # pytype: disable=signature-mismatch
   """attentions.AttentionProjection with a quantized weight (module docstring)."""
 
@@ -233,15 +234,13 @@ class AttentionProjection(
       self.quantization is not None and self.quantization.mode == QuantizationMode.INFERENCE
     )
     weight_shape, scale_shape, wt = self._get_weight_scale_shape(block, use_block)
-    self.set_up_weights(
-      weight_name="w",
-      weight_params=WeightHParams(
-        shape=weight_shape,
-        mesh_shape=self.mesh_shape,
-        tensor_split_dims_mapping=mesh_mapping(self, wt, weight_shape),
-      ),
-      scale_shape=scale_shape,
+    weight_hp = WeightHParams(
+      shape=weight_shape,
+      mesh_shape=self.mesh_shape,
+      tensor_split_dims_mapping=mesh_mapping(self, wt, weight_shape),
     )
+    self.set_up_weights(weight_name="w", weight_params=weight_hp, scale_shape=scale_shape)
+    self.create_sparsity_variables("w", weight_hp, scale_shape=scale_shape)
     if self.use_bias:
       full_wt = self.weight_split_dims_mapping.wt
       sharded = self.mesh_shape is not None and full_wt is not None
@@ -299,7 +298,8 @@ class AttentionProjection(
       out = jnp.einsum(eqn, inputs, self._dequantized_sub_channel_weight())
     else:
       reshape = self._full_weight_shape() if self.attention_combine_dims else []
-      out = self.quantized_einsum(eqn=eqn, x=inputs, w=self.theta.w, reshape=reshape)
+      w = self.sparsifiy(self.theta.w, inputs=inputs, name="w")
+      out = self.quantized_einsum(eqn=eqn, x=inputs, w=w, reshape=reshape)
     if self.use_bias:
       out = out + self.theta.b
     return out
@@ -432,7 +432,7 @@ class AttentionProjectionLoRA(AttentionProjection):
 
 
 class CombinedQKVProjectionLayer(
-  attentions.CombinedQKVProjectionLayer, quantizer.QuantizationLayer
+  attentions.CombinedQKVProjectionLayer, quantizer.QuantizationLayer, sparsifier.SparsityBaseLayer
 ):  # pytype: disable=signature-mismatch
   """attentions.CombinedQKVProjectionLayer with a quantized w [3, D, N, H] (module docstring)."""
 
@@ -461,17 +461,15 @@ class CombinedQKVProjectionLayer(
       w_mapping = [None] + list(wt)
       b_mapping = [None, wt[1]] if self.attention_combine_dims else [None, wt[1], wt[2]]
     hd = self._hd_shape()
-    self.set_up_weights(
-      weight_name="w",
-      weight_params=WeightHParams(
-        shape=[3, self.input_dim] + hd,
-        init=self.params_init,
-        dtype=self.dtype,
-        mesh_shape=self.mesh_shape,
-        tensor_split_dims_mapping=w_mapping,
-      ),
-      scale_shape=[3] + hd,
+    weight_hp = WeightHParams(
+      shape=[3, self.input_dim] + hd,
+      init=self.params_init,
+      dtype=self.dtype,
+      mesh_shape=self.mesh_shape,
+      tensor_split_dims_mapping=w_mapping,
     )
+    self.set_up_weights(weight_name="w", weight_params=weight_hp, scale_shape=[3] + hd)
+    self.create_sparsity_variables("w", weight_hp, scale_shape=[3] + hd)
     if self.use_bias:
       self.create_variable(
         "b",
@@ -501,8 +499,9 @@ class CombinedQKVProjectionLayer(
     lead = _batch_letters(inputs.ndim - 1, "KDHN")
     eqn = f"{lead}D,KDNH->K{lead}NH"  # K indexes query / key / value
     full = [3, self.input_dim, self.num_heads, self.dim_per_head]
+    w = self.sparsifiy(self.theta.w, inputs=inputs, name="w")
     out = self.quantized_einsum(
-      eqn=eqn, x=inputs, w=self.theta.w, reshape=full if self.attention_combine_dims else []
+      eqn=eqn, x=inputs, w=w, reshape=full if self.attention_combine_dims else []
     )  # [3, ..., N, H]
     out = jax.ad_checkpoint.checkpoint_name(out, "combined_qkv_proj")
     if self.use_bias:
