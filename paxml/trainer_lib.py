@@ -1,7 +1,7 @@
 """Pax's `paxml.trainer_lib`: initialise a task's model state and run train / eval steps.
 
 The library API a Pax script is written against (the train loop, paxml/trainer.py, has its own
-jitted step over the same TrainState; see docs/paxml.md):
+jitted step over the same TrainState; see docs/experiments.md):
 
     task = base_hyperparams.instantiate(task_p)           # a tasks_lib.SingleTask
     state, _ = trainer_lib.initialize_model_state(task, key, inputs_shape_dtype)
