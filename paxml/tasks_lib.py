@@ -57,6 +57,7 @@ import flax.linen as nn
 
 from paxml import base_task
 from paxml import learners
+from paxml import task_states
 from praxis import base_hyperparams
 from praxis import optimizers
 from praxis import schedules
@@ -384,6 +385,14 @@ class SingleTask(base_task.BaseTask):
   early_stopping_fn: Any = None
   summary_verbosity: int = 3
 
+  def __post_init__(self):
+    super().__post_init__()
+    # Built from a config, fiddle hands the model over built; a task constructed directly
+    # (`tasks_lib.SingleTask(name=..., model=pax_fiddle.Config(...))`, as scripts on Pax do)
+    # gets its model built here, as Pax's SingleTask does.
+    if isinstance(self.model, fdl.Buildable):
+      object.__setattr__(self, "model", base_hyperparams.instantiate(self.model))
+
   # Pax's train-state API (paxml/task_states.py): the state of this task's model and learners.
 
   @property
@@ -400,9 +409,7 @@ class SingleTask(base_task.BaseTask):
     return task_states._create_opt_states(mdl_vars, var_weight_hparams, self.learners)  # noqa: SLF001
 
   def create_train_state(self, mdl_vars, var_weight_hparams, discard_opt_states=False):
-    return task_states.create_state(
-      mdl_vars, var_weight_hparams, discard_opt_states, self.learners
-    )
+    return task_states.create_state(mdl_vars, var_weight_hparams, discard_opt_states, self.learners)
 
   def create_train_state_unpadded_shapes(self, var_weight_hparams, discard_opt_states=False):
     return task_states.create_state_unpadded_shapes(
@@ -579,10 +586,7 @@ def _mesh(model: Any, field: str) -> Sequence[int] | None:
   return None if value is None else tuple(value)
 
 
-# Pax's tasks_lib state functions (imported last: task_states needs train_states, which needs
-# this module's TaskConfig).
-from paxml import task_states  # noqa: E402
-
+# Pax's tasks_lib state functions (paxml/task_states.py).
 create_state = task_states.create_state
 create_state_unpadded_shapes = task_states.create_state_unpadded_shapes
 create_state_padded_shapes = task_states.create_state_padded_shapes

@@ -20,7 +20,6 @@ import jax.numpy as jnp
 import optax
 
 from paxml import partitioning
-from paxml import tasks_lib
 from praxis import base_layer
 from praxis import optimizers
 from praxis import pytypes
@@ -98,7 +97,8 @@ class Optimizer:
 
 
 def make_optimizer(
-  task: tasks_lib.TaskConfig, params: Any = None
+  task: Any,
+  params: Any = None,  # task: a tasks_lib.TaskConfig
 ) -> tuple[Optimizer, Callable[[Any], jax.Array]]:
   """Returns (the task's optimizer, its learning rate as a function of the update count).
 
@@ -164,7 +164,7 @@ class StateLayout:
 
 
 def state_layout(
-  task: tasks_lib.TaskConfig,
+  task: Any,  # a tasks_lib.TaskConfig
   optimizer: Optimizer | optax.GradientTransformation,
   partitioner: partitioning.Partitioner,
   batch_spec: Any,

@@ -410,6 +410,33 @@ def reshard(array: Any) -> np.ndarray:
   return np.reshape(array, (devices, array.shape[0] // devices) + tuple(array.shape[1:]))
 
 
+def _first_local_shard(x: Any) -> Any:
+  """One copy of a replicated array: the first local shard (pmap's leading device axis
+  dropped); scalars, host values and single-device arrays pass through."""
+  if not isinstance(x, jax.Array) or x.ndim == 0:
+    return x
+  if isinstance(x.sharding, jax.sharding.SingleDeviceSharding):
+    return x
+  if len(jax.local_devices()) == 1:
+    return x[0]  # pmap over one device: [1, ...]
+  if x.sharding.is_fully_replicated:
+    return x.addressable_shards[0].data
+  shard = x.addressable_shards[0].data
+  # A pmap output's shard is [1, ...]; an SPMD batch shard keeps its rows.
+  return shard.squeeze(0) if shard.shape and shard.shape[0] == 1 else shard
+
+
+def maybe_unreplicate_for_fully_replicated(data: Any) -> Any:
+  """Pax's: one copy of data that is identical on every device (pmap-replicated weights,
+  metrics synchronised across replicas): each array's first local shard."""
+  return jax.tree.map(_first_local_shard, data)
+
+
+def maybe_unreplicate_for_first_shard(data: Any) -> Any:
+  """Pax's: the first local shard of each array, whether or not the devices agree."""
+  return jax.tree.map(_first_local_shard, data)
+
+
 def is_tpu() -> bool:
   return jax.local_devices()[0].platform == "tpu"
 
