@@ -414,8 +414,7 @@ def sample_decode_after_fprop(
       if temperature.ndim == 2:
         if temperature.shape != (sampler_rows, num_samples):
           raise ValueError(
-            f"A [B, N] temperature must be {(sampler_rows, num_samples)}, got "
-            f"{temperature.shape}."
+            f"A [B, N] temperature must be {(sampler_rows, num_samples)}, got {temperature.shape}."
           )
         temperature = temperature.reshape(-1)
       else:
