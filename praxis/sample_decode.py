@@ -28,8 +28,10 @@ With num_samples N > 1 every row is repeated N times (the cache too, or, with
 lazy_broadcast_prefix_fn, shared by the samples) and the outputs are [B, N, ...], sorted by
 score (the sum of logprobs) when sort_samples.
 
-Not provided (they raise): classifier-free guidance, controlled decoding, sample constraints,
-decode-loop mesh transposes. early_exit=False is Pax's fixed-length scan: every step runs
+Classifier-free guidance (Pax's cf_guidance_scale): the batch is (conditioned, unconditioned)
+row pairs; the sampler sees uncond + scale * (cond - uncond), both rows continue with its token,
+and only the conditioned rows are returned. Not provided (they raise): controlled decoding,
+sample constraints, decode-loop mesh transposes. early_exit=False is Pax's fixed-length scan: every step runs
 (finished rows emit padding), and summaries recorded in the loop come out stacked per step.
 
 Shape letters: B rows (batch * samples inside the loop), N samples, S seq_len, P the prompt
@@ -230,6 +232,35 @@ def sample_decode(
   return result
 
 
+def _guidance_scale(scale, batch, num_samples, eos_id, *unsupported) -> JTensor:
+  """Pax's cf_guidance_scale (a number, N numbers, [E] or [E, N]) as [E|1, N|1, 1] against the
+  guided logits [E, N, V]; E = batch / 2 (rows come in (conditioned, unconditioned) pairs)."""
+  if batch % 2:
+    raise ValueError(
+      f"cf_guidance_scale needs (conditioned, unconditioned) row pairs: an even batch, got {batch}."
+    )
+  names = ("num_per_token_logprobs", "result_callback", "optimize_eos", "use_top_k_for_logprobs",
+           "min_decode_steps")  # fmt: skip
+  used = [n for n, v in zip(names, unsupported) if v]
+  if isinstance(eos_id, jax.Array) or used:
+    raise NotImplementedError(
+      f"cf_guidance_scale together with {used or ['stop sequences']} is not provided; "
+      "use plain eos ids and leave those at their defaults."
+    )
+  if isinstance(scale, (int, float)):
+    return jnp.asarray(scale, jnp.float32)
+  if isinstance(scale, Sequence):
+    if len(scale) != num_samples:
+      raise ValueError(f"cf_guidance_scale as a list needs {num_samples} values, got {scale}.")
+    return jnp.asarray(scale, jnp.float32)[None, :, None]
+  scale = jnp.asarray(scale)
+  if scale.ndim == 1:
+    return scale[:, None, None]
+  if scale.ndim == 2 and scale.shape[-1] == num_samples:
+    return scale[:, :, None]
+  raise ValueError(f"cf_guidance_scale must be [E] or [E, {num_samples}], got {scale.shape}.")
+
+
 def _early_exit_loop(model, body, cond_for, transform_state_fn, steps, val) -> NestedMap:
   """Pax's early_exit=True: a while loop per bucket of max_decode_steps that stops once every
   row is done (the cache grows between buckets)."""
@@ -346,7 +377,6 @@ def sample_decode_after_fprop(
     prefix_lengths, original_lengths, prefix_ids (and the optional fields above).
   """
   _refuse_unsupported(
-    cf_guidance_scale=cf_guidance_scale,
     controlled_decoding=controlled_decoding,
     sample_constraint=sample_constraint,
   )
@@ -356,11 +386,22 @@ def sample_decode_after_fprop(
   steps = _first_steps(max_decode_steps, seq_len)
   if isinstance(eos_id, int):
     eos_id = [eos_id]
+  guided = cf_guidance_scale is not None
+  # The rows the sampler sees: with guidance, one per (conditioned, unconditioned) pair.
+  sampler_rows = original_batch // 2 if guided else original_batch
+  if guided:
+    cf_guidance_scale = _guidance_scale(
+      cf_guidance_scale, original_batch, num_samples, eos_id, num_per_token_logprobs,
+      result_callback, optimize_eos, use_top_k_for_logprobs, min_decode_steps,
+    )  # fmt: skip
+    if per_example_max_decode_steps is not None:
+      # Both rows of a pair stop together: [E] -> [2E] (row pairs are consecutive).
+      per_example_max_decode_steps = jnp.repeat(per_example_max_decode_steps, 2, axis=0)
 
-  def per_row(x, name):
+  def per_row(x, name, rows=original_batch):
     """A per-row input [B, ...] repeated for the samples: [B * N, ...]."""
-    if x.shape[0] != original_batch:
-      raise ValueError(f"{name} must have {original_batch} rows (the batch), got {x.shape}.")
+    if x.shape[0] != rows:
+      raise ValueError(f"{name} must have {rows} rows (the batch), got {x.shape}.")
     return jnp.repeat(x, num_samples, axis=0)
 
   if num_samples > 1:
@@ -371,22 +412,21 @@ def sample_decode_after_fprop(
       prefix_lengths = jnp.repeat(prefix_lengths, num_samples, axis=0)
     if isinstance(temperature, jax.Array):
       if temperature.ndim == 2:
-        if temperature.shape != (original_batch, num_samples):
+        if temperature.shape != (sampler_rows, num_samples):
           raise ValueError(
-            f"A [B, N] temperature must be {(original_batch, num_samples)}, got "
-            f"{temperature.shape}."
+            f"A [B, N] temperature must be {(sampler_rows, num_samples)}, got {temperature.shape}."
           )
         temperature = temperature.reshape(-1)
       else:
-        temperature = per_row(temperature, "temperature")
+        temperature = per_row(temperature, "temperature", sampler_rows)
     if per_example_max_decode_steps is not None:
       per_example_max_decode_steps = per_row(
         per_example_max_decode_steps.astype(jnp.int32), "per_example_max_decode_steps"
       )
     if per_example_top_p is not None:
-      per_example_top_p = per_row(per_example_top_p, "per_example_top_p")
+      per_example_top_p = per_row(per_example_top_p, "per_example_top_p", sampler_rows)
     if per_example_top_k is not None:
-      per_example_top_k = per_row(per_example_top_k, "per_example_top_k")
+      per_example_top_k = per_row(per_example_top_k, "per_example_top_k", sampler_rows)
     if num_per_token_logprobs is not None:
       num_per_token_logprobs = per_row(num_per_token_logprobs, "num_per_token_logprobs")
     if isinstance(eos_id, jax.Array):
@@ -465,6 +505,11 @@ def sample_decode_after_fprop(
   def body(model, val):
     step = val.step
     logits = extend(model, val.output_ids[:, step], val.segment_pos, val)  # [B, V]
+    if guided:
+      pairs = split_batch_dim(logits, 0, 2 * num_samples)  # [E, 2N, V]: N cond, N uncond
+      cond, uncond = pairs[:, :num_samples], pairs[:, num_samples:]
+      mixed = uncond + cf_guidance_scale * (cond - uncond)  # [E, N, V]
+      logits = mixed.reshape((-1,) + mixed.shape[2:])  # [E * N, V]: what the sampler sees
     step_keys = None
     if gumbel_prng_key is not None:
       # Each sample of row b gets its own key, fresh at every step.
@@ -499,6 +544,12 @@ def sample_decode_after_fprop(
     new_ids = sampled.new_ids.astype(jnp.int32)  # [B]
     model.add_summary("new_ids", new_ids)
     model.add_summary("sample_logits", sampled.logits)
+    if guided:
+      # The unconditioned row of a pair follows the conditioned one's tokens: [E * N] -> [B * N].
+      new_ids = split_batch_dim(new_ids, 0, num_samples)
+      new_ids = jnp.concatenate([new_ids, new_ids], axis=1).reshape(-1)
+      both = jnp.concatenate([mixed, mixed], axis=1)  # [E, 2N, V]
+      logits = both.reshape((-1,) + both.shape[2:])  # [B * N, V]
     if not fprop_for_prefix:
       # Inside its prompt a row copies the prompt's next token.
       new_ids = jnp.where(step < prefix_lengths - 1, prefix_ids[:, step + 1], new_ids)
@@ -588,7 +639,11 @@ def sample_decode_after_fprop(
         result[name] = decoder_utils.left_align_tensor(result[name], prefix_lengths, max_prefix_len)
   del result.start_step, result.step, result.done, result.has_eos
   result = next_token_sampler.post_process_decode_loop_state(result)
-  result = jax.tree.map(lambda x: split_batch_dim(x, 0, num_samples), result)
+  if guided:
+    # Only the conditioned rows are returned: [B * N, ...] -> [E, N, ...].
+    result = jax.tree.map(lambda x: split_batch_dim(x, 0, 2 * num_samples)[:, :num_samples], result)
+  else:
+    result = jax.tree.map(lambda x: split_batch_dim(x, 0, num_samples), result)
   if num_samples > 1 and sort_samples:
     return sort_samples_by_scores(result, top_k_recall_target)
   return result

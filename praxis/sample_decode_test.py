@@ -148,6 +148,38 @@ class SampleDecodeLoopTest(absltest.TestCase):
     np.testing.assert_array_equal(summaries["new_ids_scalar"][:3, 0], [3, 4, EOS])
     self.assertIn("before_loop_scalar", summaries)
 
+  def test_classifier_free_guidance_mixes_each_row_pair(self):
+    # Rows come in (conditioned, unconditioned) pairs; the sampler (greedy here) sees
+    # uncond + scale * (cond - uncond) and both rows of a pair continue with its token.
+    shift = np.random.default_rng(1).normal(size=(2, 6)).astype(np.float32) * 3  # per row
+
+    class ShiftedLm(TableLm):
+      def extend_step(self, ids, segment_pos):
+        return pytypes.NestedMap(logits=jnp.asarray(self.table)[segment_pos] + shift)
+
+    sampler = token_samplers.DefaultNextTokenSampler(top_k=1)
+    scale = 1.75
+
+    def method(mdl):
+      return sample_decode.sample_decode(
+        mdl, lambda m, i, pos: m.extend_step(i, pos).logits, None, None, sampler,
+        jnp.array([[1], [1]]), jnp.zeros((2, 1)), 4, num_samples=1,
+        fprop_fn=lambda m, i, p: m(i, p), prefix_lengths=jnp.array([1, 1]),
+        cf_guidance_scale=jnp.array([scale]),
+      )  # fmt: skip
+
+    out, _ = ShiftedLm(table=TABLE).apply(
+      {}, method=method, mutable=[DECODE_CACHE], rngs={"random": jax.random.PRNGKey(0)}
+    )
+    cond, uncond = TABLE[:3] + shift[0], TABLE[:3] + shift[1]  # positions 0..2
+    mixed = uncond + scale * (cond - uncond)
+    self.assertEqual(out.output_ids.shape, (1, 1, 4))  # only the conditioned row comes back
+    np.testing.assert_array_equal(out.output_ids[0, 0], [1] + list(mixed.argmax(-1)))
+    logprobs = np.asarray(jax.nn.log_softmax(mixed))
+    np.testing.assert_allclose(
+      out.logprobs[0, 0, 1:], logprobs[np.arange(3), mixed.argmax(-1)], rtol=1e-5
+    )
+
   def test_result_callback_streams_every_interval(self):
     chunks, calls = [], []
 
