@@ -17,6 +17,7 @@ import jax.numpy as jnp
 
 from praxis import base_hyperparams
 from praxis import base_layer
+from praxis import pytypes
 
 
 class BaseActivation(base_layer.BaseLayer):
@@ -200,3 +201,7 @@ def activation_config(name: str, **kwargs) -> base_hyperparams.Config:
       "Better: pass the class, e.g. activations.GELU.HParams()."
     )
   return cls.HParams.config(**kwargs)
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor

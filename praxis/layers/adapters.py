@@ -17,6 +17,8 @@ from praxis import pax_fiddle
 from praxis.layers import activations
 from praxis.layers import normalizations
 from praxis.layers import transformers
+from praxis import py_utils
+from praxis import pytypes
 
 template_field = base_layer.template_field
 WeightHParams = base_layer.WeightHParams
@@ -149,3 +151,10 @@ class AdaptedTransformerFeedForward(transformers.TransformerFeedForward):
     if self.add_skip_connection:
       x = inputs + x * self.residual_weight
     return x
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor
+LayerTpl = pax_fiddle.Config[base_layer.BaseLayer]
+NestedMap = py_utils.NestedMap
+weight_init = base_layer.WeightInit

@@ -48,9 +48,24 @@ from praxis.layers.relative_attention import create_relative_positional_embeddin
 from praxis.layers.relative_attention import DotProductAttentionXL
 from praxis.layers.relative_attention import LocalSelfAttentionAlibi
 from praxis.layers.relative_attention import LocalSelfAttentionXL
+from praxis import pax_fiddle
+from praxis import py_utils
+from praxis import pytypes
 
 # The decode-cache collection (Pax's base_layer.DECODE_CACHE), under the name our models use.
 DECODER_CACHE = base_layer.DECODE_CACHE
 DECODE_CACHE = base_layer.DECODE_CACHE
 # The name this praxis used before it followed Pax.
 CombinedQKVProjection = CombinedQKVProjectionLayer
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor
+LayerTpl = pax_fiddle.Config[base_layer.BaseLayer]
+NestedInt = pytypes.NestedInt
+NestedJTensor = pytypes.NestedJTensor
+NestedMap = py_utils.NestedMap
+PREFIX_DECODE_CACHE = base_layer.PREFIX_DECODE_CACHE
+SplitDimsMapping = pytypes.SplitDimsMapping
+WeightHParams = base_layer.WeightHParams
+WeightInit = base_layer.WeightInit
+template_field = base_layer.template_field

@@ -10,6 +10,8 @@ from jax import lax
 import jax.numpy as jnp
 
 from praxis import base_layer
+from praxis import py_utils
+from praxis import pytypes
 
 
 class MaskedLmDataAugmenter(base_layer.BaseLayer):
@@ -131,3 +133,8 @@ class TemporalShifting(base_layer.BaseLayer):
       return x, pad
 
     return jax.vmap(shift_example)(features, paddings, shifts)
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor
+NestedMap = py_utils.NestedMap

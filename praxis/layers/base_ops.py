@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from praxis import base_layer
+from praxis import pytypes
 
 
 class EinsumOp(base_layer.BaseLayer):
@@ -33,3 +34,7 @@ class ArrayLookup(base_layer.BaseLayer):
 
   def __call__(self, x: jax.Array, idx) -> jax.Array:
     return x[idx]
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor

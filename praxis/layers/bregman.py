@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import jax.scipy.special as jsp
 
 from praxis import base_layer
+from praxis import pytypes
 
 WeightHParams = base_layer.WeightHParams
 WeightInit = base_layer.WeightInit
@@ -230,3 +231,8 @@ class BregmanPCA(base_layer.BaseLayer):
       self.update_var("components", components)
     self.add_summary("bregman_loss", self.bregman_loss_fn(coefficients, components, mean, inputs))
     return inputs, coefficients
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor
+PARAMS = base_layer.PARAMS

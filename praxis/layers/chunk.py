@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from praxis import pytypes
 
 
 def chunk(x: jax.Array, *, chunk_size: int, axis: int = 1) -> jax.Array:
@@ -31,3 +32,7 @@ def unchunk(chunk_x: jax.Array, axis: int = 1, seqlen: int | None = None) -> jax
   if seqlen is not None and seqlen % chunk_size:
     x = jax.lax.slice_in_dim(x, 0, seqlen, axis=axis)
   return x
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor

@@ -26,6 +26,8 @@ from praxis.layers import convolutions
 from praxis.layers import normalizations
 from praxis.layers import stochastics
 from praxis.layers import transformers
+from praxis import pax_fiddle
+from praxis import py_utils
 
 template_field = base_hyperparams.template_field
 JTensor = jax.Array
@@ -341,3 +343,8 @@ class Conformer(base_layer.BaseLayer):
     if self.has_final_ln:
       inputs = self.final_ln(inputs)
     return inputs
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+LayerTpl = pax_fiddle.Config[base_layer.BaseLayer]
+NestedMap = py_utils.NestedMap

@@ -344,6 +344,7 @@ class ConvBNActWithPadding(ConvBNAct):
 from praxis.layers.convolutions_1d import BaseDepthwiseConv1D  # noqa: E402
 from praxis.layers.convolutions_1d import DepthwiseConv1D  # noqa: E402
 from praxis.layers.convolutions_1d import LightConv1D  # noqa: E402
+from praxis import pytypes
 
 __all__ = [
   "BaseDepthwiseConv1D",
@@ -355,3 +356,9 @@ __all__ = [
   "LightConv1D",
   "causal_padding",
 ]
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor
+LayerTpl = pax_fiddle.Config[base_layer.BaseLayer]
+NestedMap = py_utils.NestedMap
+SplitDimsMapping = pytypes.SplitDimsMapping

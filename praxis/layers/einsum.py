@@ -8,6 +8,8 @@ import jax
 
 from praxis import base_layer
 from praxis.layers import base_ops
+from praxis import pax_fiddle
+from praxis import pytypes
 
 template_field = base_layer.template_field
 
@@ -88,3 +90,8 @@ class Einsum(base_layer.BaseLayer):
     if self.use_bias:
       out = out + self.theta.b
     return base_layer.maybe_shard(out, self.activation_split_dims_mapping.out, self.mesh_axis_names)
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor
+LayerTpl = pax_fiddle.Config[base_layer.BaseLayer]

@@ -649,3 +649,8 @@ class GShardSharedEmbeddingSoftmax(base_layer.BaseLayer):
   def extend_step(self, ids: jax.Array, *, time_step: jax.Array) -> jax.Array:
     del time_step  # A lookup has no state.
     return self.emb_lookup(ids)
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor
+instance_field = base_layer.instance_field

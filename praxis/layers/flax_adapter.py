@@ -24,6 +24,7 @@ from flax.linen import partitioning as flax_partitioning
 from praxis import base_layer
 from praxis import flax_utils
 from praxis import pax_fiddle
+from praxis import pytypes
 
 
 class _InternalBaseFlaxAdapter(base_layer.BaseLayer):
@@ -128,3 +129,8 @@ class EncoderDecoderFlaxModuleAdaptor(FlaxModuleAdapter):
 
   def compute_logits(self, *args, **kwargs):
     return self.call_method("compute_logits", *args, **kwargs)
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor
+LogicalAxisRules = pytypes.LogicalAxisRules

@@ -22,6 +22,7 @@ from praxis import base_hyperparams
 from praxis import base_layer
 from praxis import py_utils
 from praxis.layers import rnn_cell
+from praxis import pax_fiddle
 
 NestedMap = py_utils.NestedMap
 JTensor = jax.Array
@@ -275,3 +276,7 @@ class StackBiFrnn(base_layer.BaseLayer):
       inputs.act = jnp.concatenate([fwd_act, bwd_act], axis=-1)
       final_states.append(NestedMap(fwd=fwd_state, bwd=bwd_state))
     return inputs.act, final_states
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+LayerTpl = pax_fiddle.Config[base_layer.BaseLayer]

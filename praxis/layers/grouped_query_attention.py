@@ -21,6 +21,7 @@ from praxis import pax_fiddle
 from praxis import py_utils
 from praxis.layers import einsum
 from praxis.layers import sharding as shd
+from praxis import pytypes
 
 SplitDimsMapping = base_layer.SplitDimsMapping
 
@@ -313,3 +314,7 @@ class GroupedQueryAttention(base_layer.BaseLayer):
     for name, state in self.variables[base_layer.DECODE_CACHE].items():
       if isinstance(state, jax.Array):
         self.update_decode_state(name, self._kv_state_sharding(transform_fn(state, 0, 1)))
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor

@@ -22,6 +22,8 @@ from praxis import pax_fiddle
 from praxis.layers import activations
 from praxis.layers import base_ops
 from praxis.layers.stacking import StackingOverTime  # pylint: disable=unused-import
+from praxis import py_utils
+from praxis import pytypes
 
 template_field = base_hyperparams.template_field
 
@@ -240,3 +242,12 @@ class MLPBlock(base_layer.BaseLayer):
     for layer in self.mlp_layers:
       outputs = layer(outputs)  # [..., hidden_dims], the last [..., ff_tpl.output_dims]
     return outputs
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor
+LayerTpl = pax_fiddle.Config[base_layer.BaseLayer]
+NestedMap = py_utils.NestedMap
+SplitDimsMapping = pytypes.SplitDimsMapping
+WeightHParams = base_layer.WeightHParams
+WeightInit = base_layer.WeightInit

@@ -28,6 +28,8 @@ from praxis.layers import linears
 from praxis.layers import normalizations
 from praxis.layers import poolings
 from praxis.layers import sequential
+from praxis import py_utils
+from praxis import pytypes
 
 LayerTpl = base_hyperparams.Config
 template_field = base_hyperparams.template_field
@@ -208,3 +210,8 @@ class MobileNet(base_layer.BaseLayer):
   def __call__(self, inputs: jax.Array) -> jax.Array:
     """images [B, H, W, C] -> [B, output_channels] (pooled) or [B, num_classes]."""
     return self.body(inputs)
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor
+NestedMap = py_utils.NestedMap

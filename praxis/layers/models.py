@@ -377,3 +377,8 @@ from praxis.layers.dpo_models import (  # noqa: E402, F401
   compute_dpo_loss_helper,
 )
 from praxis.layers.sequence_models import SequenceModel, compute_xent_loss_helper  # noqa: E402, F401
+from praxis import pax_fiddle
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor
+LayerTpl = pax_fiddle.Config[base_layer.BaseLayer]

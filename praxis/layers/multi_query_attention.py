@@ -274,3 +274,10 @@ class MultiQueryDotProductAttentionLPB(
   The decode state follows DotProductAttentionWithLPB's layout (lazy_broadcast_prefix, n-step
   extend_step), with the key/value heads dim of K (1 for multi-query).
   """
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor
+NestedInt = pytypes.NestedInt
+NestedJTensor = pytypes.NestedJTensor
+PREFIX_DECODE_CACHE = base_layer.PREFIX_DECODE_CACHE

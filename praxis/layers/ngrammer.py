@@ -575,3 +575,9 @@ def _zero_empty_prefix(
 from praxis.layers.ngrammer_bregman import BregmanCompression  # noqa: E402, F401  pylint: disable=g-import-not-at-top,wrong-import-position
 from praxis.layers.ngrammer_bregman import BregmanNgrammer  # noqa: E402, F401  pylint: disable=g-import-not-at-top,wrong-import-position
 from praxis.layers.ngrammer_bregman import NgrammerStub  # noqa: E402, F401  pylint: disable=g-import-not-at-top,wrong-import-position
+from praxis import py_utils
+from praxis import pytypes
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor
+NestedMap = py_utils.NestedMap

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 
 from praxis import base_layer
 from praxis import py_utils
+from praxis import pytypes
 
 WeightInit = base_layer.WeightInit
 WeightHParams = base_layer.WeightHParams
@@ -431,3 +432,10 @@ class SpectralNorm(BaseNormalization):
     if not self.do_eval:
       self.update_var("u", u)
     return self._cast_to_fprop_dtype(jnp.reshape(w / (v @ w @ u), inputs.shape))
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor
+NestedMap = py_utils.NestedMap
+PARAMS = base_layer.PARAMS
+PMAP_PARALLEL_AXIS_NAME = base_layer.PMAP_PARALLEL_AXIS_NAME

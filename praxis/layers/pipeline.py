@@ -39,6 +39,9 @@ import jax.numpy as jnp
 from praxis import base_hyperparams
 from praxis import base_layer
 from praxis.layers import checkpoint_policy as cp
+from praxis import pax_fiddle
+from praxis import py_utils
+from praxis import pytypes
 
 
 # Collections the stages write, one slice per stage (and per loop iteration, see _Iteration).
@@ -480,3 +483,19 @@ def _inherited(layer: base_layer.BaseLayer) -> dict[str, Any]:
 
 def _has_arrays(value: Any) -> bool:
   return any(isinstance(x, jax.Array | jnp.ndarray) for x in jax.tree.leaves(value))
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+AUX_LOSS = base_layer.AUX_LOSS
+AutodiffCheckpointType = cp.AutodiffCheckpointType
+HYPER_PARAMS = base_layer.HYPER_PARAMS
+INTERMEDIATES = base_layer.INTERMEDIATES
+JTensor = pytypes.JTensor
+LayerTpl = pax_fiddle.Config[base_layer.BaseLayer]
+NON_TRAINABLE = base_layer.NON_TRAINABLE
+NestedJTensor = pytypes.NestedJTensor
+NestedMap = py_utils.NestedMap
+PARAMS = base_layer.PARAMS
+RANDOM = base_layer.RANDOM
+SUMMARIES = base_layer.SUMMARIES
+SplitDimsMapping = pytypes.SplitDimsMapping

@@ -14,6 +14,8 @@ import jax
 import jax.numpy as jnp
 
 from praxis import base_layer
+from praxis import py_utils
+from praxis import pytypes
 
 _TYPES = ("MAX", "AVG")
 
@@ -217,3 +219,8 @@ class Pooling1D(base_layer.BaseLayer):
       # A window of only padding is -inf: zero padded outputs so they stay finite.
       pooled = jnp.where(jnp.expand_dims(out_paddings, trailing_axes) > 0, 0, pooled)
     return pooled, out_paddings
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor
+NestedMap = py_utils.NestedMap

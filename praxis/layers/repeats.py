@@ -32,6 +32,9 @@ from jax.ad_checkpoint import checkpoint_name
 from praxis import base_hyperparams
 from praxis import base_layer
 from praxis.layers import checkpoint_policy as cp
+from praxis import pax_fiddle
+from praxis import py_utils
+from praxis import pytypes
 
 # Collections that are stacked along the repeat dim (one slice per iteration).
 _STACKED_COLLECTIONS = (
@@ -197,3 +200,21 @@ class Repeat(base_layer.BaseLayer):
       add_layer_dim, specs, is_leaf=lambda x: isinstance(x, base_layer.BoxedPartitionSpec)
     )
     return {col: {"sub": tree} for col, tree in specs.items()}
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+AUX_LOSS = base_layer.AUX_LOSS
+AutodiffCheckpointType = cp.AutodiffCheckpointType
+DECODE_CACHE = base_layer.DECODE_CACHE
+HYPER_PARAMS = base_layer.HYPER_PARAMS
+INTERMEDIATES = base_layer.INTERMEDIATES
+JTensor = pytypes.JTensor
+LayerTpl = pax_fiddle.Config[base_layer.BaseLayer]
+NON_TRAINABLE = base_layer.NON_TRAINABLE
+NestedJTensor = pytypes.NestedJTensor
+NestedMap = py_utils.NestedMap
+PARAMS = base_layer.PARAMS
+PREFIX_DECODE_CACHE = base_layer.PREFIX_DECODE_CACHE
+RANDOM = base_layer.RANDOM
+SUMMARIES = base_layer.SUMMARIES
+SplitDimsMapping = pytypes.SplitDimsMapping

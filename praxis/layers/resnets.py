@@ -28,6 +28,8 @@ from praxis.layers import convolutions
 from praxis.layers import normalizations
 from praxis.layers import poolings
 from praxis.layers import stochastics
+from praxis import py_utils
+from praxis import pytypes
 
 LayerTpl = base_hyperparams.Config
 template_field = base_hyperparams.template_field
@@ -278,3 +280,8 @@ class ResNet(base_layer.BaseLayer):
     if self.output_spatial_pooling_params is not None:
       out = self.output_spatial_pooling(out)
     return out
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor
+NestedMap = py_utils.NestedMap

@@ -10,6 +10,8 @@ import jax
 import jax.numpy as jnp
 
 from praxis import base_layer
+from praxis import pax_fiddle
+from praxis import pytypes
 
 template_field = base_layer.template_field
 
@@ -53,3 +55,11 @@ class AutoMLSelect(base_layer.BaseLayer):
       for branch in branches:  # create every branch's weights
         branch(self, x)
     return nn.switch(self.get_var("decision"), branches, self, x)
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor
+LayerTpl = pax_fiddle.Config[base_layer.BaseLayer]
+NestedJTensor = pytypes.NestedJTensor
+WeightHParams = base_layer.WeightHParams
+WeightInit = base_layer.WeightInit

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from praxis import base_layer
+from praxis import py_utils
 
 JTensor = jax.Array
 
@@ -121,3 +122,7 @@ class SpectrumAugmenter(base_layer.BaseLayer):
       inputs = self._time_mask(inputs, lengths)
       inputs = self._frequency_mask(inputs)
     return inputs, paddings
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+NestedMap = py_utils.NestedMap

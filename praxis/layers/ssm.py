@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from praxis import base_layer
+from praxis import py_utils
 
 WeightInit = base_layer.WeightInit
 WeightHParams = base_layer.WeightHParams
@@ -260,3 +261,12 @@ class S5(SSM):
     """inputs [B, L, d] -> [B, L, d] by an associative scan; resets `ssm_state`."""
     self.init_states(inputs.shape[0] * self.decode_num_samples)
     return s5_parallel_scan((self.abar, self.bbar, self.cmat, self.dmat), inputs)
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+AUX_LOSS = base_layer.AUX_LOSS
+NON_TRAINABLE = base_layer.NON_TRAINABLE
+NestedMap = py_utils.NestedMap
+PARAMS = base_layer.PARAMS
+RANDOM = base_layer.RANDOM
+SUMMARIES = base_layer.SUMMARIES

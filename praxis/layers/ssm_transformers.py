@@ -26,6 +26,9 @@ from praxis.layers import ssm
 from praxis.layers import stats
 from praxis.layers import stochastics
 from praxis.layers import transformers
+from praxis import base_layer
+from praxis import py_utils
+from praxis import pytypes
 
 template_field = base_hyperparams.template_field
 AutodiffCheckpointType = checkpoint_policy.AutodiffCheckpointType
@@ -295,3 +298,12 @@ class SSMGated(SSMTransformer):
   def _output(self, x: JTensor, gate: JTensor | None, paddings: JTensor | None) -> JTensor:
     del paddings
     return self.gss_ffn_o(self.gss_ffn_uco(x) * gate)
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+LayerTpl = pax_fiddle.Config[base_layer.BaseLayer]
+NestedJTensor = pytypes.NestedJTensor
+NestedMap = py_utils.NestedMap
+SplitDimsMapping = pytypes.SplitDimsMapping
+WeightHParams = base_layer.WeightHParams
+WeightInit = base_layer.WeightInit

@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 
 from praxis import py_utils
+from praxis import pytypes
 
 
 def compute_stats(inputs: jax.Array, padding: jax.Array | None = None) -> py_utils.NestedMap:
@@ -34,3 +35,8 @@ def compute_stats(inputs: jax.Array, padding: jax.Array | None = None) -> py_uti
   return py_utils.NestedMap(
     mean_v=mean, std_v=jnp.sqrt(variance), max_v=jnp.max(jnp.abs(x * valid))
   )
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor
+NestedMap = py_utils.NestedMap

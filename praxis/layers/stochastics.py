@@ -15,6 +15,8 @@ import jax
 import jax.numpy as jnp
 
 from praxis import base_layer
+from praxis import py_utils
+from praxis import pytypes
 
 
 class Dropout(base_layer.BaseLayer):
@@ -102,3 +104,8 @@ class StochasticResidual(base_layer.BaseLayer):
       keep = jnp.floor(self.survival_prob + jax.random.uniform(self.next_prng_key(), shape))
       residual = residual / self.survival_prob * keep.astype(residual.dtype)
     return inputs + self.residual_weight * residual
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor
+NestedMap = py_utils.NestedMap

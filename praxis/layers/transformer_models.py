@@ -435,3 +435,9 @@ def _is_repeated(cfg: Config) -> bool:
 
 # Pax's encoder-decoder lives in its own module; Pax users reach it under this module's name.
 from praxis.layers.encoder_decoder import TransformerEncoderDecoder  # noqa: E402, F401
+from praxis import pax_fiddle
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+AUX_LOSS = base_layer.AUX_LOSS
+JTensor = pytypes.JTensor
+LayerTpl = pax_fiddle.Config[base_layer.BaseLayer]

@@ -24,3 +24,19 @@ from praxis.layers.transformer_feed_forward import NORM_POLICIES
 from praxis.layers.transformer_feed_forward import TransformerFeedForward
 from praxis.layers.transformer_layer import Transformer
 from praxis.layers.transformer_moe import TransformerFeedForwardMoe
+from praxis import base_layer
+from praxis.layers import checkpoint_policy
+from praxis import pax_fiddle
+from praxis import py_utils
+from praxis import pytypes
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+AutodiffCheckpointType = checkpoint_policy.AutodiffCheckpointType
+JTensor = pytypes.JTensor
+LayerTpl = pax_fiddle.Config[base_layer.BaseLayer]
+NestedJTensor = pytypes.NestedJTensor
+NestedMap = py_utils.NestedMap
+SplitDimsMapping = pytypes.SplitDimsMapping
+WeightHParams = base_layer.WeightHParams
+WeightInit = base_layer.WeightInit
+template_field = base_layer.template_field

@@ -28,6 +28,8 @@ from praxis import base_layer
 from praxis import pax_fiddle
 from praxis.layers import convolutions
 from praxis.layers import poolings
+from praxis import py_utils
+from praxis import pytypes
 
 template_field = base_layer.template_field
 WeightInit = base_layer.WeightInit
@@ -189,3 +191,9 @@ class VanillaNet(base_layer.BaseLayer):
     if self.output_spatial_pooling_params is not None:
       x = self.output_spatial_pooling(x)
     return x
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor
+LayerTpl = pax_fiddle.Config[base_layer.BaseLayer]
+NestedMap = py_utils.NestedMap

@@ -33,6 +33,8 @@ from praxis.layers import normalizations
 from praxis.layers import poolings
 from praxis.layers import stochastics
 from praxis.layers import transformers
+from praxis import py_utils
+from praxis import pytypes
 
 LayerTpl = base_hyperparams.Config
 WeightHParams = base_layer.WeightHParams
@@ -363,3 +365,8 @@ def build_vision_transformer_hparams_for_test(
     transformer_layers_tpl=stack,
     exit_layers_tpl=exit_,
   )
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor
+NestedMap = py_utils.NestedMap

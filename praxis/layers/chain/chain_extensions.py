@@ -22,6 +22,7 @@ from praxis.layers import activations
 from praxis.layers import linears
 from praxis.layers import repeats
 from praxis.layers.chain import chain as chain_lib
+from praxis import pytypes
 
 Config = pax_fiddle.Config
 BaseLayer = base_layer.BaseLayer
@@ -204,3 +205,8 @@ def feed_forward(
     activation_tpl=activation_tpl or Config(activations.Identity),
     **kwargs_with_name("feedforward", **kwargs),
   )
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor
+LayerTpl = pax_fiddle.Config[base_layer.BaseLayer]

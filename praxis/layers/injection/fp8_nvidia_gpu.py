@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from praxis import base_layer
+from praxis import pytypes
 
 WeightHParams = base_layer.WeightHParams
 _E4M3 = jnp.float8_e4m3fn  # inputs and kernels: more mantissa
@@ -247,3 +248,7 @@ class Fp8EinsumGatedOp(Fp8EinsumOp):
     # Deliberate fix of Pax, which rescales `y` (already dequantized) here instead of y_gated.
     y_gated = fp8_ops.out_dq(dq_type=x.dtype, lhs_scale=x_scale, rhs_scale=kg_scale, out=y_gated)
     return y, y_gated
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor

@@ -582,3 +582,7 @@ class DotProductAttention(
       return self._aqt("BNTS,BSNH->BTNH", probs, value)
     grouped = probs.reshape(b, k, n // k, t, s)
     return self._aqt("BKGTS,BSKH->BTKGH", grouped, value).reshape(b, t, n, h)
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+instance_field = base_layer.instance_field

@@ -78,3 +78,7 @@ class Conv2D(
     if self.bias:
       out = out + jnp.reshape(self.theta.b, (1,) * (out.ndim - 1) + (-1,))
     return out
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+instance_field = base_layer.instance_field

@@ -444,3 +444,7 @@ class NClassMajorSharedEmbeddingSoftmax(embedding_softmax.SharedEmbeddingSoftmax
     sym = self.quantization.weight_params.use_symmetric
     out = {base_layer.PARAMS: _serving_vars("w", q_w, q_s, zp, sym)}
     return self._children_serving(out, return_pspec=False)
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+SplitDimsMapping = pytypes.SplitDimsMapping

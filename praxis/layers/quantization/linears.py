@@ -352,3 +352,7 @@ class LinearActScaling(Linear):
     if ap_out is not None and len(ap_out) == 3 and out.ndim == 2:
       ap_out = [ap_out[0], ap_out[2]]
     return base_layer.maybe_shard(out, ap_out, self.mesh_axis_names)
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+instance_field = base_layer.instance_field

@@ -40,3 +40,7 @@ class VQNgrammer(ngrammer.VQNgrammer):
 
   def _ngram_layer_tpl(self) -> pax_fiddle.Config:
     return pax_fiddle.Config(Ngrammer, quantization=self.quantization)
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+WeightHParams = base_layer.WeightHParams

@@ -26,6 +26,7 @@ from praxis.layers import activations
 from praxis.layers import convolutions
 from praxis.layers import linears
 from praxis.layers import normalizations
+from praxis import pytypes
 
 LayerTpl = base_hyperparams.Config
 template_field = base_layer.template_field
@@ -303,3 +304,7 @@ class DiscriminatorResBlock(base_layer.BaseLayer):
     x = self.activation(self.conv_last(x))
     residual = self.conv_residual(self.blur_pool(inputs))
     return (x + residual) / math.sqrt(2.0)
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor

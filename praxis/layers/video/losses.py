@@ -16,6 +16,7 @@ import jax.numpy as jnp
 
 from praxis import base_layer
 from praxis import py_utils
+from praxis import pytypes
 
 NestedMap = py_utils.NestedMap
 
@@ -111,3 +112,7 @@ class VQGANLoss(base_layer.BaseLayer):
       + losses.quantizer_loss
     )
     return losses
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor

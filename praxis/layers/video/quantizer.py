@@ -22,6 +22,7 @@ import numpy as np
 
 from praxis import base_layer
 from praxis import py_utils
+from praxis import pytypes
 
 NestedMap = py_utils.NestedMap
 
@@ -288,3 +289,7 @@ class LookupFreeQuantizer(base_layer.BaseLayer):
       inputs = inputs[..., None]
     bits = jnp.repeat(inputs, self._group_size(), axis=-1)[..., : base.shape[0]]  # [..., D]
     return jnp.where(bits & base, 1.0, -1.0)
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor

@@ -29,6 +29,7 @@ from praxis.layers import convolutions
 from praxis.layers import linears
 from praxis.layers.video import enc_dec_3dcnn
 from praxis.layers.video import quantizer
+from praxis import pytypes
 
 LayerTpl = base_hyperparams.Config
 NestedMap = py_utils.NestedMap
@@ -344,3 +345,7 @@ class VQVaeModel(base_layer.BaseLayer):
     """inputs [B, T, H, W, C] -> (reconstruction [B, T, H, W, C], the quantizer's NestedMap)."""
     quantized, result = self.encode(inputs)
     return self.decoder(quantized), result
+
+
+# Pax's module-level names for the types and variable collections this module's API uses.
+JTensor = pytypes.JTensor
