@@ -417,6 +417,8 @@ def eval_step_single_learner(
     per_example_out=per_example_out,
     summary_tensors=_summaries(updated),
   )
+
+
 # Pax's signature of the early-stopping function the trainer calls after each eval/decode:
 # (tuning metrics, running mode, global step, is last checkpoint, checkpoint path) -> stop?
 # tuning_lib.EarlyStoppingFn is the one `tuning_lib.tune` gives each trial.
