@@ -86,6 +86,11 @@ def _create_ghostnorm_fn(
   call.defvjp(fwd, bwd)
 
   def call_with_kwargs(variables, *args, **kwargs):
+    if base.get_aux(variables) is None:
+      # Plain weights (eval, ordinary training): the layer's own call and gradient. Going
+      # through custom_vjp here would run the layer as one compiled call, whose fused float
+      # results can differ from the unwrapped layer's in the last bit.
+      return fn(variables, *args, **kwargs)
     bound = signature.bind(*args, **kwargs)
     return call(variables, *bound.args)
 
