@@ -23,16 +23,13 @@ def _loss(outputs):
 
 def _grads_with_norms(layer, variables, inputs, scales):
   """(weight gradients, per-example squared norms summed over weights [B])."""
-  wrapped = {
-    PARAMS: jax.tree.map(lambda p: base.ParamWithAux(p, scales), variables[PARAMS])
-  }
+  wrapped = {PARAMS: jax.tree.map(lambda p: base.ParamWithAux(p, scales), variables[PARAMS])}
   grads = jax.grad(lambda v: _loss(layer.apply(v, inputs)))(wrapped)[PARAMS]
   leaves = jax.tree.leaves(grads, is_leaf=lambda x: isinstance(x, base.ParamWithAux))
   return base.get_param(grads), sum(leaf.aux for leaf in leaves)
 
 
 class GhostNormTest(absltest.TestCase):
-
   def test_linear_rank3_norms_and_scaled_grad_match_numpy(self):
     batch, steps, din, dout = 4, 3, 5, 2
     x = np.random.default_rng(0).normal(size=(batch, steps, din)).astype(np.float32)

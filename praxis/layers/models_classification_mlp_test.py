@@ -19,7 +19,6 @@ def _np_log_softmax(x):
 
 
 class ClassificationMLPModelTest(absltest.TestCase):
-
   def _model_and_vars(self, batch):
     tpl = pax_fiddle.Config(models.ClassificationMLPModel, name="mlp_model")
     tpl.softmax_tpl.input_dims = D
