@@ -704,6 +704,8 @@ def _build(value: Any, memo: dict[int, Any], parent: Any, top: bool = False) -> 
         built = _PartialWithFreshArgs(target, **kwargs)
       else:
         built = functools.partial(target, **kwargs)
+    elif type(value).__build__ is not fdl.Config.__build__:
+      built = value.__build__(**kwargs)  # a Config subclass that builds its own way (Pax allows)
     else:
       built = target(**kwargs)
     memo[key] = built

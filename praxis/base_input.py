@@ -59,6 +59,8 @@ from praxis import base_hyperparams
 from praxis import pytypes
 
 NestedMap = pytypes.NestedMap
+# Pax's name for input specs: a nested map of jax.ShapeDtypeStruct leaves.
+NestedShapeDtypeStruct = pytypes.NestedShapeDtypeStruct
 instantiate = base_hyperparams.instantiate
 
 # What an input's name may contain (it names summary directories).

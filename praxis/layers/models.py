@@ -38,9 +38,11 @@ from praxis import base_layer
 from praxis import base_model
 from praxis import decoder_hparams
 from praxis import metric_utils
+from praxis import pax_fiddle
 from praxis import pytypes
 from praxis.layers import embedding_softmax
 from praxis.layers import lm_decode
+from praxis.layers import linears
 from praxis.layers import resnets
 from praxis.layers import transformer_models
 
@@ -377,7 +379,53 @@ from praxis.layers.dpo_models import (  # noqa: E402, F401
   compute_dpo_loss_helper,
 )
 from praxis.layers.sequence_models import SequenceModel, compute_xent_loss_helper  # noqa: E402, F401
-from praxis import pax_fiddle
+
+
+class ClassificationMLPModel(base_model.BaseModel):
+  """Pax's toy token classifier: embed `ids`, an MLP, then a softmax sharing the embedding.
+
+  The batch (Pax's): NestedMap(ids, labels, weights), each [B, T]. The shared softmax embeds
+  `ids` (`emb_lookup`), the MLP maps each embedding, and the softmax scores every position
+  against its own id (`class_ids=ids`, as Pax does).
+
+  Children: `mlp_layers_0` (the MLPBlock; Pax's name, kept for checkpoints) and `softmax`.
+  Set the softmax's input_dims / num_classes and the MLP's ff_tpl input/output dims to match.
+
+  Metrics: as in Pax, total_loss is the weighted accuracy of the softmax's argmax against
+  `labels` (value and weight both the accuracy, Pax's pair); the cross-entropy stays in the
+  predictions (`avg_xent`, `per_example_xent`).
+
+  Attributes:
+    mlp_tpl: the MLP applied to each position's embedding.
+    softmax_tpl: the embedding-sharing softmax.
+  """
+
+  mlp_tpl: Config = template_field(linears.MLPBlock)
+  softmax_tpl: Config = template_field(embedding_softmax.SharedEmbeddingSoftmax)
+
+  def setup(self) -> None:
+    self.create_child("mlp_layers_0", self.mlp_tpl)
+    self.create_child("softmax", self.softmax_tpl)
+
+  def compute_predictions(self, input_batch: NestedMap) -> NestedMap:
+    ids = input_batch.ids  # [B, T]
+    embs = self.softmax.emb_lookup(ids)  # [B, T, D]
+    features = self.mlp_layers_0(embs)  # [B, T, D]
+    return self.softmax(
+      features,
+      class_weights=input_batch.weights[:, :, None],  # [B, T, 1]
+      class_ids=ids[:, :, None],  # [B, T, 1]
+    )
+
+  def compute_loss(
+    self, predictions: NestedMap, input_batch: NestedMap
+  ) -> tuple[WeightedScalars, NestedMap]:
+    labels, weights = input_batch.labels, input_batch.weights  # [B, T]
+    predicted = predictions.per_example_argmax.astype(labels.dtype)  # [B, T]
+    count = jnp.maximum(jnp.sum(weights), 1)
+    accuracy = jnp.sum((labels == predicted) * weights) / count
+    return NestedMap(total_loss=(accuracy, accuracy)), NestedMap()
+
 
 # Pax's module-level names for the types and variable collections this module's API uses.
 JTensor = pytypes.JTensor

@@ -94,6 +94,8 @@ class TransformerLm(base_layer.BaseLayer):
   position_emb_tpl: Config | None = template_field(embedding_softmax.PositionalEmbedding)
   stacked_transformer_tpl: Config = template_field(transformers.StackedTransformer)
   final_ln_tpl: Config | None = template_field(normalizations.LayerNorm)
+  # Pax's: return the final activations [B, T, D] instead of the softmax's outputs.
+  skip_compute_loss: bool = False
 
   @classmethod
   def untied_config(cls, **kwargs) -> Config:
@@ -280,6 +282,8 @@ class TransformerLm(base_layer.BaseLayer):
           "ngrammer_prefix_emb", jnp.zeros((batch, 1, self.model_dims), emb.dtype)
         )
         self.update_decode_state("ngrammer_prefix_segment_pos", jnp.zeros((batch, 1), jnp.int32))
+    if self.skip_compute_loss:
+      return output  # [B, T, D]
     if labels is None:
       out = NestedMap(logits=self.softmax.get_logits(output))
     else:
