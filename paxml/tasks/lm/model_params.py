@@ -40,7 +40,6 @@ from praxis import layers
 from praxis import pax_fiddle
 from praxis import pytypes
 from praxis.layers import activations
-from praxis.layers import classification_mlp
 from praxis.layers import models
 
 NestedMap = pytypes.NestedMap
@@ -431,9 +430,7 @@ class ClassificationModelAdam(base_experiment.BaseExperiment):
 
   def task(self) -> pax_fiddle.Config:
     task_p = pax_fiddle.Config(tasks_lib.SingleTask, name="classification_task")
-    task_p.model = pax_fiddle.Config(
-      classification_mlp.ClassificationMLPModel, name="classification_model"
-    )
+    task_p.model = pax_fiddle.Config(models.ClassificationMLPModel, name="classification_model")
     model_p = task_p.model
     model_p.mlp_tpl.ff_tpl.input_dims = self.INPUT_DIM
     model_p.mlp_tpl.ff_tpl.output_dims = self.OUTPUT_DIM
