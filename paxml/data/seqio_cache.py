@@ -225,18 +225,35 @@ def ensure(
   """The cache's summary (with its "directory"), built from `make_rows()` if missing; None when
   the rows cannot be cached (too large, ragged or empty): the caller keeps tf.data."""
   if key is None:  # No fingerprint: one directory per process.
-    process_key = f"{name}-{id(owner)}"
-    if process_key not in _PROCESS_DIRS:
-      directory = tempfile.mkdtemp(prefix=f"paxml-seqio-{_safe(name)}-")
-      atexit.register(shutil.rmtree, directory, True)
-      _PROCESS_DIRS[process_key] = (directory, owner)
-    return _ensure_dir(_PROCESS_DIRS[process_key][0], name, make_rows, expected_rows)
+    return _ensure_dir(_process_dir(name, owner), name, make_rows, expected_rows)
   root = cache_root()
-  os.makedirs(root, exist_ok=True)
   directory = os.path.join(root, f"{_safe(name)}-{key}")
-  with open(directory + ".lock", "w") as lock:
+  try:
+    os.makedirs(root, exist_ok=True)
+    lock = open(directory + ".lock", "w")  # noqa: SIM115 (held for the build below)
+  except OSError as e:  # A read-only home (a sandbox): cache for this process only.
+    logging.warning(
+      "SeqIO row cache: %s is not writable (%s); caching %s in a temporary directory for this "
+      "process. Set $%s to a writable directory to keep it.",
+      root,
+      e,
+      name,
+      ENV_DIR,
+    )
+    return _ensure_dir(_process_dir(name, owner), name, make_rows, expected_rows)
+  with lock:
     fcntl.flock(lock, fcntl.LOCK_EX)  # Other processes wait here while one builds.
     return _ensure_dir(directory, name, make_rows, expected_rows)
+
+
+def _process_dir(name: str, owner: Any) -> str:
+  """A temporary cache directory for this process (removed at exit), one per input."""
+  process_key = f"{name}-{id(owner)}"
+  if process_key not in _PROCESS_DIRS:
+    directory = tempfile.mkdtemp(prefix=f"paxml-seqio-{_safe(name)}-")
+    atexit.register(shutil.rmtree, directory, True)
+    _PROCESS_DIRS[process_key] = (directory, owner)
+  return _PROCESS_DIRS[process_key][0]
 
 
 def _safe(name: str) -> str:

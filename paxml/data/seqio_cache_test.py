@@ -127,6 +127,19 @@ class SeqIOCacheTest(absltest.TestCase):
     longer = self._input(task_feature_lengths={"targets": 24})
     self.assertNotEqual(longer._rows.summary["directory"], summary["directory"])
 
+  def test_an_unwritable_cache_root_caches_for_the_process(self):
+    # A read-only home (Bazel's sandbox): the root cannot be made, so this process gets its own.
+    blocker = os.path.join(self.cache_dir, "a_file")
+    open(blocker, "w").close()
+    with mock.patch.dict(os.environ, {seqio_cache.ENV_DIR: os.path.join(blocker, "seqio")}):
+      inp = self._input()
+    directory = inp._rows.summary["directory"]
+    self.assertFalse(directory.startswith(blocker))
+    self.assertEqual(inp._rows.summary["num_rows"], _NUM_ROWS)
+    first = inp.get_next()
+    inp.set_state(inp.get_state())  # still index-addressed
+    self.assertIsNotNone(first)
+
   def test_too_large_or_off_keeps_tf_data(self):
     with mock.patch.dict(os.environ, {seqio_cache.ENV_MAX_BYTES: "1000"}):
       with self.assertLogs("absl", level="WARNING") as logs:
