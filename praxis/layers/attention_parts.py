@@ -265,6 +265,25 @@ class AttentionProjection(base_layer.BaseLayer):
         )
     self.create_child("einsum", self.einsum_tpl.clone())
 
+  def _einsum_eqn(self, inputs: jax.Array) -> str:
+    """The projection's einsum for these inputs ([..., D] in, or [..., N, H] for an output
+    projection), after checking their trailing dims."""
+    if self.is_output_projection:
+      if inputs.shape[-2:] != (self.num_heads, self.dim_per_head):
+        raise ValueError(
+          f"AttentionProjection (output) expects [..., {self.num_heads}, "
+          f"{self.dim_per_head}], got {inputs.shape}."
+        )
+      lead = _batch_letters(inputs.ndim - 2, "DHN")
+      return f"{lead}NH,NHD->{lead}D" if self.use_nhd_shape else f"{lead}NH,DNH->{lead}D"
+    else:
+      if inputs.shape[-1] != self.input_dim:
+        raise ValueError(
+          f"AttentionProjection expects [..., {self.input_dim}], got {inputs.shape}."
+        )
+      lead = _batch_letters(inputs.ndim - 1, "DHN")
+      return f"{lead}D,DNH->{lead}NH"
+
   def __call__(self, inputs: jax.Array, *, query_scale: jax.Array | None = None) -> jax.Array:
     """inputs [..., D] -> [..., N, H] (an output projection: [..., N, H] -> [..., D]).
 
@@ -283,21 +302,7 @@ class AttentionProjection(base_layer.BaseLayer):
         w = jnp.reshape(w, [self.num_heads, self.dim_per_head, self.input_dim])
       else:
         w = jnp.reshape(w, [self.input_dim, self.num_heads, self.dim_per_head])
-    if self.is_output_projection:
-      if inputs.shape[-2:] != (self.num_heads, self.dim_per_head):
-        raise ValueError(
-          f"AttentionProjection (output) expects [..., {self.num_heads}, "
-          f"{self.dim_per_head}], got {inputs.shape}."
-        )
-      lead = _batch_letters(inputs.ndim - 2, "DHN")
-      eqn = f"{lead}NH,NHD->{lead}D" if self.use_nhd_shape else f"{lead}NH,DNH->{lead}D"
-    else:
-      if inputs.shape[-1] != self.input_dim:
-        raise ValueError(
-          f"AttentionProjection expects [..., {self.input_dim}], got {inputs.shape}."
-        )
-      lead = _batch_letters(inputs.ndim - 1, "DHN")
-      eqn = f"{lead}D,DNH->{lead}NH"
+    eqn = self._einsum_eqn(inputs)
     out = self.einsum(eqn, inputs, w)
     if self.use_bias:
       out = out + b

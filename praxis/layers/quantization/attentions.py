@@ -279,21 +279,7 @@ class AttentionProjection(
   def __call__(self, inputs: JTensor) -> JTensor:
     """inputs [..., D] -> [..., N, H] (an output projection: [..., N, H] -> [..., D])."""
     inputs = self._cast_to_fprop_dtype(inputs)
-    if self.is_output_projection:
-      if inputs.shape[-2:] != (self.num_heads, self.dim_per_head):
-        raise ValueError(
-          f"AttentionProjection (output) expects [..., {self.num_heads}, "
-          f"{self.dim_per_head}], got {inputs.shape}."
-        )
-      lead = _batch_letters(inputs.ndim - 2, "DHN")
-      eqn = f"{lead}NH,NHD->{lead}D" if self.use_nhd_shape else f"{lead}NH,DNH->{lead}D"
-    else:
-      if inputs.shape[-1] != self.input_dim:
-        raise ValueError(
-          f"AttentionProjection expects [..., {self.input_dim}], got {inputs.shape}."
-        )
-      lead = _batch_letters(inputs.ndim - 1, "DHN")
-      eqn = f"{lead}D,DNH->{lead}NH"
+    eqn = self._einsum_eqn(inputs)
     if self._inference_sub_channel():
       out = jnp.einsum(eqn, inputs, self._dequantized_sub_channel_weight())
     else:
